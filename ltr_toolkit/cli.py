@@ -1,0 +1,248 @@
+"""The ``ltr`` command line: a thin layer over the library.
+
+User errors (bad files, no node, no plugin, no store) end with one line on stderr and
+exit code 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import UserError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Learning to rank for OpenSearch/Elasticsearch with the LTR plugin.")
+cluster_app = typer.Typer(no_args_is_help=True, help="The local OpenSearch node with the LTR plugin.")
+store_app = typer.Typer(no_args_is_help=True, help="LTR feature stores.")
+featureset_app = typer.Typer(no_args_is_help=True, help="Feature sets in a store.")
+app.add_typer(cluster_app, name="cluster")
+app.add_typer(store_app, name="store")
+app.add_typer(featureset_app, name="featureset")
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+
+@app.callback()
+def _global(ctx: typer.Context,
+            url: Optional[str] = typer.Option(None, "--url", envvar="LTR_URL",
+                                              help="Cluster URL (default: the local node, else http://localhost:9200). Credentials come from LTR_USER / LTR_PASSWORD."),
+            ca_certs: Optional[Path] = typer.Option(None, "--ca-certs", help="CA bundle for TLS."),
+            insecure: bool = typer.Option(False, "--insecure", help="Do not verify TLS certificates."),
+            timeout: float = typer.Option(30.0, "--timeout", help="Request timeout, seconds.")):
+    from .cluster.client import Connection
+    ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None,
+                         insecure=insecure, timeout=timeout)
+
+
+def _conn(ctx: typer.Context):
+    return ctx.obj
+
+
+# --------------------------------------------------------------------------- cluster
+
+@cluster_app.command("start")
+def cluster_start(no_ltr: bool = typer.Option(
+        False, "--no-ltr", help="Start plain OpenSearch when the LTR plugin cannot be provisioned (diagnostics only).")):
+    """Provision (cached) and start a single local node; return when it is healthy."""
+    from .cluster import localnode
+    t0 = time.monotonic()
+    info, started = localnode.start(require_plugin=not no_ltr,
+                                    log=lambda m: err.print(f"[dim]{m}[/dim]"))
+    if not started:
+        out.print(f"a node already runs: {info.url} (pid {info.pid}); nothing started")
+        return
+    plugin = "with LTR plugin" if info.plugin else "WITHOUT the LTR plugin"
+    out.print(f"OpenSearch {info.version} {plugin} healthy at {info.url} "
+              f"(pid {info.pid}) in {time.monotonic() - t0:.1f}s")
+
+
+@cluster_app.command("stop")
+def cluster_stop():
+    """Stop the node `ltr cluster start` started (by its pid)."""
+    from .cluster import localnode
+    info = localnode.stop()
+    if info is None:
+        out.print("no local node runs")
+    else:
+        out.print(f"stopped pid {info.pid} ({info.url})")
+
+
+@cluster_app.command("status")
+def cluster_status(ctx: typer.Context):
+    """URL, OpenSearch version, LTR plugin version and health; exit 1 when no node answers."""
+    from .cluster import client as cl
+    conn = _conn(ctx)
+    try:
+        info = cl.cluster_info(conn)
+        health = cl.request(conn, "GET", "/_cluster/health")
+        ltr = cl.ltr_plugin_version(conn)
+    except UserError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(1)
+    table = Table(show_header=False)
+    table.add_row("url", conn.display_url)
+    table.add_row("opensearch", info.get("version", {}).get("number", "?"))
+    table.add_row("ltr plugin", ltr or "not installed")
+    table.add_row("health", health.get("status", "?"))
+    out.print(table)
+
+
+# --------------------------------------------------------------------------- store
+
+StoreOpt = typer.Option(None, "--store", help="Feature store name (default store when omitted).")
+
+
+@store_app.command("init")
+def store_init(ctx: typer.Context, store: Optional[str] = StoreOpt):
+    """Create a feature store."""
+    from .cluster import client as cl, store as st
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    created = st.init_store(conn, store)
+    out.print(f"store {store or '(default)'} {'created' if created else 'already exists'}")
+
+
+@store_app.command("drop")
+def store_drop(ctx: typer.Context, store: Optional[str] = StoreOpt):
+    """Delete a feature store with its feature sets and models."""
+    from .cluster import client as cl, store as st
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    dropped = st.drop_store(conn, store)
+    out.print(f"store {store or '(default)'} {'dropped' if dropped else 'did not exist'}")
+
+
+@store_app.command("list")
+def store_list(ctx: typer.Context):
+    """List feature stores."""
+    from .cluster import client as cl, store as st
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    table = Table("store", "index", "version")
+    for name, meta in sorted(st.list_stores(conn).items()):
+        table.add_row(name, str(meta.get("index", "")), str(meta.get("version", "")))
+    out.print(table)
+
+
+# --------------------------------------------------------------------------- featureset
+
+@featureset_app.command("upload")
+def featureset_upload(ctx: typer.Context, file: Path, store: Optional[str] = StoreOpt):
+    """Upload a feature set file (validated locally first)."""
+    from .cluster import client as cl, store as st
+    from .featuresets import load_featureset
+    conn = _conn(ctx)
+    fs = load_featureset(file)
+    cl.check_ltr(conn)
+    st.upload_featureset(conn, fs, store)
+    out.print(f"uploaded feature set {fs['name']} ({len(fs['features'])} features)")
+
+
+@featureset_app.command("list")
+def featureset_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
+    """List feature sets in a store."""
+    from .cluster import client as cl, store as st
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    table = Table("name", "features")
+    for fs in st.list_featuresets(conn, store):
+        table.add_row(fs.get("name", "?"), str(len(fs.get("featureset", {}).get("features", []))))
+    out.print(table)
+
+
+@featureset_app.command("show")
+def featureset_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
+    """Print a stored feature set as JSON."""
+    from .cluster import client as cl, store as st
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    fs = st.get_featureset(conn, name, store)
+    if fs is None:
+        raise UserError(f"feature set {name} not found in store {store or '(default)'}",
+                        "upload it with `ltr featureset upload FILE`")
+    out.print_json(json.dumps(fs))
+
+
+# --------------------------------------------------------------------------- train / predict
+
+@app.command("train")
+def train(data: Path = typer.Argument(..., help="SVMlight/RankLib training file."),
+          algo: str = typer.Option("lambdarank-nn", "--algo",
+                                   help="ranknet-nn | lambdarank-nn | linear"),
+          valid: Optional[Path] = typer.Option(None, "--valid"),
+          test: Optional[Path] = typer.Option(None, "--test"),
+          output: Path = typer.Option(..., "-o", "--output", help="Model artifact (JSON)."),
+          hidden: str = typer.Option("64,16", "--hidden", help="Hidden layer sizes, e.g. 64,16."),
+          epochs: int = typer.Option(50, "--epochs"),
+          lr: float = typer.Option(1e-3, "--lr"),
+          optimizer: str = typer.Option("adam", "--optimizer", help="adam | sgd"),
+          sigma: float = typer.Option(1.0, "--sigma"),
+          k: int = typer.Option(10, "--k", help="NDCG@k for LambdaRank weights and early stopping."),
+          patience: int = typer.Option(10, "--patience"),
+          seed: int = typer.Option(42, "--seed")):
+    """Train a ranker with the factorised lambda objective and write a model artifact."""
+    from .training import train_from_files
+    hidden_sizes = tuple(int(h) for h in hidden.split(",") if h.strip()) if hidden else ()
+    from rich.progress import Progress
+    with Progress(transient=True, console=err, disable=not err.is_terminal) as progress:
+        task = progress.add_task("training", total=epochs)
+
+        def on_epoch(epoch, metric):
+            progress.update(task, completed=epoch + 1,
+                            description=f"epoch {epoch + 1} valid NDCG@{k}={metric:.4f}")
+        artifact = train_from_files(
+            data, algo=algo, valid=valid, test=test, output=output, hidden=hidden_sizes,
+            epochs=epochs, lr=lr, optimizer=optimizer, sigma=sigma, k=k, patience=patience,
+            seed=seed, on_epoch=on_epoch)
+    table = Table("split", f"NDCG@{k}", "queries")
+    for split, m in artifact["metrics"].items():
+        table.add_row(split, f"{m[f'ndcg@{k}']:.4f}", str(m["queries"]))
+    out.print(table)
+    out.print(f"model written to {output}")
+
+
+@app.command("predict")
+def predict(model: Path, data: Path,
+            output: Path = typer.Option(..., "-o", "--output", help="One score per input row.")):
+    """Score every row of DATA with MODEL."""
+    from .training import predict_file
+    n = predict_file(model, data, output)
+    out.print(f"{n} scores written to {output}")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        rv = app(args=argv, standalone_mode=False)
+        if isinstance(rv, int):
+            return rv
+    except UserError as exc:
+        err.print(f"error: {exc}", highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        err.print("aborted")
+        return 130
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Connection settings shared by every command, and error translation.
+
+URL: ``--url`` / ``LTR_URL``; default: the local node when it runs, else
+``http://localhost:9200``. Basic auth comes only from the environment
+(``LTR_USER``, ``LTR_PASSWORD``) so that no secret is ever on argv or in a log.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import ClusterError, PluginMissingError, StoreMissingError
+
+DEFAULT_URL = "http://localhost:9200"
+
+
+def redact(url: str) -> str:
+    """The URL without any user:password part, safe for messages and logs."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        parts = parts._replace(netloc=host)
+    return urlunsplit(parts)
+
+
+@dataclass
+class Connection:
+    url: str | None = None
+    ca_certs: str | None = None
+    insecure: bool = False
+    timeout: float = 30.0
+    _client: object = field(default=None, repr=False, compare=False)
+
+    def resolved_url(self) -> str:
+        if self.url:
+            return self.url
+        if os.environ.get("LTR_URL"):
+            return os.environ["LTR_URL"]
+        from .localnode import running_node
+        node = running_node()
+        return node.url if node else DEFAULT_URL
+
+    @property
+    def display_url(self) -> str:
+        return redact(self.resolved_url())
+
+    def client(self):
+        if self._client is None:
+            from opensearchpy import OpenSearch
+            url = self.resolved_url()
+            parts = urlsplit(url)
+            kwargs = dict(hosts=[redact(url)], timeout=self.timeout, max_retries=0,
+                          retry_on_timeout=False)
+            user = os.environ.get("LTR_USER") or parts.username
+            password = os.environ.get("LTR_PASSWORD") or parts.password
+            if user:
+                kwargs["http_auth"] = (user, password or "")
+            if parts.scheme == "https":
+                kwargs["use_ssl"] = True
+                kwargs["verify_certs"] = not self.insecure
+                if self.insecure:
+                    kwargs["ssl_show_warn"] = False
+                    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+                if self.ca_certs:
+                    kwargs["ca_certs"] = self.ca_certs
+            self._client = OpenSearch(**kwargs)
+        return self._client
+
+
+def translate(exc: Exception, conn: Connection, store: str | None = None) -> Exception:
+    """Map an opensearch-py exception to a one-line user error naming the cause."""
+    from opensearchpy import exceptions as E
+    url = conn.display_url
+    if isinstance(exc, E.ConnectionTimeout):
+        return ClusterError(f"the cluster at {url} did not answer in {conn.timeout:.0f}s",
+                            "is it overloaded? try again or raise the timeout")
+    if isinstance(exc, E.SSLError):
+        return ClusterError(f"TLS failed talking to {url}: {exc.info if hasattr(exc, 'info') else exc}",
+                            "pass --ca-certs FILE, or --insecure for a self-signed test cluster")
+    if isinstance(exc, E.ConnectionError):
+        return ClusterError(f"no cluster answers at {url}",
+                            "start one with `ltr cluster start`, or set --url / LTR_URL")
+    if isinstance(exc, E.AuthenticationException):
+        return ClusterError(f"the cluster at {url} refused the credentials (HTTP 401)",
+                            "set LTR_USER and LTR_PASSWORD in the environment")
+    if isinstance(exc, E.AuthorizationException):
+        return ClusterError(f"the cluster at {url} denied the request (HTTP 403)",
+                            "the user needs cluster:admin/ltr/* and index permissions")
+    if isinstance(exc, E.TransportError):
+        text = str(exc.info) if exc.info else str(exc.error)
+        if "no handler found for uri" in text and "_ltr" in text:
+            return PluginMissingError(f"the LTR plugin is not installed on the cluster at {url}",
+                                      "install opensearch-ltr, or use `ltr cluster start`")
+        if exc.status_code == 404 and ".ltrstore" in text:
+            name = store or "(default)"
+            return StoreMissingError(f"feature store {name} does not exist on {url}",
+                                     "create it with `ltr store init`")
+        reason = _reason(exc)
+        return ClusterError(f"the cluster at {url} answered HTTP {exc.status_code}: {reason}")
+    return exc
+
+
+def _reason(exc) -> str:
+    info = exc.info if isinstance(exc.info, dict) else {}
+    err = info.get("error")
+    if isinstance(err, dict):
+        root = (err.get("root_cause") or [{}])[0]
+        return root.get("reason") or err.get("reason") or err.get("type") or str(err)
+    if isinstance(err, str):
+        return err
+    return str(exc.error)
+
+
+def call(conn: Connection, fn, *args, store: str | None = None, **kwargs):
+    """Run ``fn(*args, **kwargs)`` and raise a user error instead of a client exception."""
+    from opensearchpy import exceptions as E
+    try:
+        return fn(*args, **kwargs)
+    except (E.TransportError, E.ConnectionError) as exc:
+        raise translate(exc, conn, store) from None
+
+
+def request(conn: Connection, method: str, path: str, body=None, params=None,
+            store: str | None = None):
+    c = conn.client()
+    return call(conn, c.transport.perform_request, method, path, body=body, params=params,
+                store=store)
+
+
+def cluster_info(conn: Connection) -> dict:
+    return request(conn, "GET", "/")
+
+
+def plugins(conn: Connection) -> list[dict]:
+    return request(conn, "GET", "/_cat/plugins", params={"format": "json"})
+
+
+def ltr_plugin_version(conn: Connection) -> str | None:
+    for p in plugins(conn):
+        comp = p.get("component", "")
+        if "ltr" in comp or "learning-to-rank" in comp:
+            return p.get("version")
+    return None
+
+
+def check_ltr(conn: Connection) -> str:
+    """The LTR plugin's version, or a PluginMissingError."""
+    v = ltr_plugin_version(conn)
+    if v is None:
+        raise PluginMissingError(
+            f"the LTR plugin is not installed on the cluster at {conn.display_url}",
+            "_cat/plugins does not list it; install opensearch-ltr or use `ltr cluster start`")
+    return v
+
+
+def probe_store(conn: Connection, name: str = "ltr_toolkit_probe") -> None:
+    """Create and delete a throw-away feature store: proves the plugin really answers."""
+    request(conn, "PUT", f"/_ltr/{name}")
+    request(conn, "DELETE", f"/_ltr/{name}")

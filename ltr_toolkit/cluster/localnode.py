@@ -1,0 +1,420 @@
+"""A local single-node OpenSearch with the LTR plugin, provisioned from Maven Central.
+
+The node lives in a per-user state directory outside any repository:
+
+* ``$LTR_HOME`` when set;
+* else ``/var/lib/ltr-toolkit`` when running as root (OpenSearch refuses to run as
+  root, so the node runs as the unprivileged user ``nobody`` and its files must be
+  reachable by it);
+* else ``$XDG_STATE_HOME/ltr-toolkit`` (default ``~/.local/state/ltr-toolkit``).
+
+Artifacts come through ``mvn dependency:get`` into the Maven repository
+(``$LTR_MAVEN_REPO`` or ``~/.m2/repository``), so a second provisioning reuses them.
+``LTR_PLUGIN_ZIP`` may name a local copy of the plugin zip instead of Maven.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import versions
+from ..errors import ClusterError, ProvisionError
+from ..fsutil import write_json
+
+HEAP = "512m"
+UNPRIVILEGED_USER = "nobody"
+
+
+# --------------------------------------------------------------------------- paths
+
+def state_dir() -> Path:
+    env = os.environ.get("LTR_HOME")
+    if env:
+        return Path(env).expanduser()
+    if os.geteuid() == 0:
+        return Path("/var/lib/ltr-toolkit")
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "ltr-toolkit"
+
+
+def maven_repo() -> Path:
+    return Path(os.environ.get("LTR_MAVEN_REPO") or Path.home() / ".m2" / "repository")
+
+
+def artifact_path(coords: tuple[str, str, str, str]) -> Path:
+    group, artifact, version, ext = coords
+    return maven_repo().joinpath(*group.split("."), artifact, version, f"{artifact}-{version}.{ext}")
+
+
+def coords_str(coords) -> str:
+    return ":".join(coords)
+
+
+# --------------------------------------------------------------------------- maven
+
+def resolve_artifact(coords: tuple[str, str, str, str]) -> tuple[Path, bool]:
+    """Return (path, downloaded): the artifact in the local Maven repo, fetched if absent."""
+    path = artifact_path(coords)
+    if path.is_file() and path.stat().st_size > 0:
+        return path, False
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise ProvisionError(
+            f"cannot fetch {coords_str(coords)}: no `mvn` on PATH",
+            "install Maven (apt-get install maven) or point --url at an existing cluster")
+    group, artifact, version, ext = coords
+    cmd = [mvn, "-q", "-B", "-U", f"-Dmaven.repo.local={maven_repo()}",
+           "dependency:get", f"-Dartifact={group}:{artifact}:{version}:{ext}",
+           "-Dtransitive=false"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0 or not path.is_file():
+        msg = _mvn_reason(proc.stdout + proc.stderr)
+        raise ProvisionError(
+            f"Maven could not resolve {coords_str(coords)}: {msg}")
+    return path, True
+
+
+def _mvn_reason(output: str) -> str:
+    for line in output.splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+        m = re.search(r"(Could not (find|transfer|resolve) .*|\S+ was not found in \S+)", line)
+        if m:
+            return m.group(1).strip()
+    tail = [re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in output.strip().splitlines()[-1:]]
+    return tail[0] if tail else "mvn failed without a message"
+
+
+# --------------------------------------------------------------------------- java
+
+@dataclass
+class Java:
+    home: Path
+    version: int
+    source: str
+
+
+def _java_version(home: Path) -> int | None:
+    release = home / "release"
+    if release.is_file():
+        m = re.search(r'JAVA_VERSION="(\d+)', release.read_text(errors="replace"))
+        if m:
+            return int(m.group(1))
+    java = home / "bin" / "java"
+    if not java.is_file():
+        return None
+    try:
+        out = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r'version "(\d+)', out.stderr + out.stdout)
+    return int(m.group(1)) if m else None
+
+
+def find_java() -> Java:
+    """A JDK OpenSearch supports: $OPENSEARCH_JAVA_HOME, $JAVA_HOME, else /usr/lib/jvm/*."""
+    seen = []
+    for var in ("OPENSEARCH_JAVA_HOME", "JAVA_HOME"):
+        val = os.environ.get(var)
+        if val:
+            v = _java_version(Path(val))
+            seen.append(f"{var}={val} (Java {v or '?'})")
+            if v and v >= versions.MIN_JAVA:
+                return Java(Path(val), v, var)
+    candidates = []
+    for base in (Path("/usr/lib/jvm"), Path("/usr/local/lib/jvm"), Path("/opt/java")):
+        if base.is_dir():
+            for home in sorted(base.iterdir()):
+                if home.is_symlink() or not (home / "bin" / "java").is_file():
+                    continue
+                v = _java_version(home)
+                seen.append(f"{home} (Java {v or '?'})")
+                if v and v >= versions.MIN_JAVA:
+                    candidates.append((v, home))
+    if candidates:
+        v, home = max(candidates)
+        return Java(home, v, "scan")
+    raise ProvisionError(
+        f"no Java >= {versions.MIN_JAVA} found for OpenSearch {versions.OPENSEARCH_VERSION}; "
+        f"found: {', '.join(seen) or 'nothing'}",
+        f"install a JDK >= {versions.MIN_JAVA} and set JAVA_HOME")
+
+
+# --------------------------------------------------------------------------- install
+
+@dataclass
+class Install:
+    home: Path
+    java: Java
+    plugin: bool
+    downloaded: bool
+
+
+def _run_as() -> list[str]:
+    """Command prefix that drops root privileges (OpenSearch refuses to run as root)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        raise ProvisionError("running as root and `setpriv` is missing: cannot start OpenSearch",
+                             "run as an ordinary user")
+    return [setpriv, f"--reuid={UNPRIVILEGED_USER}", "--regid=nogroup", "--clear-groups"]
+
+
+def _chown_tree(path: Path) -> None:
+    if os.geteuid() != 0:
+        return
+    import pwd
+    pw = pwd.getpwnam(UNPRIVILEGED_USER)
+    for root, dirs, files in os.walk(path):
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        for name in files:
+            os.lchown(os.path.join(root, name), pw.pw_uid, pw.pw_gid)
+
+
+def plugin_installed(home: Path) -> bool:
+    plugins = home / "plugins"
+    return plugins.is_dir() and any("ltr" in p.name for p in plugins.iterdir())
+
+
+def provision(require_plugin: bool = True, log=lambda msg: None) -> Install:
+    """Unpack the pinned OpenSearch and install the LTR plugin; reuse what is there."""
+    java = find_java()
+    root = state_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chmod(root, 0o755)
+    home = root / f"opensearch-{versions.OPENSEARCH_VERSION}"
+    downloaded = False
+    if not (home / ".ltr-toolkit-ready").is_file():
+        dist, downloaded = resolve_artifact(versions.OPENSEARCH_ARTIFACT)
+        log(f"unpacking {dist.name}")
+        tmp = root / f".unpack-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        with zipfile.ZipFile(dist) as zf:
+            zf.extractall(tmp)
+        inner = next(tmp.iterdir())
+        for script in (inner / "bin").iterdir():
+            script.chmod(0o755)
+        shutil.rmtree(home, ignore_errors=True)
+        inner.rename(home)
+        shutil.rmtree(tmp, ignore_errors=True)
+        (home / ".ltr-toolkit-ready").write_text(versions.OPENSEARCH_VERSION + "\n")
+    plugin = plugin_installed(home)
+    if not plugin:
+        try:
+            zip_path = _plugin_zip()
+        except ProvisionError:
+            if require_plugin:
+                raise
+            zip_path = None
+        if zip_path is not None:
+            log(f"installing LTR plugin from {zip_path}")
+            env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(java.home))
+            proc = subprocess.run(
+                [str(home / "bin" / "opensearch-plugin"), "install", "--batch",
+                 zip_path.resolve().as_uri()], capture_output=True, text=True, env=env)
+            if proc.returncode != 0:
+                raise ProvisionError("opensearch-plugin could not install the LTR plugin: "
+                                     + (proc.stderr or proc.stdout).strip().splitlines()[-1])
+            plugin = True
+    _chown_tree(home)
+    return Install(home, java, plugin, downloaded)
+
+
+def _plugin_zip() -> Path:
+    override = os.environ.get("LTR_PLUGIN_ZIP")
+    if override:
+        p = Path(override).expanduser()
+        if not p.is_file():
+            raise ProvisionError(f"LTR_PLUGIN_ZIP={override}: no such file")
+        return p
+    try:
+        return resolve_artifact(versions.LTR_PLUGIN_ARTIFACT)[0]
+    except ProvisionError as exc:
+        raise ProvisionError(
+            exc.message,
+            "set LTR_PLUGIN_ZIP to a local copy of the plugin zip, or point --url/LTR_URL "
+            "at a cluster that has the plugin") from None
+
+
+# --------------------------------------------------------------------------- node
+
+@dataclass
+class NodeInfo:
+    pid: int
+    url: str
+    port: int
+    home: str
+    version: str
+    plugin: bool
+
+    @classmethod
+    def load(cls) -> "NodeInfo | None":
+        path = state_dir() / "node.json"
+        try:
+            data = json.loads(path.read_text())
+            return cls(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def _pid_is_our_node(pid: int, home: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    text = b" ".join(cmdline).decode(errors="replace")
+    return "org.opensearch.bootstrap.OpenSearch" in text and home in text
+
+
+def running_node() -> NodeInfo | None:
+    """The node this tool started, if its process is still alive."""
+    info = NodeInfo.load()
+    if info and _pid_is_our_node(info.pid, info.home):
+        return info
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _lock():
+    root = state_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _tail(path: Path, n: int = 5) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])
+
+
+def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: None
+          ) -> tuple[NodeInfo, bool]:
+    """Start the local node; returns (info, started). A running node is reported, not restarted."""
+    with _lock():
+        info = running_node()
+        if info:
+            return info, False
+        inst = provision(require_plugin=require_plugin, log=log)
+        root = state_dir()
+        data, logs = root / "data", root / "logs"
+        for d in (data, logs):
+            d.mkdir(parents=True, exist_ok=True)
+            _chown_tree(d)
+        pidfile = root / "run" / "opensearch.pid"
+        pidfile.parent.mkdir(parents=True, exist_ok=True)
+        pidfile.unlink(missing_ok=True)
+        _chown_tree(pidfile.parent)
+        port, tport = _free_port(), _free_port()
+        env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(inst.java.home),
+                   OPENSEARCH_JAVA_OPTS=f"-Xms{HEAP} -Xmx{HEAP}")
+        env.pop("JAVA_TOOL_OPTIONS", None)
+        settings = {
+            "discovery.type": "single-node",
+            "network.host": "127.0.0.1",
+            "http.port": str(port),
+            "transport.port": str(tport),
+            "path.data": str(data),
+            "path.logs": str(logs),
+            "cluster.name": "ltr-toolkit",
+            "node.name": "ltr-toolkit-local",
+            "cluster.routing.allocation.disk.threshold_enabled": "false",
+        }
+        cmd = _run_as() + [str(inst.home / "bin" / "opensearch"), "-d", "-p", str(pidfile)]
+        for k, v in settings.items():
+            cmd += ["-E", f"{k}={v}"]
+        console = logs / "console.log"
+        with open(console, "w") as out:
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  cwd=str(inst.home), start_new_session=True)
+        if proc.returncode != 0:
+            raise ClusterError(f"OpenSearch failed to start: {_tail(console)}",
+                               f"see {logs}")
+        deadline = time.monotonic() + timeout
+        while not pidfile.is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not pidfile.is_file():
+            raise ClusterError(f"OpenSearch wrote no pid file within {timeout:.0f}s",
+                               f"see {logs}")
+        pid = int(pidfile.read_text().strip())
+        url = f"http://127.0.0.1:{port}"
+        info = NodeInfo(pid=pid, url=url, port=port, home=str(inst.home),
+                        version=versions.OPENSEARCH_VERSION, plugin=inst.plugin)
+        write_json(root / "node.json", info.__dict__)
+        try:
+            _wait_ready(info, deadline, logs)
+        except BaseException:
+            stop()
+            raise
+        return info, True
+
+
+def _wait_ready(info: NodeInfo, deadline: float, logs: Path) -> None:
+    from opensearchpy.exceptions import TransportError
+    from .client import Connection, check_ltr, probe_store
+    conn = Connection(url=info.url, timeout=10)
+    last = None
+    while time.monotonic() < deadline:
+        if not _pid_is_our_node(info.pid, info.home):
+            raise ClusterError(f"OpenSearch exited during start-up: "
+                               f"{_tail(logs / 'ltr-toolkit.log')}", f"see {logs}")
+        try:
+            # the query string carries `timeout`: opensearch-py takes a `timeout`
+            # param as its own request timeout
+            health = conn.client().transport.perform_request(
+                "GET", "/_cluster/health?wait_for_status=yellow&timeout=5s")
+            if health.get("status") in ("green", "yellow"):
+                if info.plugin:
+                    check_ltr(conn)
+                    probe_store(conn)
+                return
+        except (TransportError, OSError, ClusterError) as exc:  # still coming up
+            last = exc
+        time.sleep(0.5)
+    raise ClusterError(f"OpenSearch at {info.url} was not healthy in time ({last})",
+                       f"see {logs}")
+
+
+def stop(timeout: float = 60.0) -> NodeInfo | None:
+    """Stop the node this tool started, by its recorded pid. Returns it, or None."""
+    info = NodeInfo.load()
+    if not info:
+        return None
+    if _pid_is_our_node(info.pid, info.home):
+        os.kill(info.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _pid_is_our_node(info.pid, info.home) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _pid_is_our_node(info.pid, info.home):
+            os.kill(info.pid, signal.SIGKILL)
+            while _pid_is_our_node(info.pid, info.home):
+                time.sleep(0.1)
+    else:
+        info = None
+    (state_dir() / "node.json").unlink(missing_ok=True)
+    return info

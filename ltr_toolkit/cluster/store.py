@@ -1,0 +1,91 @@
+"""The LTR plugin's feature store: stores, feature sets, and the `sltr` query."""
+
+from __future__ import annotations
+
+from ..errors import UserError
+from .client import Connection, request, translate
+
+
+def store_path(store: str | None) -> str:
+    """``_ltr`` for the default store, ``_ltr/{store}`` for a named one."""
+    return "/_ltr" if not store else f"/_ltr/{store}"
+
+
+def store_index(store: str | None) -> str:
+    return ".ltrstore" if not store else f".ltrstore_{store}"
+
+
+def list_stores(conn: Connection) -> dict:
+    """{store name: {"exists", "index", "version"}} as the plugin reports them."""
+    resp = request(conn, "GET", "/_ltr")
+    return resp.get("stores", {})
+
+
+def store_exists(conn: Connection, store: str | None) -> bool:
+    resp = request(conn, "GET", store_path(store))
+    return bool(resp.get("exists"))
+
+
+def init_store(conn: Connection, store: str | None) -> bool:
+    """Create the store; returns False when it already existed."""
+    if store_exists(conn, store):
+        return False
+    request(conn, "PUT", store_path(store), store=store)
+    return True
+
+
+def drop_store(conn: Connection, store: str | None) -> bool:
+    if not store_exists(conn, store):
+        return False
+    request(conn, "DELETE", store_path(store), store=store)
+    return True
+
+
+def upload_featureset(conn: Connection, featureset: dict, store: str | None = None) -> dict:
+    """Create a feature set. The body is the plugin's ``{"featureset": {...}}`` form."""
+    name = featureset.get("name")
+    if not name:
+        raise UserError("feature set has no name")
+    body = {"featureset": featureset}
+    return request(conn, "POST", f"{store_path(store)}/_featureset/{name}", body=body,
+                   store=store)
+
+
+def get_featureset(conn: Connection, name: str, store: str | None = None) -> dict | None:
+    """The stored feature set, or None when the store has no set of that name."""
+    from opensearchpy import exceptions as E
+    try:
+        resp = conn.client().transport.perform_request(
+            "GET", f"{store_path(store)}/_featureset/{name}")
+    except E.NotFoundError as exc:
+        if "index_not_found" in str(exc.info):
+            raise translate(exc, conn, store) from None
+        return None
+    except (E.TransportError, E.ConnectionError) as exc:
+        raise translate(exc, conn, store) from None
+    return resp.get("_source") if resp.get("found", True) else None
+
+
+def list_featuresets(conn: Connection, store: str | None = None) -> list[dict]:
+    resp = request(conn, "GET", f"{store_path(store)}/_featureset", store=store)
+    return [h.get("_source", {}) for h in resp.get("hits", {}).get("hits", [])]
+
+
+def sltr(params: dict, featureset: str | None = None, model: str | None = None,
+         store: str | None = None, name: str | None = None,
+         active_features: list[str] | None = None) -> dict:
+    """An ``sltr`` query clause for a feature set (logging) or a model (scoring)."""
+    body: dict = {"params": params}
+    if model:
+        body["model"] = model
+    elif featureset:
+        body["featureset"] = featureset
+    else:
+        raise ValueError("sltr needs a featureset or a model")
+    if store:
+        body["store"] = store
+    if name:
+        body["_name"] = name
+    if active_features:
+        body["active_features"] = active_features
+    return {"sltr": body}

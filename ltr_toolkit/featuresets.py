@@ -1,0 +1,84 @@
+"""Feature set files (``feature_sets/*.json``), validated locally before upload.
+
+A file holds the plugin's feature set JSON, either bare (``{"name", "features"}``) or
+wrapped as ``{"featureset": {...}}``. Every problem is reported as ``file:line``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .errors import InputError
+
+MAX_FEATURES = 10_000
+_MUSTACHE_VAR = re.compile(r"{{\s*[#^/&{]?\s*([A-Za-z_][\w.]*)\s*}?}}")
+
+
+def _line_of(text: str, needle: str, start: int = 0) -> int:
+    pos = text.find(needle, start)
+    return text.count("\n", 0, pos) + 1 if pos >= 0 else 1
+
+
+def load_featureset(path) -> dict:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, None, f"cannot read: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    return validate_featureset(doc, path, text)
+
+
+def validate_featureset(doc, path="<featureset>", text: str = "") -> dict:
+    if isinstance(doc, dict) and "featureset" in doc and isinstance(doc["featureset"], dict):
+        inner = dict(doc["featureset"])
+        inner.setdefault("name", doc.get("name"))
+        doc = inner
+    if not isinstance(doc, dict):
+        raise InputError(path, 1, "a feature set must be a JSON object")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(path, 1, 'feature set needs a non-empty "name"')
+    feats = doc.get("features")
+    if not isinstance(feats, list) or not feats:
+        raise InputError(path, _line_of(text, '"features"'), 'feature set needs a non-empty "features" list')
+    if len(feats) > MAX_FEATURES:
+        raise InputError(path, _line_of(text, '"features"'),
+                         f"{len(feats)} features: the plugin allows at most {MAX_FEATURES}")
+    seen: dict[str, int] = {}
+    cursor = 0
+    for i, f in enumerate(feats):
+        fname = f.get("name") if isinstance(f, dict) else None
+        line = _line_of(text, f'"{fname}"', cursor) if fname else _line_of(text, '"features"')
+        if fname:
+            cursor = max(cursor, text.find(f'"{fname}"', cursor))
+        if not isinstance(f, dict):
+            raise InputError(path, line, f"feature #{i + 1} must be an object")
+        if not isinstance(fname, str) or not fname.strip():
+            raise InputError(path, line, f'feature #{i + 1} needs a "name"')
+        if fname in seen:
+            raise InputError(path, line, f'duplicate feature name "{fname}" (first at feature #{seen[fname] + 1})')
+        seen[fname] = i
+        lang = f.get("template_language", "mustache")
+        if lang not in ("mustache", "derived_expression", "script_feature"):
+            raise InputError(path, line, f'feature "{fname}": unknown template_language "{lang}"')
+        if "template" not in f:
+            raise InputError(path, line, f'feature "{fname}" has no "template"')
+        params = f.get("params", [])
+        if not isinstance(params, list) or not all(isinstance(p, str) for p in params):
+            raise InputError(path, line, f'feature "{fname}": "params" must be a list of names')
+        if lang == "mustache":
+            tmpl = f["template"] if isinstance(f["template"], str) else json.dumps(f["template"])
+            used = set(_MUSTACHE_VAR.findall(tmpl))
+            unused = [p for p in params if p not in used]
+            if unused:
+                raise InputError(path, line, f'feature "{fname}": declared param(s) {unused} not used in its template')
+            undeclared = sorted(u for u in used if u not in params)
+            if undeclared:
+                raise InputError(path, line, f'feature "{fname}": template uses undeclared param(s) {undeclared}')
+    return {"name": name, "features": feats}

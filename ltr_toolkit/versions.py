@@ -1,0 +1,14 @@
+"""The one place where the pinned OpenSearch and LTR plugin versions live."""
+
+#: OpenSearch core, as ``org.opensearch.distribution.integ-test-zip:opensearch:<v>:zip``.
+OPENSEARCH_VERSION = "3.6.0"
+#: The LTR plugin, as ``org.opensearch:ltr:<v>:zip`` (OpenSearch version + ".0").
+LTR_PLUGIN_VERSION = OPENSEARCH_VERSION + ".0"
+#: Minimum Java feature version OpenSearch 3.x runs on.
+MIN_JAVA = 21
+
+OPENSEARCH_ARTIFACT = (
+    "org.opensearch.distribution.integ-test-zip", "opensearch", OPENSEARCH_VERSION, "zip")
+LTR_PLUGIN_ARTIFACT = ("org.opensearch", "ltr", LTR_PLUGIN_VERSION, "zip")
+#: Docker image with the same version (it bundles the LTR plugin since 2.19).
+DOCKER_IMAGE = f"opensearchproject/opensearch:{OPENSEARCH_VERSION}"
