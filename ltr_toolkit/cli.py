@@ -219,6 +219,22 @@ def predict(model: Path, data: Path,
     out.print(f"{n} scores written to {output}")
 
 
+@app.command("demo")
+def demo(ctx: typer.Context):
+    """The main job on the embedded default: local node (or LTR_URL), plugin check, store."""
+    import os
+    from .cluster import client as cl, localnode, store as st
+    conn = _conn(ctx)
+    if not (conn.url or os.environ.get("LTR_URL")):
+        info, started = localnode.start(log=lambda m: err.print(f"[dim]{m}[/dim]"))
+        conn.url = info.url
+        out.print(f"local node {'started' if started else 'running'} at {info.url}")
+    version = cl.check_ltr(conn)
+    out.print(f"LTR plugin {version} answers at {conn.display_url}")
+    created = st.init_store(conn, None)
+    out.print(f"default feature store {'created' if created else 'present'}")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     try:
         rv = app(args=argv, standalone_mode=False)

@@ -183,6 +183,15 @@ def _chown_tree(path: Path) -> None:
             os.lchown(os.path.join(root, name), pw.pw_uid, pw.pw_gid)
 
 
+def _check_reachable(root: Path) -> None:
+    """As root the node runs as `nobody`: every parent of the state dir must be traversable."""
+    for parent in [root, *root.parents]:
+        if not os.stat(parent).st_mode & 0o001:
+            raise ProvisionError(
+                f"the node runs as `{UNPRIVILEGED_USER}` (OpenSearch refuses root) but cannot "
+                f"enter {parent}", "set LTR_HOME to a directory under /var/lib or /var/tmp")
+
+
 def plugin_installed(home: Path) -> bool:
     plugins = home / "plugins"
     return plugins.is_dir() and any("ltr" in p.name for p in plugins.iterdir())
@@ -195,6 +204,7 @@ def provision(require_plugin: bool = True, log=lambda msg: None) -> Install:
     root.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
         os.chmod(root, 0o755)
+        _check_reachable(root)
     home = root / f"opensearch-{versions.OPENSEARCH_VERSION}"
     downloaded = False
     if not (home / ".ltr-toolkit-ready").is_file():

@@ -1,0 +1,224 @@
+"""Foundation tests against the real local node: CLI status, error paths, lifecycle."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ltr_toolkit.cluster import client as cl
+from ltr_toolkit.cluster import localnode
+from ltr_toolkit.cluster import store as st
+from ltr_toolkit import versions
+
+pytestmark = pytest.mark.cluster
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_status_reports_version_plugin_and_health(cluster, cli):
+    r = cli("--url", cluster.url, "cluster", "status")
+    assert r.returncode == 0, r.stderr
+    assert versions.OPENSEARCH_VERSION in r.stdout
+    assert "ltr plugin" in r.stdout
+    assert (cluster.ltr_version or "not installed") in r.stdout
+    assert "green" in r.stdout or "yellow" in r.stdout
+
+
+def test_status_exit_1_when_nothing_answers(cli):
+    r = cli("--url", f"http://127.0.0.1:{_closed_port()}", "cluster", "status")
+    assert r.returncode == 1
+    assert "no cluster answers" in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize("args", [["store", "list"], ["store", "init"], ["featureset", "list"]])
+def test_no_cluster_is_one_line_exit_2(cli, args):
+    r = cli("--url", f"http://127.0.0.1:{_closed_port()}", *args)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: no cluster answers"), r.stderr
+    assert "ltr cluster start" in lines[0]
+
+
+def test_credentials_never_echoed(cli):
+    r = cli("--url", f"http://127.0.0.1:{_closed_port()}", "store", "list",
+            env={"LTR_USER": "alice", "LTR_PASSWORD": "s3cret-pw"})
+    assert r.returncode == 2
+    assert "s3cret-pw" not in r.stderr + r.stdout
+    r = cli("--url", f"http://bob:hunter2@127.0.0.1:{_closed_port()}", "store", "list")
+    assert r.returncode == 2
+    assert "hunter2" not in r.stderr + r.stdout
+
+
+def test_missing_plugin_named(cluster, cli):
+    if cluster.ltr_version is not None:
+        pytest.skip("this node has the LTR plugin; the missing-plugin path needs one without")
+    r = cli("--url", cluster.url, "store", "list")
+    assert r.returncode == 2
+    assert "LTR plugin is not installed" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_second_start_reports_running_node(cluster):
+    if not cluster.started:
+        pytest.skip("the suite uses LTR_TEST_URL or a node it did not start")
+    info, started = localnode.start(require_plugin=False)
+    assert not started
+    assert info.url == cluster.url
+
+
+@pytest.fixture
+def fresh_home():
+    # not under pytest's tmp_path: as root the node runs as `nobody`, who must reach it
+    import tempfile
+    path = Path(tempfile.mkdtemp(prefix="ltr-test-home-", dir="/var/tmp"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_cli_lifecycle_in_fresh_home(fresh_home, cli):
+    """`ltr cluster start && status && stop` in a separate state dir; no process left."""
+    tmp_path = fresh_home
+    env = {"LTR_HOME": str(tmp_path / "home"), "LTR_URL": ""}
+    start_args = ["cluster", "start"]
+    probe = cli(*start_args, env=env, timeout=900)
+    if probe.returncode == 2 and "Maven could not resolve org.opensearch:ltr" in probe.stderr:
+        # name the cause, then still exercise the lifecycle on plain OpenSearch
+        start_args.append("--no-ltr")
+        probe = cli(*start_args, env=env, timeout=900)
+    assert probe.returncode == 0, probe.stderr
+    info = localnode.NodeInfo(**__import__("json").loads((tmp_path / "home" / "node.json").read_text()))
+    try:
+        assert Path(f"/proc/{info.pid}").exists()
+        again = cli(*start_args, env=env)
+        assert again.returncode == 0 and "already runs" in again.stdout
+        status = cli("--url", info.url, "cluster", "status", env=env)
+        assert status.returncode == 0 and versions.OPENSEARCH_VERSION in status.stdout
+    finally:
+        stop = cli("cluster", "stop", env=env)
+    assert stop.returncode == 0 and f"stopped pid {info.pid}" in stop.stdout
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{info.pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{info.pid}").exists()
+    status = cli("--url", info.url, "cluster", "status", env=env)
+    assert status.returncode == 1
+
+
+def test_java_discovery_finds_supported_jdk():
+    java = localnode.find_java()
+    assert java.version >= versions.MIN_JAVA
+    assert (java.home / "bin" / "java").is_file()
+
+
+def test_java_discovery_names_what_it_found(monkeypatch, tmp_path):
+    # an environment with no usable JDK: the error names what it saw
+    fake = tmp_path / "jdk8"
+    (fake / "bin").mkdir(parents=True)
+    (fake / "bin" / "java").write_text("")
+    (fake / "release").write_text('JAVA_VERSION="1.8.0_352"\n')
+    monkeypatch.setenv("JAVA_HOME", str(fake))
+    monkeypatch.delenv("OPENSEARCH_JAVA_HOME", raising=False)
+    monkeypatch.setattr(localnode, "_java_version",
+                        lambda home: 8 if home == fake else None)
+    from ltr_toolkit.errors import ProvisionError
+    with pytest.raises(ProvisionError) as ei:
+        localnode.find_java()
+    assert "no Java >= 21" in str(ei.value) and str(fake) in str(ei.value)
+
+
+def test_artifacts_cached():
+    path = localnode.artifact_path(versions.OPENSEARCH_ARTIFACT)
+    assert path.is_file()
+    t0 = time.monotonic()
+    again, downloaded = localnode.resolve_artifact(versions.OPENSEARCH_ARTIFACT)
+    assert again == path and not downloaded
+    assert time.monotonic() - t0 < 1.0
+
+
+# ----------------------------------------------------------------- with the LTR plugin
+
+TRIVIAL_SET = {
+    "name": "trivial",
+    "features": [
+        {"name": "title_match", "params": ["keywords"], "template_language": "mustache",
+         "template": {"match": {"title": "{{keywords}}"}}},
+        {"name": "body_match", "params": ["keywords"], "template_language": "mustache",
+         "template": {"match": {"body": "{{keywords}}"}}},
+    ],
+}
+
+
+@pytest.mark.ltr
+def test_store_featureset_and_sltr_query(ltr_cluster):
+    conn = ltr_cluster.conn()
+    store = f"t{uuid.uuid4().hex[:8]}"
+    index = f"tiny-{store}"
+    c = conn.client()
+    try:
+        assert st.init_store(conn, store)
+        assert not st.init_store(conn, store)
+        st.upload_featureset(conn, TRIVIAL_SET, store)
+        got = st.get_featureset(conn, "trivial", store)
+        assert [f["name"] for f in got["featureset"]["features"]] == ["title_match", "body_match"]
+        c.index(index=index, id="1", body={"title": "wing flutter", "body": "flutter of wings"})
+        c.index(index=index, id="2", body={"title": "boundary layer", "body": "heat transfer"})
+        c.indices.refresh(index=index)
+        body = {"query": {"bool": {
+            "filter": [{"terms": {"_id": ["1", "2"]}}],
+            "should": [st.sltr({"keywords": "flutter"}, featureset="trivial", store=store,
+                               name="logged")]}},
+            "ext": {"ltr_log": {"log_specs": {"name": "main", "named_query": "logged",
+                                               "missing_as_zero": True}}}}
+        resp = c.search(index=index, body=body)
+        hits = {h["_id"]: h for h in resp["hits"]["hits"]}
+        assert set(hits) == {"1", "2"}
+        log1 = hits["1"]["fields"]["_ltrlog"][0]["main"]
+        assert [f["name"] for f in log1] == ["title_match", "body_match"]
+        assert log1[0]["value"] > 0
+        log2 = hits["2"]["fields"]["_ltrlog"][0]["main"]
+        assert log2[0]["value"] == 0
+    finally:
+        c.indices.delete(index=index, ignore_unavailable=True)
+        st.drop_store(conn, store)
+    assert not st.store_exists(conn, store)
+
+
+@pytest.mark.ltr
+def test_missing_store_named(ltr_cluster, cli):
+    r = cli("--url", ltr_cluster.url, "featureset", "list", "--store", "does_not_exist_x")
+    assert r.returncode == 2
+    assert "does_not_exist_x does not exist" in r.stderr and "ltr store init" in r.stderr
+
+
+def test_docker_compose_config():
+    docker = shutil.which("docker")
+    if not docker:
+        pytest.skip("no docker client on this machine")
+    r = subprocess.run([docker, "compose", "version"], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("docker client has no compose plugin")
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([docker, "compose", "-f", str(root / "docker-compose.yml"), "config",
+                        "--format", "json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cfg = __import__("json").loads(r.stdout)
+    svc = next(iter(cfg["services"].values()))
+    assert svc["image"] == versions.DOCKER_IMAGE
+    assert "healthcheck" in svc
+    assert any(str(p.get("published")) == "9200" for p in svc["ports"])
+    env = svc["environment"]
+    assert env.get("discovery.type") == "single-node"
+    assert env.get("DISABLE_SECURITY_PLUGIN") == "true"
