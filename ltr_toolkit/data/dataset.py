@@ -1,0 +1,88 @@
+"""The ranking dataset: rows grouped by query, in the order the queries first appear."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RankingDataset:
+    """Features ``X`` (float32, [n_docs, n_features]), labels ``y`` (float64, [n_docs]),
+    ``offsets`` ([n_queries + 1]; query q owns rows offsets[q]:offsets[q+1]),
+    ``qids`` (one string per query), ``doc_ids`` (one string per row, or None)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    offsets: np.ndarray
+    qids: np.ndarray
+    doc_ids: np.ndarray | None = None
+    feature_names: list[str] | None = None
+    source: str | None = None
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.X = np.ascontiguousarray(self.X, dtype=np.float32)
+        self.y = np.asarray(self.y, dtype=np.float64)
+        self.offsets = np.asarray(self.offsets, dtype=np.int64)
+        self.qids = np.asarray(self.qids, dtype=object)
+        if self.X.ndim != 2 or self.X.shape[0] != self.y.shape[0]:
+            raise ValueError(f"X has shape {self.X.shape} but y has {self.y.shape[0]} rows")
+        if self.offsets[0] != 0 or self.offsets[-1] != len(self.y) or np.any(np.diff(self.offsets) < 0):
+            raise ValueError("offsets must rise from 0 to the number of rows")
+        if len(self.qids) != len(self.offsets) - 1:
+            raise ValueError("one qid per query is required")
+        if self.doc_ids is not None:
+            self.doc_ids = np.asarray(self.doc_ids, dtype=object)
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def n_docs(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def n_queries(self) -> int:
+        return int(len(self.offsets) - 1)
+
+    @property
+    def group_sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def row_query(self) -> np.ndarray:
+        """Query index of every row."""
+        return np.repeat(np.arange(self.n_queries), self.group_sizes)
+
+    def query(self, q: int) -> slice:
+        return slice(int(self.offsets[q]), int(self.offsets[q + 1]))
+
+    # ------------------------------------------------------------------ subsets
+    def subset(self, query_idx) -> "RankingDataset":
+        """A dataset of the given queries (in the given order)."""
+        query_idx = np.asarray(query_idx, dtype=np.int64)
+        sizes = self.group_sizes[query_idx]
+        rows = np.concatenate([np.arange(self.offsets[q], self.offsets[q + 1]) for q in query_idx]) \
+            if len(query_idx) else np.zeros(0, dtype=np.int64)
+        return RankingDataset(
+            X=self.X[rows], y=self.y[rows],
+            offsets=np.concatenate([[0], np.cumsum(sizes)]),
+            qids=self.qids[query_idx],
+            doc_ids=None if self.doc_ids is None else self.doc_ids[rows],
+            feature_names=self.feature_names, source=self.source, meta=dict(self.meta))
+
+    def content_hash(self) -> str:
+        """SHA-256 over features, labels, grouping and ids: identifies training data."""
+        h = hashlib.sha256()
+        h.update(self.X.tobytes())
+        h.update(self.y.tobytes())
+        h.update(self.offsets.tobytes())
+        h.update("\0".join(map(str, self.qids)).encode())
+        if self.doc_ids is not None:
+            h.update("\0".join(map(str, self.doc_ids)).encode())
+        return h.hexdigest()

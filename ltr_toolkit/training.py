@@ -1,0 +1,98 @@
+"""Training and prediction from files, and the self-describing model artifact."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .data.svmlight import load_svmlight
+from .errors import InputError, UserError
+from .fsutil import atomic_write, write_json
+from .models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
+from .rank.metrics import evaluate
+
+ARTIFACT_FORMAT = "ltr-toolkit/model@1"
+
+
+def _sidecar(path: Path) -> dict:
+    """Feature names / feature set of logged data, from the JSON sidecar when present."""
+    side = path.with_suffix(path.suffix + ".json")
+    if side.is_file():
+        try:
+            return json.loads(side.read_text())
+        except ValueError:
+            raise InputError(side, None, "sidecar is not valid JSON") from None
+    return {}
+
+
+def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=None,
+                     hidden=(64, 16), epochs=50, lr=1e-3, optimizer="adam", sigma=1.0, k=10,
+                     patience=10, seed=42, on_epoch=None) -> dict:
+    data = Path(data)
+    train = load_svmlight(data)
+    nf = train.n_features
+    splits = {"train": train}
+    if valid:
+        splits["valid"] = load_svmlight(valid, n_features=nf)
+    if test:
+        splits["test"] = load_svmlight(test, n_features=nf)
+    side = _sidecar(data)
+    if algo not in NEURAL_ALGOS:
+        raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(sorted(NEURAL_ALGOS))}")
+    model = NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
+                         sigma=sigma, k=k, patience=patience, seed=seed)
+    model.fit(train, splits.get("valid"), on_epoch=on_epoch)
+    metrics = {}
+    for name, ds in splits.items():
+        m = evaluate(model.predict(ds.X), ds.y, ds.offsets, k)
+        m["queries"] = ds.n_queries
+        metrics[name] = m
+    artifact = {
+        "format": ARTIFACT_FORMAT,
+        "toolkit_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "algorithm": algo,
+        "hyper_parameters": model.get_params(),
+        "n_features": nf,
+        "feature_names": side.get("feature_names") or [f"f{i + 1}" for i in range(nf)],
+        "featureset": side.get("featureset"),
+        "normalisation": {"type": "standard", "mean": model.mean_.tolist(),
+                          "std": model.std_.tolist()},
+        "training_data": {"path": str(data), "sha256": train.content_hash(),
+                          "rows": train.n_docs, "queries": train.n_queries},
+        "metrics": metrics,
+        "history": model.history,
+        "model": model.state(),
+    }
+    if output:
+        write_json(output, artifact)
+    return artifact
+
+
+def load_model(path):
+    path = Path(path)
+    try:
+        art = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InputError(path, getattr(exc, "lineno", None), "not a model artifact (invalid JSON)") from None
+    if art.get("format") != ARTIFACT_FORMAT:
+        raise InputError(path, None, f"not an ltr-toolkit model artifact (format {art.get('format')!r})")
+    if art["algorithm"] in NEURAL_ALGOS:
+        return art, NeuralRanker.from_state(art["model"])
+    raise InputError(path, None, f"unknown algorithm {art['algorithm']!r}")
+
+
+def predict_file(model_path, data_path, output) -> int:
+    art, model = load_model(model_path)
+    ds = load_svmlight(data_path, n_features=art["n_features"])
+    scores = model.predict(ds.X)
+    with atomic_write(output) as fh:
+        fh.write("\n".join("%.9g" % s for s in scores.tolist()))
+        fh.write("\n")
+    return len(scores)

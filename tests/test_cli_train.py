@@ -1,0 +1,43 @@
+"""`ltr train` / `ltr predict` end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ltr_toolkit.data.svmlight import load_svmlight
+from ltr_toolkit.training import load_model
+
+
+def test_train_and_predict(tmp_path, cli, mslr_paths):
+    train, test = mslr_paths
+    model = tmp_path / "m.json"
+    r = cli("train", str(train), "--algo", "lambdarank-nn", "--test", str(test), "--epochs", "3",
+            "--hidden", "16", "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    art = json.loads(model.read_text())
+    assert art["algorithm"] == "lambdarank-nn" and art["n_features"] == 136
+    assert set(art["metrics"]) == {"train", "test"}
+    assert len(art["training_data"]["sha256"]) == 64
+    assert len(art["normalisation"]["mean"]) == 136
+    scores = tmp_path / "s.txt"
+    r = cli("predict", str(model), str(test), "-o", str(scores))
+    assert r.returncode == 0, r.stderr
+    got = np.loadtxt(scores)
+    ds = load_svmlight(test, n_features=136)
+    assert got.shape == (ds.n_docs,)
+    _, m = load_model(model)
+    np.testing.assert_allclose(got, m.predict(ds.X), rtol=1e-6)
+
+
+def test_bad_training_file_is_one_line_exit_2(tmp_path, cli):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 qid:1 1:0.5\n2 qid:1 1:zz\n")
+    out = tmp_path / "m.json"
+    r = cli("train", str(bad), "-o", str(out))
+    assert r.returncode == 2
+    assert "bad.txt:2:" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+    r = cli("predict", str(bad), str(bad), "-o", str(tmp_path / "s.txt"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
