@@ -140,3 +140,17 @@ def test_batched_equals_per_query(kind):
         np.testing.assert_allclose(lam[sl], l1, atol=1e-12)
         np.testing.assert_allclose(hess[sl], h1, atol=1e-12)
     assert np.all(lam[off[5]:off[6]] == 0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 9, 60])
+@pytest.mark.parametrize("k", [None, 5])
+def test_training_cache_equals_reference(n, k):
+    rng = np.random.default_rng(n)
+    s = rng.normal(size=n) * 4
+    y = rng.integers(0, 4, size=n).astype(float)
+    qp = L.QueryPairs(y, sigma=0.7, k=k)
+    np.testing.assert_allclose(qp.ranknet(s), L.ranknet_lambdas(s, y, 0.7), atol=1e-12)
+    np.testing.assert_allclose(qp.lambdarank(s), L.lambdarank_lambdas(s, y, 0.7, k), atol=1e-12)
+    qp32 = L.QueryPairs(y, sigma=0.7, k=k, dtype=np.float32)
+    np.testing.assert_allclose(qp32.lambdarank(s.astype(np.float32)),
+                               L.lambdarank_lambdas(s, y, 0.7, k), atol=1e-5)

@@ -33,13 +33,28 @@ class MLP:
         self.dtype = np.dtype(dtype)
         rng = np.random.default_rng(seed)
         sizes = [self.n_in, *self.hidden, 1]
-        self.params: list[np.ndarray] = []
+        init: list[np.ndarray] = []
         for li, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
             limit = np.sqrt(6.0 / (a + b))
             if li == len(sizes) - 2:
                 limit *= output_scale  # small output weights: small logits
-            self.params.append(rng.uniform(-limit, limit, size=(a, b)).astype(self.dtype))
-            self.params.append(np.zeros(b, dtype=self.dtype))
+            init.append(rng.uniform(-limit, limit, size=(a, b)))
+            init.append(np.zeros(b))
+        # all parameters live in one flat buffer (the optimiser updates it in one go);
+        # `params` are shaped views into it
+        self.shapes = [p.shape for p in init]
+        self.flat = np.concatenate([p.ravel() for p in init]).astype(self.dtype)
+        self.params = self._views(self.flat)
+        self.grad_flat = np.zeros_like(self.flat)
+        self._grad_views = self._views(self.grad_flat)
+
+    def _views(self, buf: np.ndarray) -> list[np.ndarray]:
+        out, pos = [], 0
+        for shape in self.shapes:
+            size = int(np.prod(shape))
+            out.append(buf[pos:pos + size].reshape(shape))
+            pos += size
+        return out
 
     # ------------------------------------------------------------------ passes
     @property
@@ -65,18 +80,22 @@ class MLP:
 
     def backward(self, acts, dscores: np.ndarray) -> list[np.ndarray]:
         """Gradients of sum_i dscores_i * s_i w.r.t. every parameter: one backward pass
-        over the batch of documents (the factorised update)."""
+        over the batch of documents (the factorised update). Returns fresh arrays."""
+        self.backward_flat(acts, dscores)
+        return [g.copy() for g in self._grad_views]
+
+    def backward_flat(self, acts, dscores: np.ndarray) -> np.ndarray:
+        """As :meth:`backward`, into the flat gradient buffer (returned, reused)."""
         _, dact = ACTIVATIONS[self.activation]
         delta = np.asarray(dscores, dtype=self.dtype)[:, None]
-        grads: list[np.ndarray] = [None] * len(self.params)
-        n_layers = len(self.weights)
+        grads = self._grad_views
+        n_layers = len(self.shapes) // 2
         for li in range(n_layers - 1, -1, -1):
-            h_in = acts[li]
-            grads[2 * li] = h_in.T @ delta
-            grads[2 * li + 1] = delta.sum(axis=0)
+            np.matmul(acts[li].T, delta, out=grads[2 * li])
+            np.sum(delta, axis=0, out=grads[2 * li + 1])
             if li > 0:
-                delta = (delta @ self.weights[li].T) * dact(acts[li])
-        return grads
+                delta = (delta @ self.params[2 * li].T) * dact(acts[li])
+        return self.grad_flat
 
     # ------------------------------------------------------------------ (de)serialise
     def state(self) -> dict:
@@ -86,11 +105,15 @@ class MLP:
     @classmethod
     def from_state(cls, state: dict, dtype=np.float64) -> "MLP":
         m = cls(state["n_in"], tuple(state["hidden"]), state["activation"], dtype=dtype)
-        m.params = [np.asarray(p, dtype=dtype).reshape(q.shape) for p, q in zip(state["params"], m.params)]
+        for view, value in zip(m.params, state["params"]):
+            view[...] = np.asarray(value, dtype=dtype).reshape(view.shape)
         return m
 
-    def copy_params(self) -> list[np.ndarray]:
-        return [p.copy() for p in self.params]
+    def copy_params(self) -> np.ndarray:
+        return self.flat.copy()
+
+    def set_params(self, flat: np.ndarray) -> None:
+        self.flat[:] = flat
 
 
 class Adam:

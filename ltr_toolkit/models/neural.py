@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.dataset import RankingDataset
-from ..rank.lambdas import lambdarank_lambdas, ranknet_lambdas
+from ..rank.lambdas import QueryPairs, lambdarank_lambdas, ranknet_lambdas
 from ..rank.metrics import ndcg
 from .mlp import MLP, OPTIMIZERS
 
@@ -67,12 +67,21 @@ class NeuralRanker:
             return ranknet_lambdas(scores, labels, self.sigma)
         return lambdarank_lambdas(scores, labels, self.sigma, self.k)
 
-    def step_query(self, Xq: np.ndarray, yq: np.ndarray) -> None:
-        """The factorised update for one query (Xq already transformed)."""
+    def pairs_for(self, yq: np.ndarray) -> QueryPairs:
+        return QueryPairs(yq, self.sigma, self.k, dtype=self.dtype)
+
+    def step_query(self, Xq: np.ndarray, yq: np.ndarray, pairs: QueryPairs | None = None) -> None:
+        """The factorised update for one query (Xq already transformed): one forward
+        pass, one lambda per document, one backward pass, one optimiser step."""
         scores, acts = self.net_.forward(Xq, keep=True)
-        lam = self.query_lambdas(scores, yq)
-        grads = self.net_.backward(acts, lam)
-        self.opt_.step(self.net_.params, grads)
+        if pairs is None:
+            lam = self.query_lambdas(scores, yq)
+        elif self.objective == "ranknet":
+            lam = pairs.ranknet(scores)
+        else:
+            lam = pairs.lambdarank(scores)
+        grad = self.net_.backward_flat(acts, lam)
+        self.opt_.step([self.net_.flat], [grad])
 
     def init(self, n_features: int, X_train: np.ndarray | None = None) -> "NeuralRanker":
         if self.standardize and X_train is not None:
@@ -84,7 +93,7 @@ class NeuralRanker:
             self.mean_ = np.zeros(n_features)
             self.std_ = np.ones(n_features)
         self.net_ = MLP(n_features, self.hidden, self.activation, seed=self.seed, dtype=self.dtype)
-        self.opt_ = OPTIMIZERS[self.optimizer](self.net_.params, lr=self.lr)
+        self.opt_ = OPTIMIZERS[self.optimizer]([self.net_.flat], lr=self.lr)
         return self
 
     def fit(self, train: RankingDataset, valid: RankingDataset | None = None, on_epoch=None):
@@ -94,12 +103,13 @@ class NeuralRanker:
         rng = np.random.default_rng(self.seed)
         useful = [q for q in range(train.n_queries)
                   if np.ptp(train.y[train.query(q)]) > 0]   # no label variance: zero lambdas
+        pairs = {q: self.pairs_for(train.y[train.query(q)]) for q in useful}
         best, best_params, since = -np.inf, self.net_.copy_params(), 0
         self.history = []
         for epoch in range(self.epochs):
             for q in rng.permutation(useful):
                 sl = train.query(q)
-                self.step_query(Xt[sl], train.y[sl])
+                self.step_query(Xt[sl], train.y[sl], pairs[q])
             monitor = valid if valid is not None else train
             metric = float(np.mean(ndcg(self.predict(monitor.X), monitor.y, monitor.offsets, self.k)))
             self.history.append({"epoch": epoch, f"ndcg@{self.k}": metric})
@@ -111,7 +121,7 @@ class NeuralRanker:
                 since += 1
                 if valid is not None and since >= self.patience:
                     break
-        self.net_.params[:] = best_params
+        self.net_.set_params(best_params)
         self.best_metric_ = best
         return self
 
