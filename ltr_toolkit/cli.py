@@ -177,24 +177,29 @@ def featureset_show(ctx: typer.Context, name: str, store: Optional[str] = StoreO
 @app.command("train")
 def train(data: Path = typer.Argument(..., help="SVMlight/RankLib training file."),
           algo: str = typer.Option("lambdarank-nn", "--algo",
-                                   help="ranknet-nn | lambdarank-nn | linear"),
+                                   help="ranknet-nn | lambdarank-nn | linear | lambdamart | ranknet-tree"),
           valid: Optional[Path] = typer.Option(None, "--valid"),
           test: Optional[Path] = typer.Option(None, "--test"),
           output: Path = typer.Option(..., "-o", "--output", help="Model artifact (JSON)."),
           hidden: str = typer.Option("64,16", "--hidden", help="Hidden layer sizes, e.g. 64,16."),
           epochs: int = typer.Option(50, "--epochs"),
-          lr: float = typer.Option(1e-3, "--lr"),
+          lr: float = typer.Option(None, "--lr", help="Learning rate (default 1e-3 networks, 0.1 trees)."),
+          trees: int = typer.Option(300, "--trees", help="Boosting rounds (trees)."),
+          depth: int = typer.Option(6, "--depth", help="Tree depth (trees)."),
           optimizer: str = typer.Option("adam", "--optimizer", help="adam | sgd"),
           sigma: float = typer.Option(1.0, "--sigma"),
           k: int = typer.Option(10, "--k", help="NDCG@k for LambdaRank weights and early stopping."),
           patience: int = typer.Option(10, "--patience"),
           seed: int = typer.Option(42, "--seed")):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
-    from .training import train_from_files
+    from .training import TREE_ALGOS, train_from_files
+    if lr is None:
+        lr = 0.1 if algo in TREE_ALGOS else 1e-3
+    total = trees if algo in TREE_ALGOS else epochs
     hidden_sizes = tuple(int(h) for h in hidden.split(",") if h.strip()) if hidden else ()
     from rich.progress import Progress
     with Progress(transient=True, console=err, disable=not err.is_terminal) as progress:
-        task = progress.add_task("training", total=epochs)
+        task = progress.add_task("training", total=total)
 
         def on_epoch(epoch, metric):
             progress.update(task, completed=epoch + 1,
@@ -202,7 +207,7 @@ def train(data: Path = typer.Argument(..., help="SVMlight/RankLib training file.
         artifact = train_from_files(
             data, algo=algo, valid=valid, test=test, output=output, hidden=hidden_sizes,
             epochs=epochs, lr=lr, optimizer=optimizer, sigma=sigma, k=k, patience=patience,
-            seed=seed, on_epoch=on_epoch)
+            seed=seed, on_epoch=on_epoch, trees=trees, depth=depth)
     table = Table("split", f"NDCG@{k}", "queries")
     for split, m in artifact["metrics"].items():
         table.add_row(split, f"{m[f'ndcg@{k}']:.4f}", str(m["queries"]))

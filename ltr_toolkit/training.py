@@ -13,6 +13,9 @@ from .data.svmlight import load_svmlight
 from .errors import InputError, UserError
 from .fsutil import atomic_write, write_json
 from .models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
+from .models.trees import ALGOS as TREE_ALGOS, LambdaMART
+
+ALGORITHMS = sorted([*NEURAL_ALGOS, *TREE_ALGOS])
 from .rank.metrics import evaluate
 
 ARTIFACT_FORMAT = "ltr-toolkit/model@1"
@@ -31,7 +34,7 @@ def _sidecar(path: Path) -> dict:
 
 def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=None,
                      hidden=(64, 16), epochs=50, lr=1e-3, optimizer="adam", sigma=1.0, k=10,
-                     patience=10, seed=42, on_epoch=None) -> dict:
+                     patience=10, seed=42, on_epoch=None, trees=300, depth=6) -> dict:
     data = Path(data)
     train = load_svmlight(data)
     nf = train.n_features
@@ -41,11 +44,30 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
     if test:
         splits["test"] = load_svmlight(test, n_features=nf)
     side = _sidecar(data)
-    if algo not in NEURAL_ALGOS:
-        raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(sorted(NEURAL_ALGOS))}")
-    model = NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
-                         sigma=sigma, k=k, patience=patience, seed=seed)
-    model.fit(train, splits.get("valid"), on_epoch=on_epoch)
+    if algo in NEURAL_ALGOS:
+        model = NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
+                             sigma=sigma, k=k, patience=patience, seed=seed)
+        model.fit(train, splits.get("valid"), on_epoch=on_epoch)
+        normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
+        history = model.history
+    elif algo in TREE_ALGOS:
+        model = LambdaMART(algo=algo, n_estimators=trees, max_depth=depth, learning_rate=lr,
+                           k=k, sigma=sigma, early_stopping_rounds=patience, seed=seed)
+        cb = []
+        if on_epoch is not None:
+            import xgboost as xgb
+
+            class _Progress(xgb.callback.TrainingCallback):
+                def after_iteration(self, booster, epoch, evals_log):
+                    vals = next(iter(evals_log.get("valid", {}).values()), [float("nan")])
+                    on_epoch(epoch, vals[-1])
+                    return False
+            cb = [_Progress()]
+        model.fit(train, splits.get("valid"), callbacks=cb)
+        normalisation = None   # trees split on raw (logged) feature values
+        history = []
+    else:
+        raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(ALGORITHMS)}")
     metrics = {}
     for name, ds in splits.items():
         m = evaluate(model.predict(ds.X), ds.y, ds.offsets, k)
@@ -60,12 +82,11 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         "n_features": nf,
         "feature_names": side.get("feature_names") or [f"f{i + 1}" for i in range(nf)],
         "featureset": side.get("featureset"),
-        "normalisation": {"type": "standard", "mean": model.mean_.tolist(),
-                          "std": model.std_.tolist()},
+        "normalisation": normalisation,
         "training_data": {"path": str(data), "sha256": train.content_hash(),
                           "rows": train.n_docs, "queries": train.n_queries},
         "metrics": metrics,
-        "history": model.history,
+        "history": history,
         "model": model.state(),
     }
     if output:
@@ -85,6 +106,8 @@ def load_model(path):
         raise InputError(path, None, f"not an ltr-toolkit model artifact (format {art.get('format')!r})")
     if art["algorithm"] in NEURAL_ALGOS:
         return art, NeuralRanker.from_state(art["model"])
+    if art["algorithm"] in TREE_ALGOS:
+        return art, LambdaMART.from_state(art["model"])
     raise InputError(path, None, f"unknown algorithm {art['algorithm']!r}")
 
 

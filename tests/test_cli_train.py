@@ -41,3 +41,21 @@ def test_bad_training_file_is_one_line_exit_2(tmp_path, cli):
     assert not out.exists()
     r = cli("predict", str(bad), str(bad), "-o", str(tmp_path / "s.txt"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_train_lambdamart_and_predict(tmp_path, cli, mslr_paths):
+    train, test = mslr_paths
+    model = tmp_path / "t.json"
+    r = cli("train", str(train), "--algo", "lambdamart", "--valid", str(test), "--trees", "30",
+            "--depth", "3", "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    art = json.loads(model.read_text())
+    assert art["algorithm"] == "lambdamart" and art["normalisation"] is None
+    scores = tmp_path / "s.txt"
+    r = cli("predict", str(model), str(test), "-o", str(scores))
+    assert r.returncode == 0, r.stderr
+    _, m = load_model(model)
+    ds = load_svmlight(test, n_features=136)
+    np.testing.assert_allclose(np.loadtxt(scores), m.predict(ds.X), rtol=1e-6, atol=1e-7)
+    from ltr_toolkit.models.xgbjson import score_trees
+    np.testing.assert_allclose(score_trees(m.trees_json(), ds.X), m.predict(ds.X), rtol=1e-5, atol=1e-6)

@@ -9,6 +9,8 @@ ignores base_score). ``native_topk=K`` switches to a NumPy reproduction of xgboo
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from ..data.dataset import RankingDataset
@@ -130,6 +132,20 @@ class LambdaMART:
                                      iteration_range=(0, self.best_iteration_ + 1)).astype(np.float64)
 
     def trees_json(self) -> list:
-        import json
         dump = self.booster_.get_dump(dump_format="json")[: self.best_iteration_ + 1]
         return [json.loads(t) for t in dump]
+
+    # ------------------------------------------------------------------ artifact
+    def state(self) -> dict:
+        raw = self.booster_.save_raw("json")
+        return {"params": self.get_params(), "best_iteration": int(self.best_iteration_),
+                "booster": json.loads(bytes(raw).decode())}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "LambdaMART":
+        import xgboost as xgb
+        m = cls(**state["params"])
+        m.booster_ = xgb.Booster()
+        m.booster_.load_model(bytearray(json.dumps(state["booster"]).encode()))
+        m.best_iteration_ = int(state["best_iteration"])
+        return m
