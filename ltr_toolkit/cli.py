@@ -190,6 +190,8 @@ def train(data: Path = typer.Argument(..., help="SVMlight/RankLib training file.
           sigma: float = typer.Option(1.0, "--sigma"),
           k: int = typer.Option(10, "--k", help="NDCG@k for LambdaRank weights and early stopping."),
           patience: int = typer.Option(10, "--patience"),
+          truncation: str = typer.Option("k", "--truncation",
+                                         help="LambdaRank weights |dNDCG@T|: k (same as --k), an integer, or all."),
           seed: int = typer.Option(42, "--seed")):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
     from .training import TREE_ALGOS, train_from_files
@@ -207,12 +209,22 @@ def train(data: Path = typer.Argument(..., help="SVMlight/RankLib training file.
         artifact = train_from_files(
             data, algo=algo, valid=valid, test=test, output=output, hidden=hidden_sizes,
             epochs=epochs, lr=lr, optimizer=optimizer, sigma=sigma, k=k, patience=patience,
-            seed=seed, on_epoch=on_epoch, trees=trees, depth=depth)
+            seed=seed, on_epoch=on_epoch, trees=trees, depth=depth,
+            truncation=_truncation(truncation))
     table = Table("split", f"NDCG@{k}", "queries")
     for split, m in artifact["metrics"].items():
         table.add_row(split, f"{m[f'ndcg@{k}']:.4f}", str(m["queries"]))
     out.print(table)
     out.print(f"model written to {output}")
+
+
+def _truncation(value: str):
+    if value in ("k", "all"):
+        return None if value == "all" else "k"
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(f"--truncation {value!r}: expected k, all or an integer") from None
 
 
 @app.command("predict")

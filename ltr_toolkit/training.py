@@ -34,7 +34,7 @@ def _sidecar(path: Path) -> dict:
 
 def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=None,
                      hidden=(64, 16), epochs=50, lr=1e-3, optimizer="adam", sigma=1.0, k=10,
-                     patience=10, seed=42, on_epoch=None, trees=300, depth=6) -> dict:
+                     patience=10, seed=42, on_epoch=None, trees=300, depth=6, truncation="k") -> dict:
     data = Path(data)
     train = load_svmlight(data)
     nf = train.n_features
@@ -46,7 +46,8 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
     side = _sidecar(data)
     if algo in NEURAL_ALGOS:
         model = NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
-                             sigma=sigma, k=k, patience=patience, seed=seed)
+                             sigma=sigma, k=k, patience=patience, seed=seed,
+                             truncation=truncation)
         model.fit(train, splits.get("valid"), on_epoch=on_epoch)
         normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
         history = model.history

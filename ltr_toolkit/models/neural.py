@@ -27,7 +27,8 @@ class NeuralRanker:
     def __init__(self, algo: str = "lambdarank-nn", hidden=(64, 16), activation: str = "sigmoid",
                  optimizer: str = "adam", lr: float = 1e-3, epochs: int = 50,
                  sigma: float = 1.0, k: int = 10, patience: int = 10, standardize: bool = True,
-                 seed: int = 42, dtype=np.float32, objective: str | None = None):
+                 seed: int = 42, dtype=np.float32, objective: str | None = None,
+                 truncation: int | None | str = "k"):
         if algo not in ALGOS:
             raise ValueError(f"algo must be one of {sorted(ALGOS)}")
         if optimizer not in OPTIMIZERS:
@@ -40,6 +41,8 @@ class NeuralRanker:
         self.epochs = int(epochs)
         self.sigma = float(sigma)
         self.k = int(k)
+        # LambdaRank weights |delta NDCG@truncation|: "k" (the metric's k) or None (whole list)
+        self.truncation = self.k if truncation == "k" else (None if truncation is None else int(truncation))
         self.patience = int(patience)
         self.standardize = bool(standardize)
         self.seed = int(seed)
@@ -51,7 +54,8 @@ class NeuralRanker:
     def get_params(self) -> dict:
         return {"algo": self.algo, "hidden": list(self.hidden), "activation": self.activation,
                 "optimizer": self.optimizer, "lr": self.lr, "epochs": self.epochs,
-                "sigma": self.sigma, "k": self.k, "patience": self.patience,
+                "sigma": self.sigma, "k": self.k, "truncation": self.truncation,
+                "patience": self.patience,
                 "standardize": self.standardize, "seed": self.seed,
                 "objective": self.objective, "dtype": self.dtype.name}
 
@@ -65,10 +69,10 @@ class NeuralRanker:
     def query_lambdas(self, scores, labels):
         if self.objective == "ranknet":
             return ranknet_lambdas(scores, labels, self.sigma)
-        return lambdarank_lambdas(scores, labels, self.sigma, self.k)
+        return lambdarank_lambdas(scores, labels, self.sigma, self.truncation)
 
     def pairs_for(self, yq: np.ndarray) -> QueryPairs:
-        return QueryPairs(yq, self.sigma, self.k, dtype=self.dtype)
+        return QueryPairs(yq, self.sigma, self.truncation, dtype=self.dtype)
 
     def step_query(self, Xq: np.ndarray, yq: np.ndarray, pairs: QueryPairs | None = None) -> None:
         """The factorised update for one query (Xq already transformed): one forward
