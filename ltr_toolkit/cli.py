@@ -26,6 +26,10 @@ featureset_app = typer.Typer(no_args_is_help=True, help="Feature sets in a store
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(store_app, name="store")
 app.add_typer(featureset_app, name="featureset")
+index_app = typer.Typer(no_args_is_help=True, help="Load document collections into an index.")
+judgments_app = typer.Typer(no_args_is_help=True, help="Judgment lists.")
+app.add_typer(index_app, name="index")
+app.add_typer(judgments_app, name="judgments")
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -170,6 +174,48 @@ def featureset_show(ctx: typer.Context, name: str, store: Optional[str] = StoreO
         raise UserError(f"feature set {name} not found in store {store or '(default)'}",
                         "upload it with `ltr featureset upload FILE`")
     out.print_json(json.dumps(fs))
+
+
+# --------------------------------------------------------------------------- collections
+
+@index_app.command("cranfield")
+def index_cranfield(ctx: typer.Context,
+                    index: str = typer.Option("cranfield", "--index", help="Index name.")):
+    """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
+    from .cluster.indexing import index_documents
+    from .datasets import cranfield
+    conn = _conn(ctx)
+    res = index_documents(conn, index, cranfield.documents())
+    note = "" if res["analyzer"] == "english" else " (the node has no english analyzer)"
+    out.print(f"indexed {res['count']} documents into {index} with the {res['analyzer']} analyzer{note}"
+              + (f"; {res['errors']} failed" if res["errors"] else ""))
+    if res["errors"]:
+        raise UserError(f"{res['errors']} documents failed to index")
+
+
+@judgments_app.command("cranfield")
+def judgments_cranfield(split: str = typer.Option("all", "--split", help="train | valid | test | all"),
+                        output: Path = typer.Option(..., "-o", "--output")):
+    """Write the Cranfield judgments (fixed seeded 60/20/20 query split) in the toolkit's format."""
+    from .data.judgments import save_ranklib
+    from .datasets import cranfield
+    if split not in ("train", "valid", "test", "all"):
+        raise UserError(f"--split {split!r}: expected train, valid, test or all")
+    jl = cranfield.split_judgments(split)
+    save_ranklib(jl, output)
+    out.print(f"{len(jl)} judgments for {len(jl.queries)} queries ({split}) written to {output}")
+
+
+@judgments_app.command("check")
+def judgments_check(file: Path, fmt: Optional[str] = typer.Option(None, "--format",
+                    help="ranklib | trec | csv | jsonl (guessed from the name)"),
+                    queries: Optional[Path] = typer.Option(None, "--queries", help="Queries file for TREC qrels.")):
+    """Validate a judgment file: counts, duplicates; exit 2 with file:line on errors."""
+    from .data.judgments import load_judgments
+    jl = load_judgments(file, fmt, queries)
+    for d in jl.duplicates:
+        err.print(f"warning: {d}")
+    out.print(f"{len(jl)} judgments, {len(jl.queries)} queries, {len(jl.duplicates)} duplicates")
 
 
 # --------------------------------------------------------------------------- train / predict

@@ -54,9 +54,12 @@ def validate_featureset(doc, path="<featureset>", text: str = "") -> dict:
     cursor = 0
     for i, f in enumerate(feats):
         fname = f.get("name") if isinstance(f, dict) else None
-        line = _line_of(text, f'"{fname}"', cursor) if fname else _line_of(text, '"features"')
-        if fname:
-            cursor = max(cursor, text.find(f'"{fname}"', cursor))
+        if fname and isinstance(fname, str) and text.find(f'"{fname}"', cursor) >= 0:
+            pos = text.find(f'"{fname}"', cursor)
+            line = text.count("\n", 0, pos) + 1
+            cursor = pos + 1
+        else:
+            line = _line_of(text, '"features"')
         if not isinstance(f, dict):
             raise InputError(path, line, f"feature #{i + 1} must be an object")
         if not isinstance(fname, str) or not fname.strip():

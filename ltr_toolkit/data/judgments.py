@@ -1,0 +1,250 @@
+"""Judgment lists: one internal model, three file formats in, the toolkit's format out.
+
+Formats read (chosen by ``fmt`` or guessed from the file):
+
+* ``ranklib`` — what hello-ltr writes: headers ``# qid:N: keywords`` then rows
+  ``grade qid:N # docid`` (the toolkit's own format; written by :func:`save_ranklib`);
+* ``trec`` — TREC qrels ``qid iter docid grade`` plus a queries file (``qid<TAB>text``
+  or ``qid text``);
+* ``csv`` / ``jsonl`` — columns / keys ``qid``, ``query``, ``docid``, ``grade``.
+
+Every problem names ``file:line``. A pair judged twice with the same grade is a
+duplicate (kept once, reported); with different grades it is a conflict (an error).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from ..fsutil import atomic_write
+
+
+@dataclass
+class JudgmentList:
+    """Queries (qid -> text, in order of appearance) and graded (qid, docid) pairs."""
+
+    queries: dict[str, str] = field(default_factory=dict)
+    grades: dict[tuple[str, str], float] = field(default_factory=dict)
+    duplicates: list[str] = field(default_factory=list)
+    source: str | None = None
+
+    def add_query(self, qid: str, text: str, path=None, line=None) -> None:
+        old = self.queries.get(qid)
+        if old is not None and old != text and text:
+            raise InputError(path, line, f"query {qid} has two texts: {old!r} and {text!r}")
+        if old is None or not old:
+            self.queries[qid] = text
+
+    def add(self, qid: str, docid: str, grade: float, path=None, line=None) -> None:
+        key = (qid, docid)
+        if key in self.grades:
+            if self.grades[key] != grade:
+                raise InputError(path, line, f"conflicting grades for query {qid}, doc {docid}: "
+                                             f"{self.grades[key]:g} and {grade:g}")
+            self.duplicates.append(f"{path}:{line}: duplicate judgment for query {qid}, doc {docid}")
+            return
+        self.grades[key] = grade
+        self.queries.setdefault(qid, "")
+
+    # ------------------------------------------------------------------ views
+    def qids(self) -> list[str]:
+        return list(self.queries)
+
+    def docs_of(self, qid: str) -> list[tuple[str, float]]:
+        return [(d, g) for (q, d), g in self.grades.items() if q == qid]
+
+    def by_query(self) -> dict[str, list[tuple[str, float]]]:
+        out: dict[str, list[tuple[str, float]]] = {q: [] for q in self.queries}
+        for (q, d), g in self.grades.items():
+            out[q].append((d, g))
+        return out
+
+    def subset(self, qids) -> "JudgmentList":
+        keep = set(qids)
+        jl = JudgmentList(source=self.source)
+        for q in self.queries:
+            if q in keep:
+                jl.queries[q] = self.queries[q]
+        jl.grades = {k: g for k, g in self.grades.items() if k[0] in keep}
+        return jl
+
+    def content_hash(self) -> str:
+        h = hashlib.sha256()
+        for q, t in self.queries.items():
+            h.update(f"Q\t{q}\t{t}\n".encode())
+        for (q, d), g in sorted(self.grades.items()):
+            h.update(f"J\t{q}\t{d}\t{g!r}\n".encode())
+        return h.hexdigest()
+
+    def __len__(self) -> int:
+        return len(self.grades)
+
+
+def _grade(text: str, path, line) -> float:
+    try:
+        g = float(text)
+    except ValueError:
+        raise InputError(path, line, f"grade {text!r} is not a number") from None
+    if g != g or g in (float("inf"), float("-inf")):
+        raise InputError(path, line, f"grade {text!r} is not finite")
+    return g
+
+
+_HEADER = re.compile(r"^#\s*qid:(\S+?):\s?(.*)$")
+
+
+def read_ranklib(path) -> JudgmentList:
+    path = Path(path)
+    jl = JudgmentList(source=str(path))
+    for i, raw in enumerate(_lines(path), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            m = _HEADER.match(line)
+            if m:
+                jl.add_query(m.group(1), m.group(2).strip(), path, i)
+            continue
+        body, _, comment = line.partition("#")
+        parts = body.split()
+        if len(parts) < 2 or not parts[1].startswith("qid:") or len(parts[1]) == 4:
+            raise InputError(path, i, "expected `grade qid:N # docid`")
+        docid = comment.strip().split()[0] if comment.strip() else ""
+        if not docid:
+            raise InputError(path, i, "no `# docid` comment: the judged document is unknown")
+        jl.add(parts[1][4:], docid, _grade(parts[0], path, i), path, i)
+    return _non_empty(jl, path)
+
+
+def read_trec(qrels, queries) -> JudgmentList:
+    qrels, queries = Path(qrels), Path(queries)
+    jl = JudgmentList(source=str(qrels))
+    for i, raw in enumerate(_lines(queries), start=1):
+        line = raw.rstrip("\n")
+        if not line.strip():
+            continue
+        qid, sep, text = line.partition("\t")
+        if not sep:
+            qid, _, text = line.strip().partition(" ")
+        if not text.strip():
+            raise InputError(queries, i, "expected `qid<TAB>query text`")
+        jl.add_query(qid.strip(), text.strip(), queries, i)
+    for i, raw in enumerate(_lines(qrels), start=1):
+        parts = raw.split()
+        if not parts:
+            continue
+        if len(parts) != 4:
+            raise InputError(qrels, i, f"expected `qid iteration docid grade`, got {len(parts)} fields")
+        if parts[0] not in jl.queries:
+            raise InputError(qrels, i, f"query {parts[0]} is not in {queries.name}")
+        jl.add(parts[0], parts[2], _grade(parts[3], qrels, i), qrels, i)
+    return _non_empty(jl, qrels)
+
+
+def read_csv(path) -> JudgmentList:
+    path = Path(path)
+    jl = JudgmentList(source=str(path))
+    text = "\n".join(_lines(path))
+    reader = csv.DictReader(io.StringIO(text))
+    need = {"qid", "docid", "grade"}
+    if not reader.fieldnames or not need <= set(reader.fieldnames):
+        raise InputError(path, 1, f"header must name qid, query, docid, grade (got {reader.fieldnames})")
+    for row in reader:
+        i = reader.line_num
+        if None in row.values() or None in row:
+            raise InputError(path, i, "wrong number of columns")
+        _add_row(jl, row, path, i)
+    return _non_empty(jl, path)
+
+
+def read_jsonl(path) -> JudgmentList:
+    path = Path(path)
+    jl = JudgmentList(source=str(path))
+    for i, raw in enumerate(_lines(path), start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, i, f"invalid JSON: {exc.msg}") from None
+        if not isinstance(row, dict) or not {"qid", "docid", "grade"} <= set(row):
+            raise InputError(path, i, "each line needs qid, docid, grade (and query)")
+        _add_row(jl, row, path, i)
+    return _non_empty(jl, path)
+
+
+def _add_row(jl, row, path, i):
+    qid, docid = str(row["qid"]).strip(), str(row["docid"]).strip()
+    if not qid or not docid:
+        raise InputError(path, i, "empty qid or docid")
+    jl.add_query(qid, str(row.get("query") or "").strip(), path, i)
+    jl.add(qid, docid, _grade(str(row["grade"]), path, i), path, i)
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise InputError(path, data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
+
+
+def _non_empty(jl: JudgmentList, path) -> JudgmentList:
+    if not jl.grades:
+        raise InputError(path, None, "no judgments found")
+    missing = [q for q, t in jl.queries.items() if not t]
+    if missing:
+        raise InputError(path, None, f"{len(missing)} judged queries have no text (e.g. qid {missing[0]}): "
+                                     "feature logging needs the keywords")
+    return jl
+
+
+def load_judgments(path, fmt: str | None = None, queries=None) -> JudgmentList:
+    path = Path(path)
+    fmt = fmt or _guess(path, queries)
+    if fmt == "trec":
+        if queries is None:
+            raise InputError(path, None, "TREC qrels need a queries file (--queries FILE)")
+        return read_trec(path, queries)
+    readers = {"ranklib": read_ranklib, "csv": read_csv, "jsonl": read_jsonl}
+    if fmt not in readers:
+        raise InputError(path, None, f"unknown judgment format {fmt!r} (ranklib, trec, csv, jsonl)")
+    return readers[fmt](path)
+
+
+def _guess(path: Path, queries) -> str:
+    if queries is not None:
+        return "trec"
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return "csv"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    return "ranklib"
+
+
+def format_ranklib(jl: JudgmentList) -> str:
+    out = []
+    by_q = jl.by_query()
+    for q, text in jl.queries.items():
+        out.append(f"# qid:{q}: {text}")
+    for q in jl.queries:
+        for d, g in by_q[q]:
+            gs = str(int(g)) if float(g).is_integer() else repr(g)
+            out.append(f"{gs} qid:{q} # {d}")
+    return "\n".join(out) + "\n"
+
+
+def save_ranklib(jl: JudgmentList, path) -> None:
+    with atomic_write(path) as fh:
+        fh.write(format_ranklib(jl))
