@@ -218,6 +218,52 @@ def judgments_check(file: Path, fmt: Optional[str] = typer.Option(None, "--forma
     out.print(f"{len(jl)} judgments, {len(jl.queries)} queries, {len(jl.duplicates)} duplicates")
 
 
+# --------------------------------------------------------------------------- search / evaluate
+
+@app.command("search")
+def search_cmd(ctx: typer.Context, text: str, index: str = typer.Option("cranfield", "--index"),
+               model: Optional[str] = typer.Option(None, "--model", help="Rerank with this stored model."),
+               window: int = typer.Option(100, "--window"), size: int = typer.Option(10, "--size"),
+               store: Optional[str] = StoreOpt):
+    """First stage BM25, second stage sltr rescore with MODEL; a table of the hits."""
+    from .cluster.rerank import search
+    hits = search(_conn(ctx), index, text, model, size, window, store)
+    table = Table("rank", "doc id", "score", "title")
+    for h in hits:
+        table.add_row(str(h["rank"]), h["id"], f"{h['score']:.4f}", h["title"][:70])
+    out.print(table)
+
+
+@app.command("evaluate")
+def evaluate_cmd(ctx: typer.Context, judgments: Path,
+                 index: str = typer.Option("cranfield", "--index"),
+                 model: List[str] = typer.Option([], "--model", help="Stored model(s) to rerank with."),
+                 k: int = typer.Option(10, "--k"), window: int = typer.Option(100, "--window"),
+                 store: Optional[str] = StoreOpt,
+                 json_out: Optional[Path] = typer.Option(None, "--json"),
+                 plot: Optional[Path] = typer.Option(None, "--plot", help="Per-query delta chart (PNG).")):
+    """Run every judged query live: baseline BM25 vs each reranker, with paired tests."""
+    from .data.judgments import load_judgments
+    from .evaluation import evaluate_live
+    from .fsutil import write_json
+    jl = load_judgments(judgments)
+    report, per_query, qids = evaluate_live(_conn(ctx), index, jl, model, k, window, store)
+    names = list(report["systems"])
+    metrics = list(next(iter(report["systems"].values())))
+    table = Table("system", *metrics, "p (vs bm25)", "W/T/L")
+    for n in names:
+        t = report["tests"].get(n)
+        table.add_row(n, *(f"{report['systems'][n][m]:.4f}" for m in metrics),
+                      f"{t['p_value']:.4f}" if t else "", f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
+    out.print(f"{report['queries']} queries, k={k}")
+    out.print(table)
+    if json_out:
+        write_json(json_out, report)
+    if plot:
+        from .plots import delta_plot
+        delta_plot(per_query, names[0], qids, k, plot)
+
+
 # --------------------------------------------------------------------------- train / predict
 
 @app.command("train")

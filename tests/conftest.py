@@ -80,3 +80,13 @@ def mslr_paths():
     if not train.is_file():
         pytest.skip(f"MSLR extract not found at {MSLR}")
     return train, test
+
+
+@pytest.fixture(scope="session")
+def cranfield_index(cluster):
+    """The bundled Cranfield collection loaded once into the session's node."""
+    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.datasets import cranfield
+    res = index_documents(cluster.conn(), "cranfield-test", cranfield.documents())
+    yield res
+    cluster.conn().client().indices.delete(index="cranfield-test", ignore_unavailable=True)

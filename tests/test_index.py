@@ -7,14 +7,6 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture(scope="session")
-def cranfield_index(cluster):
-    from ltr_toolkit.cluster.indexing import index_documents
-    from ltr_toolkit.datasets import cranfield
-    res = index_documents(cluster.conn(), "cranfield-test", cranfield.documents())
-    return res
-
-
 def test_index_cranfield_loads_every_document(cranfield_index, cluster):
     assert cranfield_index["count"] == 1400 and cranfield_index["errors"] == 0
     assert cranfield_index["analyzer"] == "english"  # the core distribution has it

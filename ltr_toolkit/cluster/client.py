@@ -96,6 +96,10 @@ def translate(exc: Exception, conn: Connection, store: str | None = None) -> Exc
         if "no handler found for uri" in text and "_ltr" in text:
             return PluginMissingError(f"the LTR plugin is not installed on the cluster at {url}",
                                       "install opensearch-ltr, or use `ltr cluster start`")
+        if "unknown query" in text and "sltr" in text:
+            return PluginMissingError(f"the cluster at {url} does not know the sltr query: "
+                                      "the LTR plugin is not installed",
+                                      "install opensearch-ltr, or use `ltr cluster start`")
         if exc.status_code == 404 and ".ltrstore" in text:
             name = store or "(default)"
             return StoreMissingError(f"feature store {name} does not exist on {url}",

@@ -1,0 +1,108 @@
+"""Live evaluation: every judged query runs against the cluster, baseline vs rerankers.
+
+Metrics follow trec_eval: a run's top ``k`` retrieved documents are scored; unjudged
+documents have gain 0; the ideal ranking uses every judged document of the query,
+retrieved or not. Paired tests per reranker vs the baseline: a two-sided randomisation
+(sign-flip) test on the per-query deltas, seeded, and wins / ties / losses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .data.judgments import JudgmentList
+from .rank import metrics as M
+
+METRICS = ("ndcg", "err", "map", "mrr")
+
+
+def run_metrics(ranked: list[list[str]], qids: list[str], jl: JudgmentList, k: int = 10,
+                max_grade: float | None = None) -> dict[str, np.ndarray]:
+    """Per-query metrics of ranked doc-id lists against the judgments."""
+    by_q = jl.by_query()
+    if max_grade is None:
+        max_grade = max(jl.grades.values()) if jl.grades else 1.0
+    scores, labels, offsets = [], [], [0]
+    for qid, docs in zip(qids, ranked):
+        judged = dict(by_q.get(qid, []))
+        top = list(docs[:k])
+        gains = [judged.get(d, 0.0) for d in top]
+        # pad to k with zero-gain placeholders so that unretrieved judged documents,
+        # appended for the ideal ranking, can never enter the scored top k
+        gains += [0.0] * (k - len(top))
+        rest = [g for d, g in judged.items() if d not in set(top)]
+        gains += rest
+        n = len(gains)
+        scores.extend(np.arange(n, 0, -1, dtype=np.float64))
+        labels.extend(gains)
+        offsets.append(offsets[-1] + n)
+    s, y, off = np.asarray(scores), np.asarray(labels), np.asarray(offsets)
+    # MAP / MRR over the retrieved top k; relevance = gain >= 1
+    return {
+        "ndcg": M.ndcg(s, y, off, k),
+        "err": M.err(s, y, off, k, max_grade=max_grade),
+        "map": _ap_at_k(s, y, off, k),
+        "mrr": _rr_at_k(s, y, off, k),
+    }
+
+
+def _ap_at_k(s, y, off, k):
+    ys, ms, yy, mask = M._sorted_labels(s, y, off)
+    rel = (ys[:, :k] >= 1) & ms[:, :k]
+    hits = np.cumsum(rel, axis=1)
+    n_rel = ((yy >= 1) & mask).sum(axis=1)
+    num = (rel * hits / np.arange(1, rel.shape[1] + 1)).sum(axis=1)
+    return np.divide(num, n_rel, out=np.zeros_like(num, dtype=float), where=n_rel > 0)
+
+
+def _rr_at_k(s, y, off, k):
+    ys, ms, _, _ = M._sorted_labels(s, y, off)
+    rel = (ys[:, :k] >= 1) & ms[:, :k]
+    first = np.argmax(rel, axis=1)
+    return np.where(rel.any(axis=1), 1.0 / (first + 1.0), 0.0)
+
+
+def randomisation_test(a: np.ndarray, b: np.ndarray, n: int = 10000, seed: int = 0) -> float:
+    """Two-sided paired randomisation test of mean(b - a) (sign flips), p-value."""
+    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    if len(d) == 0 or np.all(d == 0):
+        return 1.0
+    obs = abs(d.mean())
+    rng = np.random.default_rng(seed)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(n, len(d)))
+    perm = np.abs((signs * d).mean(axis=1))
+    return float((np.sum(perm >= obs - 1e-15) + 1) / (n + 1))
+
+
+def compare(per_query: dict[str, dict[str, np.ndarray]], baseline: str, k: int,
+            metric: str = "ndcg") -> dict:
+    """The report: means per system, and per reranker the paired test vs the baseline."""
+    systems = {name: {f"{m}@{k}" if m in ("ndcg", "err") else m: float(np.mean(v))
+                      for m, v in res.items()} for name, res in per_query.items()}
+    tests = {}
+    base = per_query[baseline][metric]
+    for name, res in per_query.items():
+        if name == baseline:
+            continue
+        d = res[metric] - base
+        tests[name] = {"metric": f"{metric}@{k}", "p_value": randomisation_test(base, res[metric]),
+                       "wins": int(np.sum(d > 1e-12)), "ties": int(np.sum(np.abs(d) <= 1e-12)),
+                       "losses": int(np.sum(d < -1e-12)), "mean_delta": float(d.mean())}
+    return {"k": k, "queries": len(base), "systems": systems, "tests": tests}
+
+
+def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None = None, k: int = 10,
+                  window: int = 100, store: str | None = None, baseline_name: str = "bm25",
+                  fields=None):
+    """Run every judged query live; returns (report, per-query metrics, qids)."""
+    from .cluster.rerank import DEFAULT_FIELDS, msearch_ids
+    fields = fields or DEFAULT_FIELDS
+    qids = [q for q in jl.queries if jl.docs_of(q)]
+    texts = [jl.queries[q] for q in qids]
+    size = max(k, 10)
+    per_query = {baseline_name: run_metrics(msearch_ids(conn, index, texts, None, size, window,
+                                                        store, fields), qids, jl, k)}
+    for m in models or []:
+        ranked = msearch_ids(conn, index, texts, m, size, window, store, fields)
+        per_query[m] = run_metrics(ranked, qids, jl, k)
+    return compare(per_query, baseline_name, k), per_query, qids

@@ -1,0 +1,85 @@
+"""Live evaluation against the real node (BM25 baseline; rerankers need the plugin)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ltr_toolkit.cluster.rerank import msearch_ids, search
+from ltr_toolkit.datasets import cranfield
+from ltr_toolkit.evaluation import evaluate_live, randomisation_test
+
+pytestmark = pytest.mark.cluster
+pytrec_eval = pytest.importorskip("pytrec_eval")
+
+
+@pytest.fixture
+def index(cranfield_index):
+    return cranfield_index["index"]
+
+
+def _ndcg_exp(ranked, judged, k):
+    dcg = sum((2 ** judged.get(d, 0) - 1) / np.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(judged.values(), reverse=True)[:k]
+    idcg = sum((2 ** g - 1) / np.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def test_baseline_ndcg_equals_offline_ndcg_of_same_hits(cluster, index):
+    conn = cluster.conn()
+    jl = cranfield.split_judgments("test")
+    report, per_query, qids = evaluate_live(conn, index, jl, k=10)
+    # the same hits, fetched one search at a time, scored offline
+    by_q = jl.by_query()
+    offline, qrel, run = [], {}, {}
+    for q in qids:
+        hits = [h["id"] for h in search(conn, index, jl.queries[q], size=10)]
+        judged = dict(by_q[q])
+        offline.append(_ndcg_exp(hits, judged, 10))
+        qrel[q] = {d: int(g) for d, g in judged.items()}
+        run[q] = {d: float(10 - i) for i, d in enumerate(hits)}
+    np.testing.assert_allclose(per_query["bm25"]["ndcg"], offline, atol=1e-12)
+    assert report["systems"]["bm25"]["ndcg@10"] == pytest.approx(np.mean(offline))
+    ref = pytrec_eval.RelevanceEvaluator(qrel, {"map_cut.10", "recip_rank"}).evaluate(run)
+    np.testing.assert_allclose(per_query["bm25"]["map"], [ref[q]["map_cut_10"] for q in qids], atol=1e-4)
+    np.testing.assert_allclose(per_query["bm25"]["mrr"], [ref[q]["recip_rank"] for q in qids], atol=1e-4)
+    assert report["queries"] == 45 and 0.2 < report["systems"]["bm25"]["ndcg@10"] < 0.8
+
+
+def test_msearch_matches_single_searches(cluster, index):
+    conn = cluster.conn()
+    texts = list(cranfield.queries().values())[:7]
+    batched = msearch_ids(conn, index, texts, size=10, batch=3)
+    single = [[h["id"] for h in search(conn, index, t, size=10)] for t in texts]
+    assert batched == single
+
+
+def test_cli_evaluate_json_and_plot(cluster, cli, tmp_path, index):
+    j = tmp_path / "test.txt"
+    assert cli("judgments", "cranfield", "--split", "test", "-o", str(j)).returncode == 0
+    out, png = tmp_path / "r.json", tmp_path / "d.png"
+    r = cli("--url", cluster.url, "evaluate", str(j), "--index", index, "--json", str(out),
+            "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(out.read_text())
+    assert rep["k"] == 10 and rep["queries"] == 45 and set(rep["systems"]) == {"bm25"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_with_model_needs_plugin(cluster, cli, tmp_path, index):
+    if cluster.ltr_version is not None:
+        pytest.skip("the node has the plugin; this checks the error without it")
+    j = tmp_path / "test.txt"
+    cli("judgments", "cranfield", "--split", "test", "-o", str(j))
+    r = cli("--url", cluster.url, "evaluate", str(j), "--index", index, "--model", "m1")
+    assert r.returncode == 2 and "sltr" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_randomisation_test():
+    rng = np.random.default_rng(0)
+    a = rng.random(60)
+    assert randomisation_test(a, a) == 1.0
+    assert randomisation_test(a, a + 0.2) < 0.001
+    assert randomisation_test(a, a + rng.normal(scale=0.01, size=60)) > 0.01
