@@ -222,3 +222,15 @@ def test_docker_compose_config():
     env = svc["environment"]
     assert env.get("discovery.type") == "single-node"
     assert env.get("DISABLE_SECURITY_PLUGIN") == "true"
+
+
+def test_unreachable_state_dir_named(monkeypatch, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("only root runs the node as `nobody`")
+    from ltr_toolkit.errors import ProvisionError
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    os.chmod(tmp_path, 0o700)
+    monkeypatch.setenv("LTR_HOME", str(locked / "home"))
+    with pytest.raises(ProvisionError, match="cannot enter"):
+        localnode.provision(require_plugin=False)

@@ -60,17 +60,23 @@ def test_true_sgd_per_pair_differs_from_batched_but_runs():
     assert any(np.abs(p - q).max() > 0 for p, q in zip(a.params, before))
 
 
-def _synthetic(seed, n_q=60, n_docs=30, f=10):
+def _graded(seed, latent_fn, n_q=60, n_docs=30, f=10, cuts=(0.5, 0.8, 0.95)):
+    """Queries of n_docs normal feature rows, graded 0..3 by quantiles of a latent score."""
     rng = np.random.default_rng(seed)
-    w = rng.normal(size=f)
     X = rng.normal(size=(n_q * n_docs, f)).astype(np.float32)
-    latent = X @ w + 0.5 * np.sin(3 * X[:, 0]) * 2 + rng.normal(scale=0.5, size=len(X))
+    latent = latent_fn(X, rng)
     y = np.zeros(len(X))
     for q in range(n_q):
         sl = slice(q * n_docs, (q + 1) * n_docs)
-        y[sl] = np.digitize(latent[sl], np.quantile(latent[sl], [0.5, 0.8, 0.95]))
+        y[sl] = np.digitize(latent[sl], np.quantile(latent[sl], cuts))
     off = np.arange(0, n_q * n_docs + 1, n_docs)
     return RankingDataset(X=X, y=y, offsets=off, qids=np.array([str(q) for q in range(n_q)]))
+
+
+def _synthetic(seed, n_q=60):
+    w = np.random.default_rng(1000).normal(size=10)  # the same relevance model in every split
+    return _graded(seed, lambda X, rng: X @ w + np.sin(3 * X[:, 0]) + rng.normal(scale=0.5, size=len(X)),
+                   n_q=n_q)
 
 
 def test_seeded_and_reproducible():
@@ -91,17 +97,10 @@ def test_models_learn_on_synthetic_data(algo):
     assert got > rand + 0.3
 
 
-def _interaction(seed, n_q=80, n_docs=30, f=6):
+def _interaction(seed, n_q=80):
     """Relevance driven by an interaction x0*x1 that no linear model can express."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n_q * n_docs, f)).astype(np.float32)
-    latent = 2.0 * X[:, 0] * X[:, 1] + 0.7 * X[:, 2] + rng.normal(scale=0.3, size=len(X))
-    y = np.zeros(len(X))
-    for q in range(n_q):
-        sl = slice(q * n_docs, (q + 1) * n_docs)
-        y[sl] = np.digitize(latent[sl], np.quantile(latent[sl], [0.6, 0.85, 0.95]))
-    off = np.arange(0, n_q * n_docs + 1, n_docs)
-    return RankingDataset(X=X, y=y, offsets=off, qids=np.array([str(q) for q in range(n_q)]))
+    return _graded(seed, lambda X, rng: 2.0 * X[:, 0] * X[:, 1] + 0.7 * X[:, 2]
+                   + rng.normal(scale=0.3, size=len(X)), n_q=n_q, f=6, cuts=(0.6, 0.85, 0.95))
 
 
 def test_networks_beat_random_and_linear_on_held_out_queries():
