@@ -218,6 +218,33 @@ def judgments_check(file: Path, fmt: Optional[str] = typer.Option(None, "--forma
     out.print(f"{len(jl)} judgments, {len(jl.queries)} queries, {len(jl.duplicates)} duplicates")
 
 
+@app.command("log")
+def log_cmd(ctx: typer.Context, judgments: Path,
+            featureset: str = typer.Option(..., "--featureset"),
+            index: str = typer.Option("cranfield", "--index"),
+            output: Path = typer.Option(..., "-o", "--output"),
+            store: Optional[str] = StoreOpt,
+            fmt: Optional[str] = typer.Option(None, "--format", help="ranklib | trec | csv | jsonl"),
+            queries: Optional[Path] = typer.Option(None, "--queries"),
+            batch: int = typer.Option(25, "--batch", help="Queries per _msearch round trip.")):
+    """Log feature values for every judged pair (resumable: rerun after a kill)."""
+    from rich.progress import Progress
+    from .cluster import client as cl
+    from .cluster.featurelog import log_features
+    from .data.judgments import load_judgments
+    jl = load_judgments(judgments, fmt, queries)
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    with Progress(transient=True, console=err, disable=not err.is_terminal) as progress:
+        task = progress.add_task("logging", total=None)
+        side = log_features(conn, jl, featureset, index, output, store, batch,
+                            progress=lambda d, t: progress.update(task, completed=d, total=t))
+    out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
+              f"{len(side['missing_docs'])} judged documents not in {index}")
+    for q, d in side["missing_docs"][:10]:
+        err.print(f"missing: query {q}, doc {d}")
+
+
 # --------------------------------------------------------------------------- search / evaluate
 
 @app.command("search")

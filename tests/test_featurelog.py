@@ -1,0 +1,79 @@
+"""Feature logging against the real node with the LTR plugin (skipped, with the reason,
+when the node has no plugin)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ltr_toolkit.cluster import store as st
+from ltr_toolkit.cluster.featurelog import log_body, log_features
+from ltr_toolkit.data.svmlight import load_svmlight
+from ltr_toolkit.datasets import cranfield
+from ltr_toolkit.featuresets import load_featureset
+
+pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def logged_setup(ltr_cluster, cranfield_index):
+    conn = ltr_cluster.conn()
+    st.init_store(conn, None)
+    fs = load_featureset(ROOT / "feature_sets" / "cranfield.json")
+    if st.get_featureset(conn, fs["name"]) is None:
+        st.upload_featureset(conn, fs)
+    return conn, cranfield_index["index"], fs
+
+
+def test_logging_accounts_for_every_pair_with_node_values(logged_setup, tmp_path):
+    conn, index, fs = logged_setup
+    jl = cranfield.judgments()
+    out = tmp_path / "all.txt"
+    side = log_features(conn, jl, fs["name"], index, out, batch=40)
+    ds = load_svmlight(out, n_features=len(fs["features"]))
+    pairs = list(zip(ds.qids[ds.row_query], ds.doc_ids))
+    assert len(pairs) == len(set(pairs)) == side["rows"]
+    assert side["rows"] + len(side["missing_docs"]) == len(jl)
+    assert ds.n_features == len(fs["features"])
+    # the same sltr query asked independently, for a few queries
+    c = conn.client()
+    for q in list(jl.queries)[:5]:
+        docs = [d for d, _ in jl.docs_of(q)]
+        resp = c.search(index=index, body=log_body(jl.queries[q], docs, fs["name"], None))
+        for h in resp["hits"]["hits"]:
+            vals = [f.get("value", 0.0) for f in h["fields"]["_ltrlog"][0]["ltr_toolkit"]]
+            row = pairs.index((q, h["_id"]))
+            np.testing.assert_array_equal(ds.X[row], np.asarray(vals, dtype=np.float32))
+
+
+def test_ltr_log_killed_and_resumed_is_identical(logged_setup, tmp_path, ltr_cluster):
+    conn, index, fs = logged_setup
+    j = tmp_path / "train.txt"
+    subprocess.run([sys.executable, "-m", "ltr_toolkit.cli", "judgments", "cranfield", "--split",
+                    "train", "-o", str(j)], check=True)
+    args = [sys.executable, "-m", "ltr_toolkit.cli", "--url", ltr_cluster.url, "log", str(j),
+            "--featureset", fs["name"], "--index", index, "--batch", "5"]
+    ref = tmp_path / "ref.txt"
+    subprocess.run(args + ["-o", str(ref)], check=True, capture_output=True)
+    out = tmp_path / "out.txt"
+    ckpt = tmp_path / "out.txt.ckpt.json"
+    p = subprocess.Popen(args + ["-o", str(out)])
+    deadline = time.monotonic() + 60
+    while not ckpt.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert not out.exists()
+    subprocess.run(args + ["-o", str(out)], check=True, capture_output=True)
+    assert out.read_bytes() == ref.read_bytes()
+    side = json.loads((tmp_path / "out.txt.json").read_text())
+    assert side["featureset"] == fs["name"]
