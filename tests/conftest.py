@@ -54,7 +54,7 @@ def cluster():
         localnode.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def ltr_cluster(cluster):
     if cluster.ltr_version is None:
         pytest.skip(cluster.why_no_ltr)
