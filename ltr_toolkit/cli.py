@@ -30,6 +30,8 @@ index_app = typer.Typer(no_args_is_help=True, help="Load document collections in
 judgments_app = typer.Typer(no_args_is_help=True, help="Judgment lists.")
 app.add_typer(index_app, name="index")
 app.add_typer(judgments_app, name="judgments")
+model_app = typer.Typer(no_args_is_help=True, help="Models in a feature store.")
+app.add_typer(model_app, name="model")
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -147,8 +149,8 @@ def featureset_upload(ctx: typer.Context, file: Path, store: Optional[str] = Sto
     conn = _conn(ctx)
     fs = load_featureset(file)
     cl.check_ltr(conn)
-    st.upload_featureset(conn, fs, store)
-    out.print(f"uploaded feature set {fs['name']} ({len(fs['features'])} features)")
+    name, what = st.upload_featureset_versioned(conn, fs, store)
+    out.print(f"feature set {name} ({len(fs['features'])} features): {what}")
 
 
 @featureset_app.command("list")
@@ -243,6 +245,70 @@ def log_cmd(ctx: typer.Context, judgments: Path,
               f"{len(side['missing_docs'])} judged documents not in {index}")
     for q, d in side["missing_docs"][:10]:
         err.print(f"missing: query {q}, doc {d}")
+
+
+# --------------------------------------------------------------------------- models
+
+@app.command("upload")
+def upload_cmd(ctx: typer.Context, model: Path,
+               name: str = typer.Option(..., "--name", help="Base name; the next -vN is used unless --exact."),
+               featureset: Optional[str] = typer.Option(None, "--featureset",
+                                                        help="Feature set (default: the one the training data was logged with)."),
+               store: Optional[str] = StoreOpt,
+               index: Optional[str] = typer.Option(None, "--index", help="Validate the model with a query on this index first."),
+               exact: bool = typer.Option(False, "--exact", help="Use NAME as is; fail if it exists.")):
+    """Export MODEL.json to the plugin's format, check it, and create it in the store."""
+    from .cluster import client as cl
+    from .cluster.models import upload
+    from .training import load_model
+    art, m = load_model(model)
+    fs = featureset or art.get("featureset")
+    if not fs:
+        raise UserError("the model does not say which feature set it was trained on", "pass --featureset")
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    res = upload(conn, art, m, name, fs, store, index, versioned=not exact)
+    out.print(f"uploaded {res['name']} ({res['type']}) for feature set {fs}")
+
+
+@model_app.command("list")
+def model_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
+    """List stored models."""
+    from .cluster import client as cl
+    from .cluster.models import list_models
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    table = Table("name", "type", "features")
+    for m in list_models(conn, store):
+        model = m.get("model", {})
+        table.add_row(m.get("name", "?"), model.get("model", {}).get("type", "?"),
+                      str(len(model.get("feature_set", {}).get("features", []))))
+    out.print(table)
+
+
+@model_app.command("show")
+def model_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
+    """Print a stored model as JSON."""
+    from .cluster import client as cl
+    from .cluster.models import get_model
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    m = get_model(conn, name, store)
+    if m is None:
+        raise UserError(f"model {name} not found in store {store or '(default)'}")
+    out.print_json(json.dumps(m))
+
+
+@model_app.command("delete")
+def model_delete(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
+    """Delete a stored model."""
+    from .cluster import client as cl
+    from .cluster.models import delete_model
+    conn = _conn(ctx)
+    cl.check_ltr(conn)
+    if not delete_model(conn, name, store):
+        raise UserError(f"model {name} not found in store {store or '(default)'}")
+    out.print(f"deleted model {name}")
 
 
 # --------------------------------------------------------------------------- search / evaluate
@@ -356,19 +422,31 @@ def predict(model: Path, data: Path,
 
 
 @app.command("demo")
-def demo(ctx: typer.Context):
-    """The main job on the embedded default: local node (or LTR_URL), plugin check, store."""
+def demo(ctx: typer.Context,
+         workdir: Path = typer.Option(Path("ltr-demo"), "--workdir", help="Where judgments, features and models go."),
+         json_out: Optional[Path] = typer.Option(None, "--json")):
+    """The main job: node, Cranfield, logging, LambdaMART + LambdaRank-NN, upload, live evaluation."""
     import os
-    from .cluster import client as cl, localnode, store as st
+    from .cluster import localnode
+    from .demo import run_demo
+    from .fsutil import write_json
     conn = _conn(ctx)
+    t0 = time.monotonic()
     if not (conn.url or os.environ.get("LTR_URL")):
         info, started = localnode.start(log=lambda m: err.print(f"[dim]{m}[/dim]"))
         conn.url = info.url
         out.print(f"local node {'started' if started else 'running'} at {info.url}")
-    version = cl.check_ltr(conn)
-    out.print(f"LTR plugin {version} answers at {conn.display_url}")
-    created = st.init_store(conn, None)
-    out.print(f"default feature store {'created' if created else 'present'}")
+    report = run_demo(conn, workdir, log=out.print)
+    table = Table("system", *next(iter(report["systems"].values())), "p (vs bm25)", "W/T/L")
+    for n, vals in report["systems"].items():
+        t = report["tests"].get(n)
+        table.add_row(n, *(f"{v:.4f}" for v in vals.values()),
+                      f"{t['p_value']:.4f}" if t else "", f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
+    out.print(f"Cranfield test split: {report['queries']} held-out queries, k={report['k']}")
+    out.print(table)
+    if json_out:
+        write_json(json_out, report)
+    out.print(f"artefacts in {workdir} ({time.monotonic() - t0:.0f}s)")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

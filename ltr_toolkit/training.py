@@ -51,6 +51,8 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         model.fit(train, splits.get("valid"), on_epoch=on_epoch)
         normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
         history = model.history
+        from .models.export import logit_scale
+        extra = {"logit_scale": logit_scale(model, train.X)}
     elif algo in TREE_ALGOS:
         model = LambdaMART(algo=algo, n_estimators=trees, max_depth=depth, learning_rate=lr,
                            k=k, sigma=sigma, early_stopping_rounds=patience, seed=seed)
@@ -67,6 +69,7 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         model.fit(train, splits.get("valid"), callbacks=cb)
         normalisation = None   # trees split on raw (logged) feature values
         history = []
+        extra = {}
     else:
         raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(ALGORITHMS)}")
     metrics = {}
@@ -89,6 +92,7 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         "metrics": metrics,
         "history": history,
         "model": model.state(),
+        **extra,
     }
     if output:
         write_json(output, artifact)

@@ -89,3 +89,32 @@ def sltr(params: dict, featureset: str | None = None, model: str | None = None,
     if active_features:
         body["active_features"] = active_features
     return {"sltr": body}
+
+
+def _canonical(fs: dict) -> str:
+    import json
+    body = fs.get("featureset", fs)
+    return json.dumps(body.get("features", []), sort_keys=True)
+
+
+def upload_featureset_versioned(conn: Connection, featureset: dict, store: str | None = None) -> tuple[str, str]:
+    """Upload a feature set without ever replacing one that models may have been trained
+    on: absent -> created; identical -> left alone; changed -> created as ``{name}-v{n}``.
+    Returns (name used, "created" | "unchanged" | "new version")."""
+    name = featureset["name"]
+    existing = get_featureset(conn, name, store)
+    if existing is None:
+        upload_featureset(conn, featureset, store)
+        return name, "created"
+    if _canonical(existing) == _canonical(featureset):
+        return name, "unchanged"
+    n = 2
+    while True:
+        candidate = f"{name}-v{n}"
+        other = get_featureset(conn, candidate, store)
+        if other is None:
+            upload_featureset(conn, dict(featureset, name=candidate), store)
+            return candidate, "new version"
+        if _canonical(other) == _canonical(featureset):
+            return candidate, "unchanged"
+        n += 1

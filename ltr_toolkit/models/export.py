@@ -174,7 +174,7 @@ def plugin_model(artifact: dict, model, X_train: np.ndarray | None = None,
     elif algo == "linear":
         body = {"type": "model/linear", "definition": json.dumps(linear_definition(model, names))}
     else:
-        scale = logit_scale(model, X_train)
+        scale = artifact.get("logit_scale") or logit_scale(model, X_train)
         info["logit_scale"] = scale
         body = {"type": "model/ranklib", "definition": ranknet_text(model, scale)}
     if isinstance(model, NeuralRanker) and model.standardize:
