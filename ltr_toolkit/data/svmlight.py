@@ -68,16 +68,19 @@ def load_svmlight(path, n_features: int | None = None, missing: float = 0.0,
         raise InputError(path, None, "no data rows")
     counts = np.asarray(nnz, dtype=np.int64)
     joined = " ".join(bodies)
+    toks = joined.replace(":", " ").split()
+    if len(toks) != 2 * counts.sum():
+        _raise_bad_token(path, bodies, line_no)
     try:
-        flat = np.array(joined.replace(":", " ").split(), dtype=np.float64)
+        vals = np.array(toks[1::2], dtype=np.float64)
+        idx_tokens = toks[0::2]
+        # indices repeat a lot: parse each distinct token once
+        lut = {t: int(t) for t in set(idx_tokens)}
+        idx = np.fromiter(map(lut.__getitem__, idx_tokens), dtype=np.int64, count=len(idx_tokens))
     except ValueError:
         _raise_bad_token(path, bodies, line_no)
-    if flat.size != 2 * counts.sum():
-        _raise_bad_token(path, bodies, line_no)
-    idx = flat[0::2]
-    vals = flat[1::2]
-    if idx.size and (np.any(idx < 1) or np.any(idx != np.floor(idx))):
-        bad = int(np.argmax((idx < 1) | (idx != np.floor(idx))))
+    if idx.size and np.any(idx < 1):
+        bad = int(np.argmax(idx < 1))
         row = int(np.searchsorted(np.cumsum(counts), bad, side="right"))
         raise InputError(path, line_no[row], "feature indices must be whole numbers >= 1")
     idx = idx.astype(np.int64) - 1
