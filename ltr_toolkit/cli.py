@@ -228,19 +228,22 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             store: Optional[str] = StoreOpt,
             fmt: Optional[str] = typer.Option(None, "--format", help="ranklib | trec | csv | jsonl"),
             queries: Optional[Path] = typer.Option(None, "--queries"),
-            batch: int = typer.Option(25, "--batch", help="Queries per _msearch round trip.")):
+            batch: int = typer.Option(25, "--batch", help="Queries per _msearch round trip."),
+            incremental: bool = typer.Option(False, "--incremental",
+                                             help="Log only judged pairs OUTPUT does not hold yet, and append them.")):
     """Log feature values for every judged pair (resumable: rerun after a kill)."""
     from rich.progress import Progress
     from .cluster import client as cl
-    from .cluster.featurelog import log_features
+    from .cluster.featurelog import log_features, log_incremental
     from .data.judgments import load_judgments
     jl = load_judgments(judgments, fmt, queries)
     conn = _conn(ctx)
     cl.check_ltr(conn)
     with Progress(transient=True, console=err, disable=not err.is_terminal) as progress:
         task = progress.add_task("logging", total=None)
-        side = log_features(conn, jl, featureset, index, output, store, batch,
-                            progress=lambda d, t: progress.update(task, completed=d, total=t))
+        run = log_incremental if incremental else log_features
+        side = run(conn, jl, featureset, index, output, store, batch,
+                   progress=lambda d, t: progress.update(task, completed=d, total=t))
     out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
               f"{len(side['missing_docs'])} judged documents not in {index}")
     for q, d in side["missing_docs"][:10]:

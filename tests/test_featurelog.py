@@ -77,3 +77,18 @@ def test_ltr_log_killed_and_resumed_is_identical(logged_setup, tmp_path, ltr_clu
     assert out.read_bytes() == ref.read_bytes()
     side = json.loads((tmp_path / "out.txt.json").read_text())
     assert side["featureset"] == fs["name"]
+
+
+def test_incremental_logs_only_new_pairs(logged_setup, tmp_path):
+    conn, index, fs = logged_setup
+    from ltr_toolkit.cluster.featurelog import log_incremental
+    full = cranfield.split_judgments("valid")
+    qids = list(full.queries)
+    first = full.subset(qids[: len(qids) // 2])
+    out = tmp_path / "inc.txt"
+    log_incremental(conn, first, fs["name"], index, out)
+    side = log_incremental(conn, full, fs["name"], index, out)
+    ref = tmp_path / "ref.txt"
+    log_features(conn, full, fs["name"], index, ref)
+    assert sorted(out.read_text().splitlines()) == sorted(ref.read_text().splitlines())
+    assert side["rows"] + len(side["missing_docs"]) == len(full)

@@ -149,3 +149,56 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     write_json(out.with_suffix(out.suffix + ".json"), sidecar)
     ck.finish()
     return sidecar
+
+
+def _logged_pairs(path: Path) -> set[tuple[str, str]]:
+    pairs = set()
+    for line in path.read_text().splitlines():
+        body, _, comment = line.partition("#")
+        parts = body.split()
+        if len(parts) >= 2 and parts[1].startswith("qid:") and comment.strip():
+            pairs.add((parts[1][4:], comment.split()[0]))
+    return pairs
+
+
+def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
+                    store: str | None = None, batch: int = 25, progress=None) -> dict:
+    """Log only the judged pairs OUT does not hold yet (judged documents that were missing
+    before are tried again), and append them to OUT atomically. Without OUT, a full run."""
+    out = Path(out)
+    side_path = out.with_suffix(out.suffix + ".json")
+    if not out.exists():
+        return log_features(conn, jl, featureset, index, out, store, batch, progress)
+    old = json.loads(side_path.read_text()) if side_path.exists() else {}
+    fsinfo = featureset_info(conn, featureset, store)
+    if old.get("featureset_sha256") not in (None, fsinfo["sha256"]):
+        raise UserError(f"{out} was logged with another version of feature set {featureset}",
+                        "log to a new file, or re-log everything")
+    done = _logged_pairs(out)
+    new = JudgmentList(source=jl.source)
+    for (q, d), g in jl.grades.items():
+        if (q, d) not in done:
+            new.queries.setdefault(q, jl.queries[q])
+            new.grades[(q, d)] = g
+    inc = out.with_name(out.name + ".increment")
+    if new.grades:
+        log_features(conn, new, featureset, index, inc, store, batch, progress)
+        inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
+        merged = out.read_bytes() + inc.read_bytes()
+        from ..fsutil import atomic_write
+        with atomic_write(out, "wb") as fh:
+            fh.write(merged)
+        missing = inc_side["missing_docs"]
+    else:
+        missing = []
+    rows = len(_logged_pairs(out))
+    sidecar = dict(old or {}, featureset=featureset, featureset_sha256=fsinfo["sha256"],
+                   store=store, feature_names=fsinfo["feature_names"], index=index,
+                   judgments={"source": jl.source, "sha256": jl.content_hash(),
+                              "queries": len([q for q in jl.queries if jl.docs_of(q)]),
+                              "pairs": len(jl)},
+                   rows=rows, missing_docs=missing, added=len(new) - len(missing))
+    write_json(side_path, sidecar)
+    for p in (inc, inc.with_suffix(inc.suffix + ".json")):
+        p.unlink(missing_ok=True)
+    return sidecar
