@@ -180,8 +180,8 @@ def test_store_featureset_and_sltr_query(ltr_cluster):
             "filter": [{"terms": {"_id": ["1", "2"]}}],
             "should": [st.sltr({"keywords": "flutter"}, featureset="trivial", store=store,
                                name="logged")]}},
-            "ext": {"ltr_log": {"log_specs": {"name": "main", "named_query": "logged",
-                                               "missing_as_zero": True}}}}
+            "ext": {"ltr_log": {"log_specs": [{"name": "main", "named_query": "logged",
+                                               "missing_as_zero": True}]}}}
         resp = c.search(index=index, body=body)
         hits = {h["_id"]: h for h in resp["hits"]["hits"]}
         assert set(hits) == {"1", "2"}

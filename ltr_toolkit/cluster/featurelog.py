@@ -47,8 +47,8 @@ def log_body(text: str, docids: list[str], featureset: str, store: str | None,
             {"terms": {"_id": docids}},
             sltr({params_key: text}, featureset=featureset, store=store, name=QUERY_NAME),
         ]}},
-        "ext": {"ltr_log": {"log_specs": {"name": LOG_NAME, "named_query": QUERY_NAME,
-                                          "missing_as_zero": True}}},
+        "ext": {"ltr_log": {"log_specs": [{"name": LOG_NAME, "named_query": QUERY_NAME,
+                                           "missing_as_zero": True}]}},
     }
 
 
