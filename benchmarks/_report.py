@@ -37,3 +37,17 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
+
+
+def pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def finish(fig, name: str) -> None:
+    """Save the figure as results/NAME.png and print the table."""
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{name}.png", dpi=120)
+    print((RESULTS / f"{name}.md").read_text())

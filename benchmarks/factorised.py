@@ -19,7 +19,7 @@ from ltr_toolkit.models.naive import naive_query_gradient
 from ltr_toolkit.models.neural import NeuralRanker
 from ltr_toolkit.rank.lambdas import QueryPairs
 
-from ._report import RESULTS, SHARED, write_table
+from ._report import SHARED, finish, pyplot, write_table
 
 SIZES = [10, 50, 100, 200, 500, 1000]
 HIDDEN = (64, 16)
@@ -102,9 +102,7 @@ def main():
         notes.append(f"MSLR 5k epoch, {obj}-nn 136-64-16-1 float32: {t * 1e3:.1f} ms = {us:.2f} us/doc ({n_docs} docs)")
     write_table("factorised", ["n docs", "pairs", "factorised ms/epoch", "naive ms/epoch",
                                "speed-up", "n/4"], rows, notes)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     ax.loglog(ns, tn, "o-", label=f"naive per-pair (slope {slope_n:.2f})")
     ax.loglog(ns, tf, "s-", label=f"factorised (slope {slope_f:.2f})")
@@ -113,9 +111,7 @@ def main():
     ax.set_title("RankNet epoch time, 136-64-16-1 MLP")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(RESULTS / "factorised.png", dpi=120)
-    print((RESULTS / "factorised.md").read_text())
+    finish(fig, "factorised")
 
 
 if __name__ == "__main__":

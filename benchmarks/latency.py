@@ -20,7 +20,7 @@ from ltr_toolkit.cluster.indexing import index_documents
 from ltr_toolkit.cluster.rerank import search_body
 from ltr_toolkit.datasets import cranfield
 
-from ._report import RESULTS, write_table
+from ._report import finish, pyplot, write_table
 
 WINDOWS = (10, 100, 1000)
 PASSES = 3
@@ -78,9 +78,7 @@ def main():
                 print(f"{m} window {w}: p50 {p[0]:.2f} p95 {p[1]:.2f} p99 {p[2]:.2f} ms", flush=True)
     write_table("latency", ["system", "window", "p50 ms", "p95 ms", "p99 ms", "p99 overhead ms",
                             "p99 overhead %"], rows, notes)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [f"{r[0]}" + (f" w{r[1]}" if r[1] != "-" else "") for r in rows]
     for i, q in enumerate(("p50", "p95", "p99")):
@@ -89,9 +87,7 @@ def main():
     ax.set_ylabel("ms")
     ax.set_title("search latency, Cranfield queries")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(RESULTS / "latency.png", dpi=120)
-    print((RESULTS / "latency.md").read_text())
+    finish(fig, "latency")
 
 
 if __name__ == "__main__":

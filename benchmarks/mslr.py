@@ -17,7 +17,7 @@ from ltr_toolkit.data.svmlight import load_svmlight
 from ltr_toolkit.models.neural import NeuralRanker
 from ltr_toolkit.rank.metrics import evaluate, ndcg
 
-from ._report import RESULTS, SHARED, write_table
+from ._report import SHARED, finish, pyplot, write_table
 
 #: name -> NeuralRanker arguments
 ALGOS = {
@@ -68,18 +68,14 @@ def main():
     ]
     write_table("mslr", ["algorithm", "test NDCG@10 (median)", "mean", "std", "test ERR@10 (median)",
                          "train time s (median)", "epochs (median)"], rows, notes)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.boxplot([per_seed[a] for a in ALGOS], tick_labels=[a.replace(" (", "\n(") for a in ALGOS])
     ax.axhline(random_ndcg, ls="--", color="grey", label="random ranker")
     ax.set_ylabel("test NDCG@10")
     ax.set_title(f"MSLR 5k extract, {len(SEEDS)} seeds")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(RESULTS / "mslr.png", dpi=120)
-    print((RESULTS / "mslr.md").read_text())
+    finish(fig, "mslr")
 
 
 if __name__ == "__main__":

@@ -14,14 +14,13 @@ from __future__ import annotations
 import statistics
 import time
 
-import numpy as np
 import xgboost as xgb
 
 from ltr_toolkit.data.svmlight import load_svmlight
 from ltr_toolkit.models.trees import LambdaMART
 from ltr_toolkit.rank.metrics import evaluate
 
-from ._report import RESULTS, SHARED, write_table
+from ._report import SHARED, finish, pyplot, write_table
 
 ROUNDS, DEPTH, ETA, THREADS, REPEATS = 200, 6, 0.05, 2, 3
 
@@ -90,9 +89,7 @@ def main():
                  f"{n.split(' (')[0]}: {metrics[n]['ndcg@10'] - nd_native:+.4f}" for n in systems if n != native_name)]
     write_table("trees", ["system", "test NDCG@10", "test ERR@10", "train time s (median)",
                           "time / native"], rows, notes)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     names = list(systems)
     short = [n.split(" (")[0].replace("toolkit objective, ", "") for n in names]
@@ -102,9 +99,7 @@ def main():
     a2.set_xlabel("training time (s)")
     a2.set_yticklabels([])
     fig.suptitle("MSLR 5k extract: LambdaMART variants")
-    fig.tight_layout()
-    fig.savefig(RESULTS / "trees.png", dpi=120)
-    print((RESULTS / "trees.md").read_text())
+    finish(fig, "trees")
 
 
 if __name__ == "__main__":

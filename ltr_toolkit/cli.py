@@ -53,6 +53,14 @@ def _conn(ctx: typer.Context):
     return ctx.obj
 
 
+def _ltr_conn(ctx: typer.Context):
+    """The connection, after checking that the cluster answers and has the LTR plugin."""
+    from .cluster import client as cl
+    conn = ctx.obj
+    cl.check_ltr(conn)
+    return conn
+
+
 # --------------------------------------------------------------------------- cluster
 
 @cluster_app.command("start")
@@ -110,9 +118,8 @@ StoreOpt = typer.Option(None, "--store", help="Feature store name (default store
 @store_app.command("init")
 def store_init(ctx: typer.Context, store: Optional[str] = StoreOpt):
     """Create a feature store."""
-    from .cluster import client as cl, store as st
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    from .cluster import store as st
+    conn = _ltr_conn(ctx)
     created = st.init_store(conn, store)
     out.print(f"store {store or '(default)'} {'created' if created else 'already exists'}")
 
@@ -120,9 +127,8 @@ def store_init(ctx: typer.Context, store: Optional[str] = StoreOpt):
 @store_app.command("drop")
 def store_drop(ctx: typer.Context, store: Optional[str] = StoreOpt):
     """Delete a feature store with its feature sets and models."""
-    from .cluster import client as cl, store as st
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    from .cluster import store as st
+    conn = _ltr_conn(ctx)
     dropped = st.drop_store(conn, store)
     out.print(f"store {store or '(default)'} {'dropped' if dropped else 'did not exist'}")
 
@@ -130,9 +136,8 @@ def store_drop(ctx: typer.Context, store: Optional[str] = StoreOpt):
 @store_app.command("list")
 def store_list(ctx: typer.Context):
     """List feature stores."""
-    from .cluster import client as cl, store as st
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    from .cluster import store as st
+    conn = _ltr_conn(ctx)
     table = Table("store", "index", "version")
     for name, meta in sorted(st.list_stores(conn).items()):
         table.add_row(name, str(meta.get("index", "")), str(meta.get("version", "")))
@@ -144,11 +149,10 @@ def store_list(ctx: typer.Context):
 @featureset_app.command("upload")
 def featureset_upload(ctx: typer.Context, file: Path, store: Optional[str] = StoreOpt):
     """Upload a feature set file (validated locally first)."""
-    from .cluster import client as cl, store as st
+    from .cluster import store as st
     from .featuresets import load_featureset
-    conn = _conn(ctx)
     fs = load_featureset(file)
-    cl.check_ltr(conn)
+    conn = _ltr_conn(ctx)
     name, what = st.upload_featureset_versioned(conn, fs, store)
     out.print(f"feature set {name} ({len(fs['features'])} features): {what}")
 
@@ -156,9 +160,8 @@ def featureset_upload(ctx: typer.Context, file: Path, store: Optional[str] = Sto
 @featureset_app.command("list")
 def featureset_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
     """List feature sets in a store."""
-    from .cluster import client as cl, store as st
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    from .cluster import store as st
+    conn = _ltr_conn(ctx)
     table = Table("name", "features")
     for fs in st.list_featuresets(conn, store):
         table.add_row(fs.get("name", "?"), str(len(fs.get("featureset", {}).get("features", []))))
@@ -168,9 +171,8 @@ def featureset_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
 @featureset_app.command("show")
 def featureset_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
     """Print a stored feature set as JSON."""
-    from .cluster import client as cl, store as st
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    from .cluster import store as st
+    conn = _ltr_conn(ctx)
     fs = st.get_featureset(conn, name, store)
     if fs is None:
         raise UserError(f"feature set {name} not found in store {store or '(default)'}",
@@ -233,12 +235,10 @@ def log_cmd(ctx: typer.Context, judgments: Path,
                                              help="Log only judged pairs OUTPUT does not hold yet, and append them.")):
     """Log feature values for every judged pair (resumable: rerun after a kill)."""
     from rich.progress import Progress
-    from .cluster import client as cl
     from .cluster.featurelog import log_features, log_incremental
     from .data.judgments import load_judgments
     jl = load_judgments(judgments, fmt, queries)
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    conn = _ltr_conn(ctx)
     with Progress(transient=True, console=err, disable=not err.is_terminal) as progress:
         task = progress.add_task("logging", total=None)
         run = log_incremental if incremental else log_features
@@ -261,15 +261,13 @@ def upload_cmd(ctx: typer.Context, model: Path,
                index: Optional[str] = typer.Option(None, "--index", help="Validate the model with a query on this index first."),
                exact: bool = typer.Option(False, "--exact", help="Use NAME as is; fail if it exists.")):
     """Export MODEL.json to the plugin's format, check it, and create it in the store."""
-    from .cluster import client as cl
     from .cluster.models import upload
     from .training import load_model
     art, m = load_model(model)
     fs = featureset or art.get("featureset")
     if not fs:
         raise UserError("the model does not say which feature set it was trained on", "pass --featureset")
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    conn = _ltr_conn(ctx)
     res = upload(conn, art, m, name, fs, store, index, versioned=not exact)
     out.print(f"uploaded {res['name']} ({res['type']}) for feature set {fs}")
 
@@ -277,10 +275,8 @@ def upload_cmd(ctx: typer.Context, model: Path,
 @model_app.command("list")
 def model_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
     """List stored models."""
-    from .cluster import client as cl
     from .cluster.models import list_models
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    conn = _ltr_conn(ctx)
     table = Table("name", "type", "features")
     for m in list_models(conn, store):
         model = m.get("model", {})
@@ -292,10 +288,8 @@ def model_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
 @model_app.command("show")
 def model_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
     """Print a stored model as JSON."""
-    from .cluster import client as cl
     from .cluster.models import get_model
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    conn = _ltr_conn(ctx)
     m = get_model(conn, name, store)
     if m is None:
         raise UserError(f"model {name} not found in store {store or '(default)'}")
@@ -305,10 +299,8 @@ def model_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
 @model_app.command("delete")
 def model_delete(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
     """Delete a stored model."""
-    from .cluster import client as cl
     from .cluster.models import delete_model
-    conn = _conn(ctx)
-    cl.check_ltr(conn)
+    conn = _ltr_conn(ctx)
     if not delete_model(conn, name, store):
         raise UserError(f"model {name} not found in store {store or '(default)'}")
     out.print(f"deleted model {name}")

@@ -6,7 +6,6 @@ import datetime as _dt
 import json
 from pathlib import Path
 
-import numpy as np
 
 from . import __version__
 from .data.svmlight import load_svmlight

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from ltr_toolkit.cluster import client as cl
 from ltr_toolkit.cluster import localnode
 from ltr_toolkit.cluster import store as st
 from ltr_toolkit import versions

@@ -12,7 +12,7 @@ import re
 from ..errors import UserError
 from .client import Connection, request
 from .featurelog import featureset_info
-from .store import store_path
+from .store import get_document, store_path
 
 
 def list_models(conn: Connection, store: str | None = None) -> list[dict]:
@@ -25,17 +25,7 @@ def model_names(conn: Connection, store: str | None = None) -> list[str]:
 
 
 def get_model(conn: Connection, name: str, store: str | None = None) -> dict | None:
-    from opensearchpy import exceptions as E
-    from .client import translate
-    try:
-        resp = conn.client().transport.perform_request("GET", f"{store_path(store)}/_model/{name}")
-    except E.NotFoundError as exc:
-        if "index_not_found" in str(exc.info):
-            raise translate(exc, conn, store) from None
-        return None
-    except (E.TransportError, E.ConnectionError) as exc:
-        raise translate(exc, conn, store) from None
-    return resp.get("_source") if resp.get("found", True) else None
+    return get_document(conn, f"{store_path(store)}/_model/{name}", store)
 
 
 def delete_model(conn: Connection, name: str, store: str | None = None) -> bool:

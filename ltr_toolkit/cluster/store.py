@@ -51,12 +51,12 @@ def upload_featureset(conn: Connection, featureset: dict, store: str | None = No
                    store=store)
 
 
-def get_featureset(conn: Connection, name: str, store: str | None = None) -> dict | None:
-    """The stored feature set, or None when the store has no set of that name."""
+def get_document(conn: Connection, path: str, store: str | None = None) -> dict | None:
+    """A stored feature set or model (``_source``), or None when the store has none of
+    that name; a missing store is a StoreMissingError."""
     from opensearchpy import exceptions as E
     try:
-        resp = conn.client().transport.perform_request(
-            "GET", f"{store_path(store)}/_featureset/{name}")
+        resp = conn.client().transport.perform_request("GET", path)
     except E.NotFoundError as exc:
         if "index_not_found" in str(exc.info):
             raise translate(exc, conn, store) from None
@@ -64,6 +64,10 @@ def get_featureset(conn: Connection, name: str, store: str | None = None) -> dic
     except (E.TransportError, E.ConnectionError) as exc:
         raise translate(exc, conn, store) from None
     return resp.get("_source") if resp.get("found", True) else None
+
+
+def get_featureset(conn: Connection, name: str, store: str | None = None) -> dict | None:
+    return get_document(conn, f"{store_path(store)}/_featureset/{name}", store)
 
 
 def list_featuresets(conn: Connection, store: str | None = None) -> list[dict]:

@@ -104,17 +104,20 @@ class LambdaMART:
         d.set_group(ds.group_sizes)
         return d
 
+    def _ndcg_metric(self, valid: RankingDataset):
+        k = self.k
+
+        def metric(preds, dm):
+            return f"ndcg@{k}", float(np.mean(ndcg(preds, valid.y, valid.offsets, k)))
+        return metric
+
     def fit(self, train: RankingDataset, valid: RankingDataset | None = None, callbacks=None):
         import xgboost as xgb
         dtrain = self._dmatrix(train)
         evals, metric = [], None
         if valid is not None:
-            dvalid = self._dmatrix(valid)
-            evals = [(dvalid, "valid")]
-            k = self.k
-
-            def metric(preds, dm):
-                return f"ndcg@{k}", float(np.mean(ndcg(preds, valid.y, valid.offsets, k)))
+            evals = [(self._dmatrix(valid), "valid")]
+            metric = self._ndcg_metric(valid)
         self.booster_ = xgb.train(
             self.booster_params(), dtrain, num_boost_round=self.n_estimators,
             obj=self.objective(train), evals=evals, custom_metric=metric, maximize=True,
