@@ -83,3 +83,12 @@ def test_randomisation_test():
     assert randomisation_test(a, a) == 1.0
     assert randomisation_test(a, a + 0.2) < 0.001
     assert randomisation_test(a, a + rng.normal(scale=0.01, size=60)) > 0.01
+
+
+def test_cli_search_baseline_table(cluster, cli, index):
+    r = cli("--url", cluster.url, "search", "boundary layer heat transfer", "--index", index, "--size", "5")
+    assert r.returncode == 0, r.stderr
+    assert "rank" in r.stdout and "title" in r.stdout
+    hits = search(cluster.conn(), index, "boundary layer heat transfer", size=5)
+    assert len(hits) == 5 and all(h["id"] in r.stdout for h in hits)
+    assert hits == sorted(hits, key=lambda h: -h["score"])
