@@ -322,6 +322,17 @@ def search_cmd(ctx: typer.Context, text: str, index: str = typer.Option("cranfie
     out.print(table)
 
 
+def _report_table(report: dict) -> Table:
+    """An evaluation report (see ``evaluation.compare``) as a table: a row per system."""
+    metrics = list(next(iter(report["systems"].values())))
+    table = Table("system", *metrics, "p (vs bm25)", "W/T/L")
+    for n, vals in report["systems"].items():
+        t = report["tests"].get(n)
+        table.add_row(n, *(f"{vals[m]:.4f}" for m in metrics),
+                      f"{t['p_value']:.4f}" if t else "", f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
+    return table
+
+
 @app.command("evaluate")
 def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  index: str = typer.Option("cranfield", "--index"),
@@ -336,20 +347,13 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     from .fsutil import write_json
     jl = load_judgments(judgments)
     report, per_query, qids = evaluate_live(_conn(ctx), index, jl, model, k, window, store)
-    names = list(report["systems"])
-    metrics = list(next(iter(report["systems"].values())))
-    table = Table("system", *metrics, "p (vs bm25)", "W/T/L")
-    for n in names:
-        t = report["tests"].get(n)
-        table.add_row(n, *(f"{report['systems'][n][m]:.4f}" for m in metrics),
-                      f"{t['p_value']:.4f}" if t else "", f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
     out.print(f"{report['queries']} queries, k={k}")
-    out.print(table)
+    out.print(_report_table(report))
     if json_out:
         write_json(json_out, report)
     if plot:
         from .plots import delta_plot
-        delta_plot(per_query, names[0], qids, k, plot)
+        delta_plot(per_query, next(iter(report["systems"])), qids, k, plot)
 
 
 # --------------------------------------------------------------------------- train / predict
@@ -432,13 +436,8 @@ def demo(ctx: typer.Context,
         conn.url = info.url
         out.print(f"local node {'started' if started else 'running'} at {info.url}")
     report = run_demo(conn, workdir, log=out.print)
-    table = Table("system", *next(iter(report["systems"].values())), "p (vs bm25)", "W/T/L")
-    for n, vals in report["systems"].items():
-        t = report["tests"].get(n)
-        table.add_row(n, *(f"{v:.4f}" for v in vals.values()),
-                      f"{t['p_value']:.4f}" if t else "", f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
     out.print(f"Cranfield test split: {report['queries']} held-out queries, k={report['k']}")
-    out.print(table)
+    out.print(_report_table(report))
     if json_out:
         write_json(json_out, report)
     out.print(f"artefacts in {workdir} ({time.monotonic() - t0:.0f}s)")

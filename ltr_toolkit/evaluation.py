@@ -30,7 +30,8 @@ def run_metrics(ranked: list[list[str]], qids: list[str], jl: JudgmentList, k: i
         # pad to k with zero-gain placeholders so that unretrieved judged documents,
         # appended for the ideal ranking, can never enter the scored top k
         gains += [0.0] * (k - len(top))
-        rest = [g for d, g in judged.items() if d not in set(top)]
+        retrieved = set(top)
+        rest = [g for d, g in judged.items() if d not in retrieved]
         gains += rest
         n = len(gains)
         scores.extend(np.arange(n, 0, -1, dtype=np.float64))
@@ -41,25 +42,9 @@ def run_metrics(ranked: list[list[str]], qids: list[str], jl: JudgmentList, k: i
     return {
         "ndcg": M.ndcg(s, y, off, k),
         "err": M.err(s, y, off, k, max_grade=max_grade),
-        "map": _ap_at_k(s, y, off, k),
-        "mrr": _rr_at_k(s, y, off, k),
+        "map": M.average_precision(s, y, off, k=k),
+        "mrr": M.reciprocal_rank(s, y, off, k=k),
     }
-
-
-def _ap_at_k(s, y, off, k):
-    ys, ms, yy, mask = M._sorted_labels(s, y, off)
-    rel = (ys[:, :k] >= 1) & ms[:, :k]
-    hits = np.cumsum(rel, axis=1)
-    n_rel = ((yy >= 1) & mask).sum(axis=1)
-    num = (rel * hits / np.arange(1, rel.shape[1] + 1)).sum(axis=1)
-    return np.divide(num, n_rel, out=np.zeros_like(num, dtype=float), where=n_rel > 0)
-
-
-def _rr_at_k(s, y, off, k):
-    ys, ms, _, _ = M._sorted_labels(s, y, off)
-    rel = (ys[:, :k] >= 1) & ms[:, :k]
-    first = np.argmax(rel, axis=1)
-    return np.where(rel.any(axis=1), 1.0 / (first + 1.0), 0.0)
 
 
 def randomisation_test(a: np.ndarray, b: np.ndarray, n: int = 10000, seed: int = 0) -> float:
@@ -97,7 +82,7 @@ def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None =
     """Run every judged query live; returns (report, per-query metrics, qids)."""
     from .cluster.rerank import DEFAULT_FIELDS, msearch_ids
     fields = fields or DEFAULT_FIELDS
-    qids = [q for q in jl.queries if jl.docs_of(q)]
+    qids = jl.judged_qids()
     texts = [jl.queries[q] for q in qids]
     size = max(k, 10)
     per_query = {baseline_name: run_metrics(msearch_ids(conn, index, texts, None, size, window,

@@ -6,17 +6,16 @@ import datetime as _dt
 import json
 from pathlib import Path
 
-
 from . import __version__
 from .data.svmlight import load_svmlight
 from .errors import InputError, UserError
 from .fsutil import atomic_write, write_json
+from .models.export import logit_scale
 from .models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
 from .models.trees import ALGOS as TREE_ALGOS, LambdaMART
-
-ALGORITHMS = sorted([*NEURAL_ALGOS, *TREE_ALGOS])
 from .rank.metrics import evaluate
 
+ALGORITHMS = sorted([*NEURAL_ALGOS, *TREE_ALGOS])
 ARTIFACT_FORMAT = "ltr-toolkit/model@1"
 
 
@@ -34,6 +33,8 @@ def _sidecar(path: Path) -> dict:
 def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=None,
                      hidden=(64, 16), epochs=50, lr=1e-3, optimizer="adam", sigma=1.0, k=10,
                      patience=10, seed=42, on_epoch=None, trees=300, depth=6, truncation="k") -> dict:
+    if algo not in ALGORITHMS:   # before reading any file
+        raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(ALGORITHMS)}")
     data = Path(data)
     train = load_svmlight(data)
     nf = train.n_features
@@ -50,9 +51,8 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         model.fit(train, splits.get("valid"), on_epoch=on_epoch)
         normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
         history = model.history
-        from .models.export import logit_scale
         extra = {"logit_scale": logit_scale(model, train.X)}
-    elif algo in TREE_ALGOS:
+    else:
         model = LambdaMART(algo=algo, n_estimators=trees, max_depth=depth, learning_rate=lr,
                            k=k, sigma=sigma, early_stopping_rounds=patience, seed=seed)
         cb = []
@@ -69,8 +69,6 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         normalisation = None   # trees split on raw (logged) feature values
         history = []
         extra = {}
-    else:
-        raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(ALGORITHMS)}")
     metrics = {}
     for name, ds in splits.items():
         m = evaluate(model.predict(ds.X), ds.y, ds.offsets, k)

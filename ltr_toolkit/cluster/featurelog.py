@@ -92,7 +92,7 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     out = Path(out)
     fsinfo = featureset_info(conn, featureset, store)
     nf = len(fsinfo["feature_names"])
-    qids = [q for q in jl.queries if jl.docs_of(q)]
+    qids = jl.judged_qids()
     by_q = jl.by_query()
     run_key = hashlib.sha256(json.dumps([jl.content_hash(), fsinfo["sha256"], index, batch],
                                         sort_keys=True).encode()).hexdigest()
@@ -195,7 +195,7 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
     sidecar = dict(old or {}, featureset=featureset, featureset_sha256=fsinfo["sha256"],
                    store=store, feature_names=fsinfo["feature_names"], index=index,
                    judgments={"source": jl.source, "sha256": jl.content_hash(),
-                              "queries": len([q for q in jl.queries if jl.docs_of(q)]),
+                              "queries": len(jl.judged_qids()),
                               "pairs": len(jl)},
                    rows=rows, missing_docs=missing, added=len(new) - len(missing))
     write_json(side_path, sidecar)

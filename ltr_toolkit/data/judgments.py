@@ -58,7 +58,11 @@ class JudgmentList:
         return list(self.queries)
 
     def docs_of(self, qid: str) -> list[tuple[str, float]]:
-        return [(d, g) for (q, d), g in self.grades.items() if q == qid]
+        return self.by_query().get(qid, [])
+
+    def judged_qids(self) -> list[str]:
+        """Queries with at least one judged document, in order."""
+        return [q for q, docs in self.by_query().items() if docs]
 
     def by_query(self) -> dict[str, list[tuple[str, float]]]:
         out: dict[str, list[tuple[str, float]]] = {q: [] for q in self.queries}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.dataset import RankingDataset
-from ..rank.lambdas import QueryPairs, lambdarank_lambdas, ranknet_lambdas
+from ..rank.lambdas import QueryPairs
 from ..rank.metrics import ndcg
 from .mlp import MLP, OPTIMIZERS
 
@@ -66,21 +66,15 @@ class NeuralRanker:
             X = (X - self.mean_) / self.std_
         return X.astype(self.dtype, copy=False)
 
-    def query_lambdas(self, scores, labels):
-        if self.objective == "ranknet":
-            return ranknet_lambdas(scores, labels, self.sigma)
-        return lambdarank_lambdas(scores, labels, self.sigma, self.truncation)
-
     def pairs_for(self, yq: np.ndarray) -> QueryPairs:
         return QueryPairs(yq, self.sigma, self.truncation, dtype=self.dtype)
 
-    def step_query(self, Xq: np.ndarray, yq: np.ndarray, pairs: QueryPairs | None = None) -> None:
-        """The factorised update for one query (Xq already transformed): one forward
-        pass, one lambda per document, one backward pass, one optimiser step."""
+    def step_query(self, Xq: np.ndarray, pairs: QueryPairs) -> None:
+        """The factorised update for one query (Xq already transformed, ``pairs`` from
+        :meth:`pairs_for` its labels): one forward pass, one lambda per document, one
+        backward pass, one optimiser step."""
         scores, acts = self.net_.forward(Xq, keep=True)
-        if pairs is None:
-            lam = self.query_lambdas(scores, yq)
-        elif self.objective == "ranknet":
+        if self.objective == "ranknet":
             lam = pairs.ranknet(scores)
         else:
             lam = pairs.lambdarank(scores)
@@ -113,7 +107,7 @@ class NeuralRanker:
         for epoch in range(self.epochs):
             for q in rng.permutation(useful):
                 sl = train.query(q)
-                self.step_query(Xt[sl], train.y[sl], pairs[q])
+                self.step_query(Xt[sl], pairs[q])
             monitor = valid if valid is not None else train
             metric = float(np.mean(ndcg(self.predict(monitor.X), monitor.y, monitor.offsets, self.k)))
             self.history.append({"epoch": epoch, f"ndcg@{self.k}": metric})

@@ -208,15 +208,15 @@ class QueryPairs:
         g = gain(y)
         idcg = float(ideal_dcg(g, k))
         self.Wg = (np.abs(g[:, None] - g[None, :]) * (1.0 / idcg if idcg > 0 else 0.0)).astype(self.dtype)
-        self.useful = bool(np.ptp(y) > 0) if self.n else False
         disc = 1.0 / np.log2(np.arange(self.n) + 2.0)
         if k is not None:
             disc[k:] = 0.0
         self._disc_by_rank = disc.astype(self.dtype)
 
-    def _p(self, scores):
+    def _p(self, scores, rows=None):
+        """1 / (1 + exp(sigma (s_i - s_j))) for i in ``rows`` (all by default), every j."""
         s = np.asarray(scores, dtype=self.dtype)
-        x = self.sigma * (s[:, None] - s[None, :])
+        x = self.sigma * ((s if rows is None else s[rows])[:, None] - s[None, :])
         # 1 / (1 + exp(sigma (s_i - s_j))), stable
         return 0.5 * (1.0 - np.tanh(0.5 * x))
 
@@ -256,8 +256,7 @@ class QueryPairs:
         D = np.zeros(self.n, dtype=self.dtype)
         D[top] = self._disc_by_rank[: self.k]
         W = self.Wg[top] * np.abs(D[top][:, None] - D[None, :])
-        x = self.sigma * (s[top][:, None] - s[None, :])
-        p = 0.5 * (1.0 - np.tanh(0.5 * x))
+        p = self._p(s, top)
         T = W * (self.U[top] - p)
         H = W * (p * (1.0 - p))
         in_top = np.zeros(self.n, dtype=bool)

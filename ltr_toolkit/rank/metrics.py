@@ -65,9 +65,11 @@ def err(scores, labels, offsets, k: int | None = 10, max_grade: float | None = N
     return (reach * R / ranks).sum(axis=1)
 
 
-def average_precision(scores, labels, offsets, rel: float = 1.0) -> np.ndarray:
+def average_precision(scores, labels, offsets, rel: float = 1.0, k: int | None = None) -> np.ndarray:
+    """AP per query; with ``k``, over the top k only (trec_eval's map_cut), still divided
+    by every relevant document of the query."""
     ys, ms, y, mask = _sorted_labels(scores, labels, offsets)
-    relv = (ys >= rel) & ms
+    relv = ((ys >= rel) & ms)[:, :k]
     hits = np.cumsum(relv, axis=1)
     ranks = np.arange(1, relv.shape[1] + 1)
     n_rel = ((y >= rel) & mask).sum(axis=1)
@@ -75,9 +77,10 @@ def average_precision(scores, labels, offsets, rel: float = 1.0) -> np.ndarray:
     return np.divide(s, n_rel, out=np.zeros_like(s, dtype=np.float64), where=n_rel > 0)
 
 
-def reciprocal_rank(scores, labels, offsets, rel: float = 1.0) -> np.ndarray:
+def reciprocal_rank(scores, labels, offsets, rel: float = 1.0, k: int | None = None) -> np.ndarray:
+    """1 / rank of the first relevant document (within the top k when given), else 0."""
     ys, ms, _, _ = _sorted_labels(scores, labels, offsets)
-    relv = (ys >= rel) & ms
+    relv = ((ys >= rel) & ms)[:, :k]
     first = np.argmax(relv, axis=1)
     return np.where(relv.any(axis=1), 1.0 / (first + 1.0), 0.0)
 
