@@ -10,7 +10,12 @@ The node lives in a per-user state directory outside any repository:
 
 Artifacts come through ``mvn dependency:get`` into the Maven repository
 (``$LTR_MAVEN_REPO`` or ``~/.m2/repository``), so a second provisioning reuses them.
-``LTR_PLUGIN_ZIP`` may name a local copy of the plugin zip instead of Maven.
+The LTR plugin zip, first found of:
+
+1. ``$LTR_PLUGIN_ZIP`` (a path to the zip);
+2. ``$LTR_HOME/plugins/*.zip`` (the state directory's ``plugins`` folder): drop the
+   plugin zip there once and every ``ltr cluster start`` and the test suite use it;
+3. Maven Central (``org.opensearch:ltr:<version>:zip``), when it has it.
 """
 
 from __future__ import annotations
@@ -243,20 +248,43 @@ def provision(require_plugin: bool = True, log=lambda msg: None) -> Install:
     return Install(home, java, plugin, downloaded)
 
 
-def _plugin_zip() -> Path:
+def plugin_dir() -> Path:
+    """The documented folder for a user-supplied plugin zip: ``$LTR_HOME/plugins``."""
+    return state_dir() / "plugins"
+
+
+def supplied_plugin_zip() -> Path | None:
+    """The user-supplied plugin zip (``LTR_PLUGIN_ZIP``, else the one zip in
+    :func:`plugin_dir` whose name mentions ltr and the pinned version, else any ltr zip
+    there), or None."""
     override = os.environ.get("LTR_PLUGIN_ZIP")
     if override:
         p = Path(override).expanduser()
         if not p.is_file():
-            raise ProvisionError(f"LTR_PLUGIN_ZIP={override}: no such file")
+            raise ProvisionError(f"LTR_PLUGIN_ZIP={override}: no such file",
+                                 "point it at the plugin zip, or unset it")
         return p
+    folder = plugin_dir()
+    if not folder.is_dir():
+        return None
+    zips = sorted(p for p in folder.glob("*.zip") if "ltr" in p.name.lower() and p.is_file())
+    pinned = [p for p in zips if versions.LTR_PLUGIN_VERSION in p.name]
+    chosen = pinned or zips
+    return chosen[-1] if chosen else None
+
+
+def _plugin_zip() -> Path:
+    supplied = supplied_plugin_zip()
+    if supplied is not None:
+        return supplied
     try:
         return resolve_artifact(versions.LTR_PLUGIN_ARTIFACT)[0]
     except ProvisionError as exc:
         raise ProvisionError(
             exc.message,
-            "set LTR_PLUGIN_ZIP to a local copy of the plugin zip, or point --url/LTR_URL "
-            "at a cluster that has the plugin") from None
+            f"put the plugin zip (opensearch-ltr-{versions.LTR_PLUGIN_VERSION}.zip) in "
+            f"{plugin_dir()} or set LTR_PLUGIN_ZIP, or point --url/LTR_URL at a cluster "
+            "that has the plugin") from None
 
 
 # --------------------------------------------------------------------------- node
@@ -366,12 +394,10 @@ def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: N
             raise ClusterError(f"OpenSearch failed to start: {_tail(console)}",
                                f"see {logs}")
         deadline = time.monotonic() + timeout
-        while not pidfile.is_file() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if not pidfile.is_file():
+        pid = _read_pid(pidfile, str(inst.home), deadline)
+        if pid is None:
             raise ClusterError(f"OpenSearch wrote no pid file within {timeout:.0f}s",
                                f"see {logs}")
-        pid = int(pidfile.read_text().strip())
         url = f"http://127.0.0.1:{port}"
         info = NodeInfo(pid=pid, url=url, port=port, home=str(inst.home),
                         version=versions.OPENSEARCH_VERSION, plugin=inst.plugin)
@@ -382,6 +408,22 @@ def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: N
             stop()
             raise
         return info, True
+
+
+def _read_pid(pidfile: Path, home: str, deadline: float) -> int | None:
+    """The pid in ``pidfile`` once OpenSearch has written it whole. The file appears
+    before its content does (seen: an empty read), so a read counts only when it names a
+    live OpenSearch process of ``home``; anything else waits."""
+    while time.monotonic() < deadline:
+        try:
+            text = pidfile.read_text().strip()
+        except OSError:
+            text = ""
+        if text.isdigit() and (_pid_is_our_node(int(text), home)
+                               or not Path(f"/proc/{text}").exists()):
+            return int(text)   # alive and ours, or already gone (_wait_ready reports that)
+        time.sleep(0.1)
+    return None
 
 
 def _wait_ready(info: NodeInfo, deadline: float, logs: Path) -> None:

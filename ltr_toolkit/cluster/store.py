@@ -15,15 +15,20 @@ def store_index(store: str | None) -> str:
     return ".ltrstore" if not store else f".ltrstore_{store}"
 
 
+DEFAULT_STORE_KEY = "_default_"
+
+
 def list_stores(conn: Connection) -> dict:
-    """{store name: {"exists", "index", "version"}} as the plugin reports them."""
+    """{store name: {"store", "index", "version", "counts"}} as ``GET _ltr`` lists them;
+    the default store is listed as ``_default_``."""
     resp = request(conn, "GET", "/_ltr")
     return resp.get("stores", {})
 
 
 def store_exists(conn: Connection, store: str | None) -> bool:
-    resp = request(conn, "GET", store_path(store))
-    return bool(resp.get("exists"))
+    """From the listing: ``GET _ltr/{name}`` answers 404 for a missing named store and,
+    on 3.6, ``{"exists": false}`` for ``_default_`` even while it exists."""
+    return (store or DEFAULT_STORE_KEY) in list_stores(conn)
 
 
 def init_store(conn: Connection, store: str | None) -> bool:
