@@ -90,4 +90,7 @@ def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None =
     for m in models or []:
         ranked = msearch_ids(conn, index, texts, m, size, window, store, fields)
         per_query[m] = run_metrics(ranked, qids, jl, k)
-    return compare(per_query, baseline_name, k), per_query, qids
+    report = compare(per_query, baseline_name, k)
+    report["per_query"] = {name: {q: {m: float(v[i]) for m, v in res.items()}
+                                  for i, q in enumerate(qids)} for name, res in per_query.items()}
+    return report, per_query, qids

@@ -6,11 +6,13 @@ import datetime as _dt
 import json
 from pathlib import Path
 
+import numpy as np
+
 from . import __version__
-from .data.svmlight import load_svmlight
+from .data.svmlight import load_logged
 from .errors import InputError, UserError
 from .fsutil import atomic_write, write_json
-from .models.export import logit_scale
+from .models.export import output_map, plugin_scores
 from .models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
 from .models.trees import ALGOS as TREE_ALGOS, LambdaMART
 from .rank.metrics import evaluate
@@ -19,31 +21,20 @@ ALGORITHMS = sorted([*NEURAL_ALGOS, *TREE_ALGOS])
 ARTIFACT_FORMAT = "ltr-toolkit/model@1"
 
 
-def _sidecar(path: Path) -> dict:
-    """Feature names / feature set of logged data, from the JSON sidecar when present."""
-    side = path.with_suffix(path.suffix + ".json")
-    if side.is_file():
-        try:
-            return json.loads(side.read_text())
-        except ValueError:
-            raise InputError(side, None, "sidecar is not valid JSON") from None
-    return {}
-
-
 def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=None,
                      hidden=(64, 16), epochs=50, lr=1e-3, optimizer="adam", sigma=1.0, k=10,
                      patience=10, seed=42, on_epoch=None, trees=300, depth=6, truncation="k") -> dict:
     if algo not in ALGORITHMS:   # before reading any file
         raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(ALGORITHMS)}")
     data = Path(data)
-    train = load_svmlight(data)
+    train = load_logged(data)
     nf = train.n_features
     splits = {"train": train}
     if valid:
-        splits["valid"] = load_svmlight(valid, n_features=nf)
+        splits["valid"] = load_logged(valid, n_features=nf)
     if test:
-        splits["test"] = load_svmlight(test, n_features=nf)
-    side = _sidecar(data)
+        splits["test"] = load_logged(test, n_features=nf)
+    side = train.meta["sidecar"]
     if algo in NEURAL_ALGOS:
         model = NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
                              sigma=sigma, k=k, patience=patience, seed=seed,
@@ -51,7 +42,7 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         model.fit(train, splits.get("valid"), on_epoch=on_epoch)
         normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
         history = model.history
-        extra = {"logit_scale": logit_scale(model, train.X)}
+        extra = {"output_map": output_map(model, train.X)} if algo != "linear" else {}
     else:
         model = LambdaMART(algo=algo, n_estimators=trees, max_depth=depth, learning_rate=lr,
                            k=k, sigma=sigma, early_stopping_rounds=patience, seed=seed)
@@ -84,6 +75,7 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         "feature_names": side.get("feature_names") or [f"f{i + 1}" for i in range(nf)],
         "featureset": side.get("featureset"),
         "normalisation": normalisation,
+        "missing_features": side.get("missing_features"),
         "training_data": {"path": str(data), "sha256": train.content_hash(),
                           "rows": train.n_docs, "queries": train.n_queries},
         "metrics": metrics,
@@ -104,8 +96,8 @@ def load_model(path):
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise InputError(path, getattr(exc, "lineno", None), "not a model artifact (invalid JSON)") from None
-    if art.get("format") != ARTIFACT_FORMAT:
-        raise InputError(path, None, f"not an ltr-toolkit model artifact (format {art.get('format')!r})")
+    if not isinstance(art, dict) or art.get("format") != ARTIFACT_FORMAT:
+        raise InputError(path, None, f"not an ltr-toolkit model artifact (format {art.get('format') if isinstance(art, dict) else type(art).__name__!r})")
     if art["algorithm"] in NEURAL_ALGOS:
         return art, NeuralRanker.from_state(art["model"])
     if art["algorithm"] in TREE_ALGOS:
@@ -114,9 +106,16 @@ def load_model(path):
 
 
 def predict_file(model_path, data_path, output) -> int:
+    """One score per data row, in the file's row order: the score the plugin serves for
+    that row (see ``models.export.plugin_scores``)."""
     art, model = load_model(model_path)
-    ds = load_svmlight(data_path, n_features=art["n_features"])
-    scores = model.predict(ds.X)
+    ds = load_logged(data_path, n_features=art["n_features"])
+    scores = plugin_scores(art, model, ds.X)
+    perm = ds.meta.get("input_rows")
+    if perm is not None:          # rows were regrouped by query: back to input order
+        in_order = np.empty_like(scores)
+        in_order[perm] = scores
+        scores = in_order
     with atomic_write(output) as fh:
         fh.write("\n".join("%.9g" % s for s in scores.tolist()))
         fh.write("\n")

@@ -7,12 +7,14 @@ import json
 import numpy as np
 
 from ltr_toolkit.data.svmlight import load_svmlight
+from ltr_toolkit.models.export import plugin_scores
 from ltr_toolkit.training import load_model
 
 
 def _train_then_predict(cli, tmp_path, train, test, *train_args, atol=0.0):
-    """`ltr train` then `ltr predict` on TEST; the CLI's scores must equal the loaded
-    model's. Returns (artifact dict, model, test dataset)."""
+    """`ltr train` then `ltr predict` on TEST; the CLI writes the scores the plugin will
+    serve, which order every query's documents as the model's own scores do.
+    Returns (artifact dict, model, test dataset)."""
     model = tmp_path / "m.json"
     r = cli("train", str(train), *train_args, "-o", str(model))
     assert r.returncode == 0, r.stderr
@@ -23,8 +25,13 @@ def _train_then_predict(cli, tmp_path, train, test, *train_args, atol=0.0):
     got = np.loadtxt(scores)
     ds = load_svmlight(test, n_features=136)
     assert got.shape == (ds.n_docs,)
-    _, m = load_model(model)
-    np.testing.assert_allclose(got, m.predict(ds.X), rtol=1e-6, atol=atol)
+    art, m = load_model(model)
+    np.testing.assert_allclose(got, plugin_scores(art, m, ds.X), rtol=1e-6, atol=atol)
+    own = m.predict(ds.X)
+    for q in range(ds.n_queries):   # a monotone map of the model's scores: same order
+        sl = ds.query(q)
+        order = np.argsort(own[sl], kind="stable")
+        assert np.all(np.diff(got[sl][order]) >= 0)
     return art, m, ds
 
 

@@ -40,7 +40,7 @@ def test_ranknet_text_scores_like_ranklib(hidden):
     # the plugin normalises first (float32), then RankLib evaluates the text
     Z = ((ds.X - m.mean_.astype(np.float32)) / m.std_.astype(np.float32)).astype(np.float32)
     ranklib = E.score_ranknet_text(text, Z)
-    expected = E.plugin_scores(_artifact("lambdarank-nn", NAMES), m, ds.X, info)
+    expected = E.plugin_scores(dict(_artifact("lambdarank-nn", NAMES), **info), m, ds.X)
     np.testing.assert_allclose(ranklib, expected, rtol=1e-6)
     # same order as the model's own scores wherever float32 does not tie them
     ours = m.predict(ds.X)
@@ -51,14 +51,21 @@ def test_ranknet_text_scores_like_ranklib(hidden):
             assert list(np.argsort(-a)) == list(np.argsort(-b))
 
 
-def test_large_logits_are_scaled_to_avoid_float32_ties():
+@pytest.mark.parametrize("boost", [1.0, 500.0])
+def test_served_network_scores_stay_distinct_in_float32(boost):
     ds = _data(1)
     m = NeuralRanker("ranknet-nn", hidden=(4,), epochs=1, seed=0).fit(ds)
-    m.net_.params[-2][:] *= 500.0   # huge output weights: sigmoid would saturate to 1.0f
+    m.net_.params[-2][:] *= boost   # 500: huge output weights, sigmoid would saturate to 1.0f
     _, info = E.plugin_model(_artifact("ranknet-nn", NAMES), m, ds.X)
-    assert info["logit_scale"] < 1.0
-    s = E.plugin_scores(_artifact("ranknet-nn", NAMES), m, ds.X, info)
-    assert np.max(s) < 1.0 and len(np.unique(s)) > 0.9 * len(s)
+    omap = info["output_map"]
+    assert 0 < omap["scale"] <= 1.0 and (omap["scale"] < 1.0) == (boost > 1)
+    logits = m.predict(ds.X)
+    s = E.plugin_scores(dict(_artifact("ranknet-nn", NAMES), **info), m, ds.X)
+    assert np.max(s) < 0.5     # every training logit mapped below 0
+    # no two different local scores share one float32 served score, and the order is kept
+    order = np.argsort(logits, kind="stable")
+    distinct = np.diff(logits[order]) > 1e-9 * np.abs(logits[order][1:])
+    assert np.all(np.diff(s[order])[distinct] > 0)
 
 
 def test_nan_weights_refused():
@@ -84,7 +91,7 @@ def test_linear_definition_reproduces_scores_up_to_a_constant():
     body, info = E.plugin_model(_artifact("linear", NAMES), m, ds.X)
     weights = json.loads(body["definition"])
     assert body["type"] == "model/linear" and list(weights) == NAMES
-    plugin = E.plugin_scores(_artifact("linear", NAMES), m, ds.X, info)
+    plugin = E.plugin_scores(_artifact("linear", NAMES), m, ds.X)
     np.testing.assert_allclose(plugin + float(m.net_.biases[0][0]), m.predict(ds.X), rtol=1e-4, atol=1e-4)
 
 

@@ -1,58 +1,198 @@
-"""Scores in the cluster equal scores on the laptop (needs the LTR plugin; skipped, with
-the reason, without it)."""
+"""Scores in the cluster equal `ltr predict`'s scores, live, for every model type the
+toolkit exports, on first-stage candidates where some features do not match; and the
+plugin's missing-value rules, recorded so that a change in the plugin fails here."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ltr_toolkit.cluster import store as st
+from ltr_toolkit.cluster.candidates import candidate_judgments
 from ltr_toolkit.cluster.featurelog import log_features
 from ltr_toolkit.cluster.models import upload
-from ltr_toolkit.data.svmlight import load_svmlight
+from ltr_toolkit.cluster.rerank import baseline_query, rescore_clause
+from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.featuresets import load_featureset
-from ltr_toolkit.models.export import plugin_model, plugin_scores
-from ltr_toolkit.training import load_model, train_from_files
+from ltr_toolkit.training import load_model, predict_file, train_from_files
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
 ROOT = Path(__file__).resolve().parent.parent
+WINDOW = 100
+ALGOS = {   # algorithm -> (small training settings, relative tolerance the issue sets)
+    "lambdamart": (dict(trees=40, depth=4, lr=0.1), 1e-5),
+    "ranknet-tree": (dict(trees=20, depth=3, lr=0.1), 1e-5),
+    "linear": (dict(epochs=5), 1e-5),
+    "lambdarank-nn": (dict(epochs=5, hidden=(16, 4)), 1e-4),
+    "ranknet-nn": (dict(epochs=5, hidden=(8,)), 1e-4),
+}
 
 
 @pytest.fixture(scope="module")
 def logged(ltr_cluster, cranfield_index, tmp_path_factory):
+    """Training rows (judged pairs of the train split) and serving rows: the first
+    stage's top WINDOW for a few test queries, exactly what the rescore will see."""
     conn = ltr_cluster.conn()
     st.init_store(conn, None)
     fs = load_featureset(ROOT / "feature_sets" / "cranfield.json")
     name, _ = st.upload_featureset_versioned(conn, fs)
+    index = cranfield_index["index"]
     d = tmp_path_factory.mktemp("parity")
-    out = d / "train.txt"
-    log_features(conn, cranfield.split_judgments("train"), name, cranfield_index["index"], out)
-    return conn, cranfield_index["index"], name, out, d
+    train = d / "train.txt"
+    log_features(conn, cranfield.split_judgments("train"), name, index, train)
+    test_jl = cranfield.split_judgments("test")
+    test_jl = test_jl.subset(test_jl.judged_qids()[:8])
+    cands, _ = candidate_judgments(conn, index, test_jl, WINDOW)
+    serve = d / "serve.txt"
+    log_features(conn, cands, name, index, serve)
+    return conn, index, name, train, serve, test_jl, d
 
 
-@pytest.mark.parametrize("algo,rtol", [("lambdamart", 1e-5), ("linear", 1e-5), ("lambdarank-nn", 1e-4)])
-def test_node_scores_equal_local_scores(logged, algo, rtol):
-    conn, index, fs_name, data, d = logged
+def test_serving_rows_have_features_that_do_not_match(logged):
+    *_, serve, _, _ = logged
+    ds = load_logged(serve)
+    missing = np.isnan(ds.X)
+    assert missing.any(axis=1).mean() > 0.5          # most candidates miss some feature
+    assert (~missing).any(axis=1).all()              # and matches others (first stage: BM25)
+    assert 0 < missing.mean() < 1
+
+
+@pytest.mark.parametrize("algo", list(ALGOS))
+def test_node_scores_equal_ltr_predict(logged, algo):
+    conn, index, fs_name, train, serve, test_jl, d = logged
+    kw, rtol = ALGOS[algo]
     path = d / f"{algo}.json"
-    kw = dict(trees=30, depth=3, lr=0.1) if algo == "lambdamart" else dict(epochs=5, hidden=(16, 4))
-    train_from_files(data, algo=algo, output=path, **kw)
+    train_from_files(train, algo=algo, output=path, seed=1, **kw)
     art, model = load_model(path)
     res = upload(conn, art, model, f"parity-{algo}", fs_name, index=index)
-    ds = load_svmlight(data, feature_names=art["feature_names"])
-    _, info = plugin_model(art, model)
-    expected = plugin_scores(art, model, ds.X, info)
+    scores_path = d / f"{algo}.scores"
+    predict_file(path, serve, scores_path)
+    local = np.loadtxt(scores_path)
+    ds = load_logged(serve)
+    where = {(q, doc): i for i, (q, doc) in enumerate(zip(ds.qids[ds.row_query], ds.doc_ids))}
     c = conn.client()
-    for q in range(min(6, ds.n_queries)):
-        sl = ds.query(q)
-        qid = ds.qids[q]
-        docs = list(ds.doc_ids[sl])
-        body = {"size": len(docs), "_source": False, "query": {"bool": {
-            "filter": [{"terms": {"_id": docs}}],
-            "must": [{"sltr": {"model": res["name"], "params": {"keywords": cranfield.queries()[qid]}}}]}}}
-        got = {h["_id"]: h["_score"] for h in c.search(index=index, body=body)["hits"]["hits"]}
-        node = np.array([got[doc] for doc in docs])
-        np.testing.assert_allclose(node, expected[sl], rtol=rtol, atol=1e-6)
-        assert list(np.argsort(-node, kind="stable")) == list(np.argsort(-expected[sl], kind="stable"))
+    compared = 0
+    for q in test_jl.judged_qids():
+        text = test_jl.queries[q]
+        body = {"size": WINDOW, "_source": False, "query": baseline_query(text),
+                "rescore": rescore_clause(res["name"], {"keywords": text}, WINDOW)}
+        hits = c.search(index=index, body=body)["hits"]["hits"]
+        node = np.array([h["_score"] for h in hits])
+        rows = [where[(q, h["_id"])] for h in hits]
+        np.testing.assert_allclose(node, local[rows], rtol=rtol, atol=1e-30,
+                                   err_msg=f"{algo}, query {q}")
+        # the node's ranking is the local one: sorted by local score, ties kept by the node
+        assert np.all(np.diff(local[rows]) <= 0), f"{algo}, query {q}: order differs"
+        compared += len(rows)
+    assert compared >= 8 * 50
+
+
+def test_network_scores_stay_distinct_in_the_node(logged):
+    """No two different local scores among a query's top 100 share one served float32."""
+    conn, index, fs_name, train, serve, test_jl, d = logged
+    path = d / "distinct.json"
+    train_from_files(train, algo="lambdarank-nn", output=path, epochs=20, hidden=(32, 8), seed=3)
+    art, model = load_model(path)
+    res = upload(conn, art, model, "parity-distinct", fs_name, index=index)
+    ds = load_logged(serve)
+    logits = model.predict(ds.X)
+    where = {(q, doc): i for i, (q, doc) in enumerate(zip(ds.qids[ds.row_query], ds.doc_ids))}
+    c = conn.client()
+    for q in test_jl.judged_qids():
+        text = test_jl.queries[q]
+        body = {"size": WINDOW, "_source": False, "query": baseline_query(text),
+                "rescore": rescore_clause(res["name"], {"keywords": text}, WINDOW)}
+        hits = c.search(index=index, body=body)["hits"]["hits"]
+        node = np.array([h["_score"] for h in hits])
+        own = logits[[where[(q, h["_id"])] for h in hits]]
+        i, j = np.triu_indices(len(hits), 1)
+        different = np.abs(own[i] - own[j]) > 1e-9 * np.maximum(np.abs(own[i]), 1.0)
+        assert not np.any(node[i][different] == node[j][different]), f"query {q}: tied scores"
+
+
+# ----------------------------------------------------------------- the plugin's rules
+
+def _tiny(conn, c, feature_names):
+    """A two-document index and a feature set whose features match only document 1."""
+    tag = uuid.uuid4().hex[:8]
+    index, fs = f"rule-{tag}", f"rule-{tag}"
+    c.index(index=index, id="1", body={"title": "wing flutter"}, refresh=True)
+    c.index(index=index, id="2", body={"title": "boundary layer"}, refresh=True)
+    st.upload_featureset(conn, {"name": fs, "features": [
+        {"name": n, "params": ["keywords"], "template_language": "mustache",
+         "template": {"match": {"title": "{{keywords}}"}}} for n in feature_names]})
+    return index, fs
+
+
+def _scores(c, index, model):
+    body = {"query": {"bool": {"filter": [{"terms": {"_id": ["1", "2"]}}],
+                               "must": [{"sltr": {"model": model, "params": {"keywords": "flutter"}}}]}}}
+    return {h["_id"]: h["_score"] for h in c.search(index=index, body=body)["hits"]["hits"]}
+
+
+def _create(conn, fs, name, model):
+    from ltr_toolkit.cluster.client import request
+    request(conn, "POST", f"/_ltr/_featureset/{fs}/_createmodel",
+            body={"model": {"name": name, "model": model}})
+
+
+def test_plugin_rule_tree_sends_missing_right_whatever_missing_says(ltr_cluster):
+    """3.6: a feature that does not match is NaN in a tree, and NaN takes the "no" branch,
+    even where the node's ``missing`` names "yes". (3.8+ follows ``missing``; the
+    toolkit's exports set ``missing`` = ``no``, so both agree.)"""
+    conn = ltr_cluster.conn()
+    st.init_store(conn, None)
+    c = conn.client()
+    index, fs = _tiny(conn, c, ["f"])
+    # doc 1 matches (a small positive BM25 value < 100): "yes"; doc 2 does not match
+    split = {"nodeid": 0, "depth": 0, "split": "f", "split_condition": 100.0, "yes": 1, "no": 2,
+             "missing": 1, "children": [{"nodeid": 1, "leaf": 1.0}, {"nodeid": 2, "leaf": 2.0}]}
+    name = f"rule-tree-{uuid.uuid4().hex[:6]}"
+    _create(conn, fs, name, {"type": "model/xgboost+json",
+                             "definition": json.dumps({"objective": "reg:linear", "splits": [split]})})
+    try:
+        got = _scores(c, index, name)
+        assert got["1"] == 1.0     # present and < threshold: "yes"
+        assert got["2"] == 2.0     # missing: "no", although the node's missing names "yes"
+    finally:
+        c.indices.delete(index=index, ignore_unavailable=True)
+
+
+def test_plugin_rule_linear_sees_missing_as_zero_before_its_normaliser(ltr_cluster):
+    conn = ltr_cluster.conn()
+    st.init_store(conn, None)
+    c = conn.client()
+    index, fs = _tiny(conn, c, ["f"])
+    name = f"rule-linear-{uuid.uuid4().hex[:6]}"
+    _create(conn, fs, name, {"type": "model/linear", "definition": json.dumps({"f": 2.0}),
+                             "feature_normalizers": {"f": {"standard": {"mean": 1.0, "standard_deviation": 4.0}}}})
+    try:
+        got = _scores(c, index, name)
+        assert got["2"] == pytest.approx(2.0 * (0.0 - 1.0) / 4.0)   # -0.5: missing is 0, then normalised
+    finally:
+        c.indices.delete(index=index, ignore_unavailable=True)
+
+
+def test_evaluate_twice_with_a_network_gives_identical_per_query_results(logged, cli, ltr_cluster):
+    conn, index, fs_name, train, serve, test_jl, d = logged
+    path = d / "repeat.json"
+    train_from_files(train, algo="lambdarank-nn", output=path, epochs=10, hidden=(16, 4), seed=5)
+    art, model = load_model(path)
+    name = upload(conn, art, model, "parity-repeat", fs_name, index=index)["name"]
+    from ltr_toolkit.data.judgments import save_ranklib
+    jfile = d / "judgments-test.txt"
+    save_ranklib(cranfield.split_judgments("test"), jfile)
+    reports = []
+    for run in range(2):
+        out = d / f"eval-{run}.json"
+        r = cli("--url", ltr_cluster.url, "evaluate", str(jfile), "--index", index,
+                "--model", name, "--json", str(out))
+        assert r.returncode == 0, r.stderr
+        reports.append(json.loads(out.read_text()))
+    assert reports[0]["per_query"][name] == reports[1]["per_query"][name]
+    assert len(reports[0]["per_query"][name]) == reports[0]["queries"] >= 40

@@ -10,9 +10,12 @@ judgment order, documents in judgment order; a JSON sidecar ``OUT.json`` with th
 set (name, feature names, content hash), the judgment source and hash, counts, the
 missing-feature policy, and every judged document the index does not have.
 
-Missing-feature policy: logging asks the plugin for ``missing_as_zero: true``, so a
-feature that does not match a document logs 0.0 — what the plugin feeds a model at
-query time for a non-matching feature. Training reads these zeros as they are.
+Missing-feature policy: a feature whose query does not match a document has NO value in
+the plugin (``ltr_log`` without ``missing_as_zero``), and the row leaves it out. The
+sidecar records ``"missing_features": "absent"`` so that readers load such a feature as
+missing (NaN), not as 0.0: the plugin scores a missing feature differently per model type
+(trees: NaN, which always takes a split's right/"no" branch on 3.x; networks and linear
+models: 0.0 before normalisation), and ``models`` reproduce exactly that.
 
 Resumable (see ``checkpoint``): kill it at any moment and run it again with the same
 arguments; the output is byte-identical to an uninterrupted run.
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from ..checkpoint import CheckpointedOutput
 from ..data.judgments import JudgmentList
+from ..data.svmlight import MISSING_ABSENT
 from ..errors import ClusterError, UserError
 from ..fsutil import write_json
 from .client import Connection, translate
@@ -48,7 +52,7 @@ def log_body(text: str, docids: list[str], featureset: str, store: str | None,
             sltr({params_key: text}, featureset=featureset, store=store, name=QUERY_NAME),
         ]}},
         "ext": {"ltr_log": {"log_specs": [{"name": LOG_NAME, "named_query": QUERY_NAME,
-                                           "missing_as_zero": True}]}},
+                                           "missing_as_zero": False}]}},
     }
 
 
@@ -66,14 +70,14 @@ def _with_retries(conn: Connection, fn, retries: int = 5, base: float = 0.5):
             time.sleep(base * 2 ** attempt)
 
 
-def _values(hit: dict, n_features: int) -> list[float]:
+def _values(hit: dict, n_features: int) -> list[float | None]:
     logs = hit.get("fields", {}).get("_ltrlog", [{}])[0].get(LOG_NAME)
     if logs is None:
         raise ClusterError("a logging response carried no _ltrlog entry",
                            "is the ltr_log extension supported by this node?")
     if len(logs) != n_features:
         raise ClusterError(f"logged {len(logs)} features, the feature set has {n_features}")
-    return [float(f.get("value", 0.0)) for f in logs]
+    return [float(f["value"]) if "value" in f else None for f in logs]
 
 
 def featureset_info(conn: Connection, name: str, store: str | None) -> dict:
@@ -127,8 +131,8 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
                     continue
                 vals = _values(hits[d], nf)
                 gs = str(int(g)) if float(g).is_integer() else repr(g)
-                feats = " ".join(f"{i + 1}:{v:.9g}" for i, v in enumerate(vals))
-                rows.append(f"{gs} qid:{q} {feats} # {d}\n")
+                feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(vals) if v is not None)
+                rows.append(f"{gs} qid:{q}{feats} # {d}\n")
                 state["rows"] += 1
         ck.commit("".join(rows), state)
         if progress:
@@ -140,8 +144,7 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
         "judgments": {"source": jl.source, "sha256": jl.content_hash(), "queries": len(qids),
                       "pairs": judged},
         "rows": state["rows"], "missing_docs": state["missing"],
-        "missing_feature_policy": "missing_as_zero: a feature that does not match logs 0.0, "
-                                  "as the plugin scores it at query time",
+        "missing_features": MISSING_ABSENT,
     }
     if state["rows"] + len(state["missing"]) != judged:  # every judged pair accounted for
         raise ClusterError(f"logged {state['rows']} rows + {len(state['missing'])} missing "

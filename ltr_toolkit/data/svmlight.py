@@ -2,13 +2,16 @@
 
 The reader does one light split per line in Python and parses every ``index:value`` token
 in a single C-level pass (``numpy.fromstring``), so MSLR-size files load in seconds.
-Features absent from a row (sparse rows) take ``missing`` (0.0 by default: the LTR
-plugin's ``missing_as_zero`` logging). Queries are kept in the order they first appear;
+Features absent from a row (sparse rows) take ``missing``: 0.0 by default (the LETOR /
+RankLib convention), NaN for files logged by this toolkit, whose JSON sidecar says
+``"missing_features": "absent"`` (:func:`load_logged` reads that). NaN means "the
+feature did not match": each model family then treats it as the plugin does. Queries are kept in the order they first appear;
 rows of a query that appear in several runs are gathered together, stably.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -19,6 +22,36 @@ from ..fsutil import atomic_write
 from .dataset import RankingDataset
 
 _NUM_TOKEN = re.compile(r"^\d+:[^\s:]+$")
+
+#: Sidecar value of ``missing_features``: a feature absent from a row did not match.
+MISSING_ABSENT = "absent"
+
+
+def sidecar_path(path) -> Path:
+    path = Path(path)
+    return path.with_suffix(path.suffix + ".json")
+
+
+def read_sidecar(path) -> dict:
+    """The JSON sidecar ``PATH.json`` written beside logged data, or {}."""
+    side = sidecar_path(path)
+    if not side.is_file():
+        return {}
+    try:
+        return json.loads(side.read_text())
+    except ValueError as exc:
+        raise InputError(side, getattr(exc, "lineno", None), "sidecar is not valid JSON") from None
+
+
+def load_logged(path, n_features: int | None = None) -> RankingDataset:
+    """:func:`load_svmlight` with what the sidecar says: feature names, and absent
+    features as missing (NaN) when it records ``"missing_features": "absent"``."""
+    side = read_sidecar(path)
+    missing = np.nan if side.get("missing_features") == MISSING_ABSENT else 0.0
+    ds = load_svmlight(path, n_features=n_features, missing=missing,
+                       feature_names=side.get("feature_names"))
+    ds.meta["sidecar"] = side
+    return ds
 
 
 def load_svmlight(path, n_features: int | None = None, missing: float = 0.0,
@@ -79,6 +112,11 @@ def load_svmlight(path, n_features: int | None = None, missing: float = 0.0,
         idx = np.fromiter(map(lut.__getitem__, idx_tokens), dtype=np.int64, count=len(idx_tokens))
     except ValueError:
         _raise_bad_token(path, bodies, line_no)
+    if vals.size and not np.all(np.isfinite(vals.astype(np.float32))):
+        bad = int(np.argmax(~np.isfinite(vals.astype(np.float32))))
+        row = int(np.searchsorted(np.cumsum(counts), bad, side="right"))
+        raise InputError(path, line_no[row], f"feature {idx_tokens[bad]} has value {toks[2 * bad + 1]}: "
+                         "features must be finite float32 numbers")
     if idx.size and np.any(idx < 1):
         bad = int(np.argmax(idx < 1))
         row = int(np.searchsorted(np.cumsum(counts), bad, side="right"))
@@ -102,6 +140,7 @@ def load_svmlight(path, n_features: int | None = None, missing: float = 0.0,
     uniq, first, inverse = np.unique(qid_arr, return_index=True, return_inverse=True)
     order_of_query = np.argsort(np.argsort(first, kind="stable"), kind="stable")
     q_of_row = order_of_query[inverse]
+    perm = None
     if np.any(np.diff(q_of_row) < 0):
         perm = np.argsort(q_of_row, kind="stable")
         X, y, q_of_row = X[perm], y[perm], q_of_row[perm]
@@ -111,8 +150,11 @@ def load_svmlight(path, n_features: int | None = None, missing: float = 0.0,
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     qids = uniq[np.argsort(first, kind="stable")]
     doc_ids = np.asarray(comments, dtype=object) if any(comments) else None
-    return RankingDataset(X=X, y=y, offsets=offsets, qids=qids, doc_ids=doc_ids,
-                          feature_names=feature_names, source=str(path))
+    ds = RankingDataset(X=X, y=y, offsets=offsets, qids=qids, doc_ids=doc_ids,
+                        feature_names=feature_names, source=str(path))
+    if perm is not None:
+        ds.meta["input_rows"] = perm   # row r of ds was line perm[r] of the file's data rows
+    return ds
 
 
 def _raise_bad_token(path, bodies, line_no):

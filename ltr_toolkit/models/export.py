@@ -3,15 +3,18 @@
 * networks -> ``model/ranklib`` RankNet text: sigmoid on every hidden layer and on the
   output, the bias as an extra input neuron connected to every non-input neuron. The
   plugin returns ``(float) sigmoid(logit)``: monotone in our logit, so the ranking is the
-  same; the output layer is scaled down when needed so that float32 does not tie scores.
+  same. float32 keeps sigmoid distinct only below 0, so the output layer is mapped
+  affinely (:func:`output_map`) to put every training logit in [-71, -1].
 * trees -> ``model/xgboost+json`` with an objective the plugin accepts (``reg:linear``:
-  the plain sum of leaves) and splits naming features by name.
+  the plain sum of leaves) and splits naming features by name; every split's ``missing``
+  is its ``no`` branch, where plugin 3.x sends a missing feature (and 3.8+ follows the
+  node's ``missing``: both agree).
 * linear -> ``model/linear`` (feature name -> weight; the plugin has no intercept, a
   constant that does not change the ranking).
 * standardisation travels as the plugin's ``feature_normalizers`` (``standard``).
 
-``plugin_scores`` computes what the plugin will return for logged feature rows, so that a
-parity check needs only the node's answers.
+``plugin_scores`` computes what the plugin will return for logged feature rows (missing
+features, float32 arithmetic and all): ``ltr predict`` writes these serving scores.
 """
 
 from __future__ import annotations
@@ -22,11 +25,15 @@ import numpy as np
 
 from ..errors import UserError
 from .mlp import MLP
-from .neural import NeuralRanker
+from .neural import NeuralRanker, fill_missing as fill_missing_dense
 from .trees import LambdaMART
 
-#: |logit| above which float32(sigmoid) starts to tie scores (sigmoid(17) rounds to 1.0f).
-MAX_LOGIT = 12.0
+#: Where the highest training logit of a network is put, and the widest span kept below
+#: it: float32 resolves sigmoid(x) for x < 0 to ~7 significant digits (sigmoid ~ e^x), so
+#: logits 1e-7 apart stay distinct; near 1.0 it saturates (sigmoid(17) == 1.0f), and below
+#: about -87 it leaves float32's normal range.
+TOP_LOGIT = -1.0
+LOGIT_SPAN = 70.0
 PLUGIN_XGB_OBJECTIVES = {"binary:logitraw", "rank:ndcg", "rank:map", "rank:pairwise",
                          "reg:linear", "binary:logistic", "reg:logistic"}
 
@@ -56,21 +63,27 @@ def check_feature_names(model_names: list[str], featureset_names: list[str] | No
 
 # --------------------------------------------------------------------------- networks
 
-def logit_scale(model: NeuralRanker, X_train: np.ndarray | None) -> float:
-    """A factor <= 1 for the output layer keeping |logit| <= MAX_LOGIT on the training rows."""
+def output_map(model: NeuralRanker, X_train: np.ndarray | None) -> dict:
+    """``{"scale", "shift"}`` for the output layer (logit -> scale * logit + shift, scale
+    in (0, 1]): the training logits land in [TOP_LOGIT - LOGIT_SPAN, TOP_LOGIT], where
+    float32(sigmoid) keeps them distinct. Order-preserving, so rankings do not change."""
     if X_train is None or len(X_train) == 0:
-        return 1.0
-    peak = float(np.max(np.abs(model.predict(X_train))))
-    return 1.0 if peak <= MAX_LOGIT else MAX_LOGIT / peak
+        return {"scale": 1.0, "shift": 0.0}
+    logits = model.predict(X_train)
+    hi, lo = float(np.max(logits)), float(np.min(logits))
+    scale = 1.0 if hi - lo <= LOGIT_SPAN else LOGIT_SPAN / (hi - lo)
+    return {"scale": scale, "shift": TOP_LOGIT - scale * hi}
 
 
-def ranknet_text(model: NeuralRanker, scale: float = 1.0, feature_ids: list[int] | None = None) -> str:
+def ranknet_text(model: NeuralRanker, omap: dict | None = None,
+                 feature_ids: list[int] | None = None) -> str:
     net: MLP = model.net_
     if net.activation != "sigmoid":
         raise ExportError(f"RankLib RankNet needs sigmoid units; this network uses {net.activation}")
     W, b = [np.asarray(w, dtype=np.float64) for w in net.weights], [np.asarray(v, dtype=np.float64) for v in net.biases]
-    W[-1] = W[-1] * scale
-    b[-1] = b[-1] * scale
+    omap = omap or {"scale": 1.0, "shift": 0.0}
+    W[-1] = W[-1] * omap["scale"]
+    b[-1] = b[-1] * omap["scale"] + omap["shift"]
     for i, (w, v) in enumerate(zip(W, b)):
         _finite(w, f"layer {i} weights")
         _finite(v, f"layer {i} biases")
@@ -142,6 +155,7 @@ def xgboost_definition(model: LambdaMART, names: list[str]) -> dict:
         if j is None or j >= len(names):
             raise ExportError(f"split on feature {node['split']} beyond the {len(names)} features of the set")
         node["split"] = names[j]
+        node["missing"] = node["no"]   # where the plugin sends a missing feature
         _finite([node["split_condition"]], "a split threshold")
         for c in node["children"]:
             rename(c)
@@ -174,24 +188,31 @@ def plugin_model(artifact: dict, model, X_train: np.ndarray | None = None,
     elif algo == "linear":
         body = {"type": "model/linear", "definition": json.dumps(linear_definition(model, names))}
     else:
-        scale = artifact.get("logit_scale") or logit_scale(model, X_train)
-        info["logit_scale"] = scale
-        body = {"type": "model/ranklib", "definition": ranknet_text(model, scale)}
+        omap = artifact.get("output_map") or output_map(model, X_train)
+        info["output_map"] = omap
+        body = {"type": "model/ranklib", "definition": ranknet_text(model, omap)}
     if isinstance(model, NeuralRanker) and model.standardize:
         body["feature_normalizers"] = standard_normalizers(model, names)
     return body, info
 
 
-def plugin_scores(artifact: dict, model, X: np.ndarray, info: dict) -> np.ndarray:
-    """The scores the plugin will return for logged rows X (float32 features)."""
-    X32 = np.asarray(X, dtype=np.float32)
+def plugin_scores(artifact: dict, model, X: np.ndarray) -> np.ndarray:
+    """The scores the plugin returns for rows X (NaN = the feature did not match),
+    computed the plugin's way: float32 features; trees sum float32 leaves in float32 and
+    send NaN right; linear models and networks see a missing feature as 0.0, normalise in
+    float32, and (linear) accumulate ``w * x`` in float32; RankLib networks run in double
+    and return ``(float) sigmoid``."""
     if isinstance(model, LambdaMART):
         from .xgbjson import score_trees
-        return score_trees(model.trees_json(), X32)
-    # the plugin normalises in float32
+        return score_trees(model.trees_json(), X)
+    X32 = fill_missing_dense(X).astype(np.float32)
     Z = ((X32 - model.mean_.astype(np.float32)) / model.std_.astype(np.float32)).astype(np.float32)
     if artifact["algorithm"] == "linear":
-        w = model.net_.weights[0][:, 0].astype(np.float64)
-        return (Z.astype(np.float64) @ w).astype(np.float32).astype(np.float64)
-    logit = model.net_.forward(Z.astype(np.float64)) * info.get("logit_scale", 1.0)
+        w = model.net_.weights[0][:, 0].astype(np.float32)
+        acc = np.zeros(Z.shape[0], dtype=np.float32)
+        for j in range(Z.shape[1]):       # the plugin's order of float32 additions
+            acc = (acc + w[j] * Z[:, j]).astype(np.float32)
+        return acc.astype(np.float64)
+    omap = artifact.get("output_map") or {"scale": 1.0, "shift": 0.0}
+    logit = model.net_.forward(Z.astype(np.float64)).astype(np.float64) * omap["scale"] + omap["shift"]
     return (1.0 / (1.0 + np.exp(-logit))).astype(np.float32).astype(np.float64)

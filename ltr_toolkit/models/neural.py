@@ -61,7 +61,7 @@ class NeuralRanker:
 
     # ------------------------------------------------------------------ fitting
     def _transform(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
+        X = fill_missing(X)
         if self.standardize:
             X = (X - self.mean_) / self.std_
         return X.astype(self.dtype, copy=False)
@@ -83,7 +83,7 @@ class NeuralRanker:
 
     def init(self, n_features: int, X_train: np.ndarray | None = None) -> "NeuralRanker":
         if self.standardize and X_train is not None:
-            X = np.asarray(X_train, dtype=np.float64)
+            X = fill_missing(X_train)
             self.mean_ = X.mean(axis=0)
             std = X.std(axis=0)
             self.std_ = np.where(std > 0, std, 1.0)
@@ -142,8 +142,15 @@ class NeuralRanker:
         return m
 
 
+def fill_missing(X: np.ndarray) -> np.ndarray:
+    """Missing features (NaN) as the plugin feeds them to ``model/ranklib`` and
+    ``model/linear``: 0.0, before any normaliser. Returns float64."""
+    X = np.asarray(X, dtype=np.float64)
+    return np.where(np.isnan(X), 0.0, X)
+
+
 def _check(ds: RankingDataset) -> None:
     if ds.n_docs == 0 or ds.n_queries == 0:
         raise ValueError("training data has no rows")
-    if not np.all(np.isfinite(ds.X)):
-        raise ValueError("training features contain NaN or inf")
+    if np.any(np.isinf(ds.X)):
+        raise ValueError("training features contain inf")

@@ -19,6 +19,18 @@ from ..rank.metrics import ndcg
 
 ALGOS = {"lambdamart": "lambdarank", "ranknet-tree": "ranknet"}
 
+#: What a missing feature (NaN) becomes for the trees: larger than any real value, so it
+#: takes every split's right ("no") branch, as the LTR plugin routes NaN on 3.x (its split
+#: test is ``threshold > value``, false for NaN, whatever the node's ``missing`` says).
+#: Training on it makes xgboost learn trees that treat missing exactly as served.
+MISSING_AS = np.float32(1e30)
+
+
+def fill_missing(X: np.ndarray) -> np.ndarray:
+    """Rows as the trees see them: float32, NaN replaced by :data:`MISSING_AS`."""
+    X = np.asarray(X, dtype=np.float32)
+    return np.where(np.isnan(X), MISSING_AS, X)
+
 
 class LambdaMART:
     def __init__(self, algo: str = "lambdamart", n_estimators: int = 300, max_depth: int = 6,
@@ -100,7 +112,7 @@ class LambdaMART:
     # ------------------------------------------------------------------ fit / predict
     def _dmatrix(self, ds: RankingDataset):
         import xgboost as xgb
-        d = xgb.DMatrix(ds.X, label=ds.y, missing=np.nan, nthread=self.nthread)
+        d = xgb.DMatrix(fill_missing(ds.X), label=ds.y, missing=np.nan, nthread=self.nthread)
         d.set_group(ds.group_sizes)
         return d
 
@@ -130,7 +142,7 @@ class LambdaMART:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         import xgboost as xgb
-        d = xgb.DMatrix(np.asarray(X, dtype=np.float32), missing=np.nan, nthread=self.nthread)
+        d = xgb.DMatrix(fill_missing(X), missing=np.nan, nthread=self.nthread)
         return self.booster_.predict(d, output_margin=True,
                                      iteration_range=(0, self.best_iteration_ + 1)).astype(np.float64)
 

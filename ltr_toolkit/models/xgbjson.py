@@ -1,8 +1,9 @@
 """Score xgboost JSON tree dumps the way the LTR plugin does (``model/xgboost+json``).
 
-A document goes to ``yes`` (left) when ``value < threshold``; thresholds and leaves are
-float32; a missing value follows the node's ``missing`` branch; the score is the plain
-sum of leaves (the plugin ignores base_score). Used to check an export before upload.
+The plugin's rule (``NaiveAdditiveDecisionTree`` on 3.x): a document goes to ``yes``
+(left) when ``threshold > value`` with both float32, otherwise to ``no`` (right); a
+missing feature is NaN, so it always goes ``no`` whatever the node's ``missing`` says;
+the score is the float32 sum of float32 leaves, tree by tree (``base_score`` ignored).
 """
 
 from __future__ import annotations
@@ -20,31 +21,28 @@ def _feature_index(split: str, names: list[str] | None) -> int:
 
 def score_trees(trees: list[dict], X: np.ndarray, feature_names: list[str] | None = None) -> np.ndarray:
     X = np.asarray(X, dtype=np.float32)
-    out = np.zeros(X.shape[0], dtype=np.float64)
+    out = np.zeros(X.shape[0], dtype=np.float32)
     for tree in trees:
-        out += _score_tree(tree, X, feature_names)
-    return out
+        out = (out + _score_tree(tree, X, feature_names)).astype(np.float32)
+    return out.astype(np.float64)
 
 
 def _score_tree(node: dict, X: np.ndarray, names) -> np.ndarray:
     """Vectorised descent: route all rows of X through the tree."""
-    res = np.zeros(X.shape[0], dtype=np.float64)
+    res = np.zeros(X.shape[0], dtype=np.float32)
     stack = [(node, np.arange(X.shape[0]))]
     while stack:
         n, rows = stack.pop()
         if rows.size == 0:
             continue
         if "leaf" in n:
-            res[rows] = float(np.float32(n["leaf"]))
+            res[rows] = np.float32(n["leaf"])
             continue
         j = _feature_index(n["split"], names)
         thr = np.float32(n["split_condition"])
-        v = X[rows, j]
+        with np.errstate(invalid="ignore"):
+            go_yes = thr > X[rows, j]          # False for NaN: missing goes "no"
         children = {c["nodeid"]: c for c in n["children"]}
-        missing = np.isnan(v)
-        go_yes = (v < thr) & ~missing
-        if n.get("missing") == n["yes"]:
-            go_yes |= missing
         stack.append((children[n["yes"]], rows[go_yes]))
         stack.append((children[n["no"]], rows[~go_yes]))
     return res

@@ -1,0 +1,57 @@
+"""Training candidates: what the reranker will see, labelled from the judgments.
+
+A reranker reorders the first stage's top ``k``. Trained on the judged pairs alone it never
+meets the unjudged documents it must push down (most judgment lists judge mostly relevant
+documents), so the rows to log are, per query, the first stage's top ``k``, each labelled
+from the judgments: unjudged documents as grade 0 (``unjudged="zero"``) or left out
+(``"drop"``); judged documents the first stage did not bring into the top ``k`` left out
+(``judged_outside="exclude"``, the default: they are not what the model will rerank) or
+added (``"include"``).
+"""
+
+from __future__ import annotations
+
+from ..data.judgments import JudgmentList
+from ..errors import UserError
+from .client import Connection
+from .rerank import DEFAULT_FIELDS, msearch_ids
+
+UNJUDGED = ("zero", "drop")
+JUDGED_OUTSIDE = ("exclude", "include")
+
+
+def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
+                        fields=DEFAULT_FIELDS, unjudged: str = "zero",
+                        judged_outside: str = "exclude", batch: int = 50
+                        ) -> tuple[JudgmentList, dict]:
+    """(the candidates as a judgment list, counts for the sidecar)."""
+    if k < 1:
+        raise UserError(f"candidates k={k}: expected a whole number >= 1")
+    if unjudged not in UNJUDGED:
+        raise UserError(f"unjudged={unjudged!r}: expected one of {', '.join(UNJUDGED)}")
+    if judged_outside not in JUDGED_OUTSIDE:
+        raise UserError(f"judged_outside={judged_outside!r}: expected one of {', '.join(JUDGED_OUTSIDE)}")
+    qids = jl.judged_qids()
+    ranked = msearch_ids(conn, index, [jl.queries[q] for q in qids], None, k, k,
+                         fields=fields, batch=batch)
+    by_q = jl.by_query()
+    out = JudgmentList(source=jl.source)
+    counts = {"judged": 0, "unjudged": 0, "judged_outside": 0, "queries": len(qids)}
+    for q, docs in zip(qids, ranked):
+        out.queries[q] = jl.queries[q]
+        grades = dict(by_q[q])
+        for d in docs[:k]:
+            if d in grades:
+                out.grades[(q, d)] = grades[d]
+                counts["judged"] += 1
+            elif unjudged == "zero":
+                out.grades[(q, d)] = 0.0
+                counts["unjudged"] += 1
+        if judged_outside == "include":
+            top = set(docs[:k])
+            for d, g in by_q[q]:
+                if d not in top:
+                    out.grades[(q, d)] = g
+                    counts["judged_outside"] += 1
+    return out, {"k": int(k), "first_stage": {"fields": list(fields)}, "unjudged": unjudged,
+                 "judged_outside": judged_outside, **counts}
