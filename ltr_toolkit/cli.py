@@ -125,9 +125,13 @@ def store_init(ctx: typer.Context, store: Optional[str] = StoreOpt):
 
 
 @store_app.command("drop")
-def store_drop(ctx: typer.Context, store: Optional[str] = StoreOpt):
-    """Delete a feature store with its feature sets and models."""
+def store_drop(ctx: typer.Context, store: Optional[str] = StoreOpt,
+               yes: bool = typer.Option(False, "--yes", help="Confirm: the store's feature sets and models are deleted.")):
+    """Delete a feature store with its feature sets and models (needs --yes)."""
     from .cluster import store as st
+    if not yes:
+        raise UserError(f"dropping store {store or '(default)'} deletes its feature sets and models",
+                        "pass --yes to confirm")
     conn = _ltr_conn(ctx)
     dropped = st.drop_store(conn, store)
     out.print(f"store {store or '(default)'} {'dropped' if dropped else 'did not exist'}")
@@ -444,28 +448,50 @@ def demo(ctx: typer.Context,
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run the CLI: user errors (ours and typer's usage errors) are one line on stderr and
+    exit 2; anything unexpected is one line naming where the full trace went, exit 1."""
     try:
-        rv = app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False, prog_name="ltr")
         if isinstance(rv, int):
             return rv
     except UserError as exc:
-        err.print(f"error: {exc}", highlight=False, soft_wrap=True)
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
-        err.print("aborted")
+        err.print("aborted", markup=False)
         return 130
     except KeyboardInterrupt:
-        err.print("interrupted")
+        err.print("interrupted", markup=False)
         return 130
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+    except Exception as exc:
+        # typer's own parsing errors (it vendors click: no import of click here)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            out.print(exc.format_message(), markup=False, highlight=False)
+            return getattr(exc, "exit_code", 2)
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            ctx = getattr(exc, "ctx", None)
+            where = ctx.command_path if ctx is not None else "ltr"
+            msg = " ".join(str(exc.format_message()).split())
+            err.print(f"error: {msg} (see `{where} --help`)", markup=False, highlight=False,
+                      soft_wrap=True)
+            return int(exc.exit_code)
+        return _unexpected(exc)
     return 0
+
+
+def _unexpected(exc: BaseException) -> int:
+    import tempfile
+    import traceback
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    fd, path = tempfile.mkstemp(prefix="ltr-error-", suffix=".txt")
+    with open(fd, "w") as fh:
+        fh.write(text)
+    err.print(f"unexpected error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+              f"(full trace in {path}; please report it)", markup=False, highlight=False,
+              soft_wrap=True)
+    return 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ URL: ``--url`` / ``LTR_URL``; default: the local node when it runs, else
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
@@ -92,32 +93,63 @@ def translate(exc: Exception, conn: Connection, store: str | None = None) -> Exc
         return ClusterError(f"the cluster at {url} denied the request (HTTP 403)",
                             "the user needs cluster:admin/ltr/* and index permissions")
     if isinstance(exc, E.TransportError):
-        text = str(exc.info) if exc.info else str(exc.error)
-        if "no handler found for uri" in text and "_ltr" in text:
-            return PluginMissingError(f"the LTR plugin is not installed on the cluster at {url}",
-                                      "install opensearch-ltr, or use `ltr cluster start`")
-        if "unknown query" in text and "sltr" in text:
-            return PluginMissingError(f"the cluster at {url} does not know the sltr query: "
-                                      "the LTR plugin is not installed",
-                                      "install opensearch-ltr, or use `ltr cluster start`")
-        if exc.status_code == 404 and ".ltrstore" in text:
-            name = store or "(default)"
-            return StoreMissingError(f"feature store {name} does not exist on {url}",
-                                     "create it with `ltr store init`")
-        reason = _reason(exc)
-        return ClusterError(f"the cluster at {url} answered HTTP {exc.status_code}: {reason}")
+        info = exc.info if isinstance(exc.info, dict) else {}
+        return _classify(str(exc.info) if exc.info else str(exc.error), exc.status_code,
+                         _reason(info.get("error", exc.error)), conn, store)
     return exc
 
 
-def _reason(exc) -> str:
-    info = exc.info if isinstance(exc.info, dict) else {}
-    err = info.get("error")
+def item_error(item: dict, conn: Connection, store: str | None = None) -> Exception:
+    """The user error for one failed item of an ``_msearch`` response."""
+    err = item.get("error")
+    return _classify(str(err), item.get("status"), _reason(err), conn, store)
+
+
+def _classify(text: str, status, reason: str, conn: Connection, store: str | None) -> Exception:
+    url = conn.display_url
+    if "no handler found for uri" in text and "_ltr" in text:
+        return PluginMissingError(f"the LTR plugin is not installed on the cluster at {url}",
+                                  "install opensearch-ltr, or use `ltr cluster start`")
+    if "unknown query" in text and "sltr" in text:
+        return PluginMissingError(f"the cluster at {url} does not know the sltr query: "
+                                  "the LTR plugin is not installed",
+                                  "install opensearch-ltr, or use `ltr cluster start`")
+    m = re.search(r"no such index \[\.ltrstore_?([^\]]*)\]", text)
+    if m or (status == 404 and ".ltrstore" in text):
+        name = (m.group(1) if m else None) or store or "(default)"
+        flag = f" --store {name}" if name != "(default)" else ""
+        return StoreMissingError(f"feature store {name} does not exist on {url}",
+                                 f"create it with `ltr store init{flag}`")
+    where = f"store {store or '(default)'}"
+    m = re.search(r"Unknown model \[([^\]]*)\]", text)
+    if m:
+        return ClusterError(f"model {m.group(1)} not found in {where} on {url}",
+                            "`ltr model list` shows the stored models; `ltr upload` adds one")
+    m = re.search(r"(?:Unknown featureset|Stored feature set) \[([^\]]*)\]", text)
+    if m:
+        return ClusterError(f"feature set {m.group(1)} not found in {where} on {url}",
+                            "upload it with `ltr featureset upload FILE`")
+    if "not updatable" in text:
+        return ClusterError(f"that model name already exists in {where}: models are "
+                            "immutable in the plugin", "upload under a new name (or a new -vN)")
+    return ClusterError(f"the cluster at {url} answered HTTP {status}: {reason}")
+
+
+def _reason(err) -> str:
+    """The root cause's reason, plus the innermost ``caused_by`` reason when it says more
+    (``_createmodel`` puts "Feature [f] is unknown." there), on one line."""
     if isinstance(err, dict):
         root = (err.get("root_cause") or [{}])[0]
-        return root.get("reason") or err.get("reason") or err.get("type") or str(err)
-    if isinstance(err, str):
-        return err
-    return str(exc.error)
+        reason = root.get("reason") or err.get("reason") or err.get("type") or str(err)
+        inner, cause = err, None
+        while isinstance(inner.get("caused_by"), dict):
+            inner = inner["caused_by"]
+            cause = inner.get("reason")
+        if cause and cause not in reason:
+            reason = f"{reason}: {cause}"
+    else:
+        reason = str(err)
+    return " ".join(str(reason).split())
 
 
 def call(conn: Connection, fn, *args, store: str | None = None, **kwargs):

@@ -4,7 +4,7 @@ body) and :func:`search_body`."""
 
 from __future__ import annotations
 
-from .client import Connection, call
+from .client import Connection, call, item_error
 from .store import sltr
 
 DEFAULT_FIELDS = ("title", "abstract")
@@ -64,12 +64,6 @@ def msearch_ids(conn: Connection, index: str, texts: list[str], model: str | Non
         resp = call(conn, c.msearch, body=lines, store=store)
         for r in resp["responses"]:
             if "error" in r:
-                from ..errors import ClusterError
-                err = r["error"]
-                reason = (err.get("root_cause") or [{}])[0].get("reason") or err.get("reason") or str(err)
-                if "no handler" in reason or "unknown query [sltr]" in reason:
-                    from ..errors import PluginMissingError
-                    raise PluginMissingError(f"the cluster at {conn.display_url} cannot run sltr: {reason}")
-                raise ClusterError(f"a search failed on {conn.display_url}: {reason}")
+                raise item_error(r, conn, store)
             out.append([h["_id"] for h in r["hits"]["hits"]])
     return out
