@@ -91,6 +91,9 @@ def test_cli_lifecycle_in_fresh_home(fresh_home, cli):
     """`ltr cluster start && status && stop` in a separate state dir; no process left."""
     tmp_path = fresh_home
     env = {"LTR_HOME": str(tmp_path / "home"), "LTR_URL": ""}
+    supplied = localnode.supplied_plugin_zip()   # the main state dir's plugins/ folder
+    if supplied is not None:
+        env["LTR_PLUGIN_ZIP"] = str(supplied)
     start_args = ["cluster", "start"]
     probe = cli(*start_args, env=env, timeout=900)
     if probe.returncode == 2 and "Maven could not resolve org.opensearch:ltr" in probe.stderr:
@@ -114,6 +117,47 @@ def test_cli_lifecycle_in_fresh_home(fresh_home, cli):
     assert not Path(f"/proc/{info.pid}").exists()
     status = cli("--url", info.url, "cluster", "status", env=env)
     assert status.returncode == 1
+    # the pid file is read as OpenSearch writes it (it once read empty): start/stop repeatedly
+    for _ in range(2):
+        r = cli(*start_args, env=env, timeout=600)
+        assert r.returncode == 0 and "healthy" in r.stdout, r.stderr
+        r = cli("cluster", "stop", env=env)
+        assert r.returncode == 0 and "stopped pid" in r.stdout, r.stderr
+
+
+def test_supplied_plugin_zip_lookup(monkeypatch, tmp_path):
+    monkeypatch.delenv("LTR_PLUGIN_ZIP", raising=False)
+    monkeypatch.setenv("LTR_HOME", str(tmp_path))
+    assert localnode.supplied_plugin_zip() is None
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("x")
+    (folder / "opensearch-ltr-2.19.0.0.zip").write_bytes(b"old")
+    assert localnode.supplied_plugin_zip() == folder / "opensearch-ltr-2.19.0.0.zip"
+    pinned = folder / f"ltr-{versions.LTR_PLUGIN_VERSION}.zip"
+    pinned.write_bytes(b"pinned")
+    assert localnode.supplied_plugin_zip() == pinned
+    other = tmp_path / "elsewhere.zip"
+    monkeypatch.setenv("LTR_PLUGIN_ZIP", str(other))
+    from ltr_toolkit.errors import ProvisionError
+    with pytest.raises(ProvisionError, match="no such file"):
+        localnode.supplied_plugin_zip()
+    other.write_bytes(b"z")
+    assert localnode.supplied_plugin_zip() == other
+
+
+def test_pid_file_is_read_only_when_whole(tmp_path):
+    """The race seen once: the file exists before its content does."""
+    import threading
+    pidfile = tmp_path / "opensearch.pid"
+    pidfile.write_text("")
+    gone = 2 ** 22 + 12345          # above pid_max: never a live process
+    threading.Timer(0.5, lambda: pidfile.write_text(f"{gone}\n")).start()
+    t0 = time.monotonic()
+    assert localnode._read_pid(pidfile, "/nowhere", time.monotonic() + 10) == gone
+    assert time.monotonic() - t0 >= 0.4
+    pidfile.write_text("")
+    assert localnode._read_pid(pidfile, "/nowhere", time.monotonic() + 0.5) is None
 
 
 def test_java_discovery_finds_supported_jdk():
