@@ -44,9 +44,26 @@ def _global(ctx: typer.Context,
             ca_certs: Optional[Path] = typer.Option(None, "--ca-certs", help="CA bundle for TLS."),
             insecure: bool = typer.Option(False, "--insecure", help="Do not verify TLS certificates."),
             timeout: float = typer.Option(30.0, "--timeout", help="Request timeout, seconds.")):
-    from .cluster.client import Connection
+    from .cluster.client import Connection, InsecureTLSWarning
+    _one_line_warnings(InsecureTLSWarning)
     ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None,
                          insecure=insecure, timeout=timeout)
+
+
+def _one_line_warnings(*categories):
+    """Show these warnings as one line ``warning: ...`` on stderr; others as Python does."""
+    import warnings
+    if getattr(warnings.showwarning, "ltr_one_line", False):
+        return
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, categories):
+            err.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    show.ltr_one_line = True
+    warnings.showwarning = show
 
 
 def _conn(ctx: typer.Context):
@@ -188,12 +205,13 @@ def featureset_show(ctx: typer.Context, name: str, store: Optional[str] = StoreO
 
 @index_app.command("cranfield")
 def index_cranfield(ctx: typer.Context,
-                    index: str = typer.Option("cranfield", "--index", help="Index name.")):
+                    index: str = typer.Option("cranfield", "--index", help="Index name."),
+                    recreate: bool = typer.Option(False, "--recreate", help="Delete INDEX first when it exists.")):
     """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
     from .cluster.indexing import index_documents
     from .datasets import cranfield
     conn = _conn(ctx)
-    res = index_documents(conn, index, cranfield.documents())
+    res = index_documents(conn, index, cranfield.documents(), recreate=recreate)
     note = "" if res["analyzer"] == "english" else " (the node has no english analyzer)"
     out.print(f"indexed {res['count']} documents into {index} with the {res['analyzer']} analyzer{note}"
               + (f"; {res['errors']} failed" if res["errors"] else ""))
@@ -226,6 +244,19 @@ def judgments_check(file: Path, fmt: Optional[str] = typer.Option(None, "--forma
     out.print(f"{len(jl)} judgments, {len(jl.queries)} queries, {len(jl.duplicates)} duplicates")
 
 
+FieldsOpt = typer.Option(None, "--fields", help="First stage: BM25 best_fields over these comma-separated fields (default title,abstract).")
+TemplateOpt = typer.Option(None, "--first-stage", help="First stage: a search template file {\"query\": {...}} with {{keywords}} and per-query params.")
+
+
+def _first_stage(fields: Optional[str], template: Optional[Path]):
+    from .cluster.firststage import FirstStage
+    return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None)
+
+
+#: exit code of a run that completed with some queries failed (listed in the sidecar/report)
+EXIT_PARTIAL = 3
+
+
 @app.command("log")
 def log_cmd(ctx: typer.Context, judgments: Path,
             featureset: str = typer.Option(..., "--featureset"),
@@ -234,24 +265,44 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             store: Optional[str] = StoreOpt,
             fmt: Optional[str] = typer.Option(None, "--format", help="ranklib | trec | csv | jsonl"),
             queries: Optional[Path] = typer.Option(None, "--queries"),
-            batch: int = typer.Option(25, "--batch", help="Queries per _msearch round trip."),
+            batch: int = typer.Option(25, "--batch", min=1, help="Queries per _msearch round trip."),
+            candidates: Optional[int] = typer.Option(None, "--candidates", min=1,
+                                                     help="Log the first stage's top K per query (labelled from the judgments), not only the judged pairs."),
+            unjudged: str = typer.Option("zero", "--unjudged", help="With --candidates: zero (grade 0) | drop."),
+            judged_outside: str = typer.Option("exclude", "--judged-outside",
+                                               help="With --candidates: judged documents outside the top K: exclude | include."),
+            fields: Optional[str] = FieldsOpt, first_stage: Optional[Path] = TemplateOpt,
             incremental: bool = typer.Option(False, "--incremental",
-                                             help="Log only judged pairs OUTPUT does not hold yet, and append them.")):
-    """Log feature values for every judged pair (resumable: rerun after a kill)."""
+                                             help="Log only pairs OUTPUT does not hold yet, and append them.")):
+    """Log feature values per (query, document) pair (resumable: rerun after a kill).
+    Exit 3 when some queries failed (they are listed; the rest is logged)."""
     from rich.progress import Progress
+    from .cluster.candidates import candidate_judgments
     from .cluster.featurelog import log_features, log_incremental
     from .data.judgments import load_judgments
     jl = load_judgments(judgments, fmt, queries)
+    fs_stage = _first_stage(fields, first_stage)
     conn = _ltr_conn(ctx)
+    info = None
+    if candidates:
+        jl, info = candidate_judgments(conn, index, jl, candidates, fs_stage, unjudged, judged_outside)
+        err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
+                  f"{info['unjudged']} unjudged{' (grade 0)' if unjudged == 'zero' else ' (dropped)'}, "
+                  f"{info['judged_outside']} judged outside the top {candidates} added",
+                  markup=False)
     with Progress(transient=True, console=err, disable=not err.is_terminal) as progress:
         task = progress.add_task("logging", total=None)
         run = log_incremental if incremental else log_features
         side = run(conn, jl, featureset, index, output, store, batch,
-                   progress=lambda d, t: progress.update(task, completed=d, total=t))
+                   lambda d, t: progress.update(task, completed=d, total=t), fs_stage, info)
     out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
-              f"{len(side['missing_docs'])} judged documents not in {index}")
+              f"{len(side['missing_docs'])} documents not in {index}", markup=False)
     for q, d in side["missing_docs"][:10]:
-        err.print(f"missing: query {q}, doc {d}")
+        err.print(f"missing: query {q}, doc {d}", markup=False)
+    for q, why in side.get("failed_queries", []):
+        err.print(f"failed: query {q}: {why}", markup=False)
+    if side.get("failed_queries"):
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 # --------------------------------------------------------------------------- models
@@ -315,11 +366,22 @@ def model_delete(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt)
 @app.command("search")
 def search_cmd(ctx: typer.Context, text: str, index: str = typer.Option("cranfield", "--index"),
                model: Optional[str] = typer.Option(None, "--model", help="Rerank with this stored model."),
-               window: int = typer.Option(100, "--window"), size: int = typer.Option(10, "--size"),
-               store: Optional[str] = StoreOpt):
-    """First stage BM25, second stage sltr rescore with MODEL; a table of the hits."""
+               window: int = typer.Option(100, "--window", min=1), size: int = typer.Option(10, "--size", min=1),
+               store: Optional[str] = StoreOpt,
+               param: List[str] = typer.Option([], "--param", help="Extra template parameter NAME=VALUE (repeatable)."),
+               fields: Optional[str] = FieldsOpt, first_stage: Optional[Path] = TemplateOpt):
+    """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of the hits."""
     from .cluster.rerank import search
-    hits = search(_conn(ctx), index, text, model, size, window, store)
+    params = {"keywords": text}
+    for p in param:
+        name, eq, value = p.partition("=")
+        if not eq or not name:
+            raise UserError(f"--param {p!r}: expected NAME=VALUE")
+        params[name] = value
+    conn = _conn(ctx)
+    stage = _first_stage(fields, first_stage)
+    stage.check(conn, index)
+    hits = search(conn, index, params, stage, model, size, window, store)
     table = Table("rank", "doc id", "score", "title")
     for h in hits:
         table.add_row(str(h["rank"]), h["id"], f"{h['score']:.4f}", h["title"][:70])
@@ -329,7 +391,7 @@ def search_cmd(ctx: typer.Context, text: str, index: str = typer.Option("cranfie
 def _report_table(report: dict) -> Table:
     """An evaluation report (see ``evaluation.compare``) as a table: a row per system."""
     metrics = list(next(iter(report["systems"].values())))
-    table = Table("system", *metrics, "p (vs bm25)", "W/T/L")
+    table = Table("system", *metrics, f"p (vs {report['baseline']})", "W/T/L")
     for n, vals in report["systems"].items():
         t = report["tests"].get(n)
         table.add_row(n, *(f"{vals[m]:.4f}" for m in metrics),
@@ -341,23 +403,44 @@ def _report_table(report: dict) -> Table:
 def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  index: str = typer.Option("cranfield", "--index"),
                  model: List[str] = typer.Option([], "--model", help="Stored model(s) to rerank with."),
-                 k: int = typer.Option(10, "--k"), window: int = typer.Option(100, "--window"),
+                 k: int = typer.Option(10, "--k", min=1), window: int = typer.Option(100, "--window", min=1),
                  store: Optional[str] = StoreOpt,
+                 fields: Optional[str] = FieldsOpt, first_stage: Optional[Path] = TemplateOpt,
+                 folds: Optional[int] = typer.Option(None, "--cv", min=2,
+                                                     help="Cross-validate: K folds over all judged queries; needs --featureset and --algo."),
+                 featureset: Optional[str] = typer.Option(None, "--featureset", help="With --cv: the feature set to log."),
+                 algo: List[str] = typer.Option([], "--algo", help="With --cv: algorithm(s) to train per fold."),
+                 workdir: Path = typer.Option(Path("ltr-cv"), "--workdir", help="With --cv: where candidates go."),
+                 seed: int = typer.Option(42, "--seed"),
                  json_out: Optional[Path] = typer.Option(None, "--json"),
                  plot: Optional[Path] = typer.Option(None, "--plot", help="Per-query delta chart (PNG).")):
-    """Run every judged query live: baseline BM25 vs each reranker, with paired tests."""
+    """Every judged query live: the first stage alone vs each reranker, paired tests.
+    With --cv K: every query reranked by a fold model that never saw it."""
     from .data.judgments import load_judgments
     from .evaluation import evaluate_live
     from .fsutil import write_json
     jl = load_judgments(judgments)
-    report, per_query, qids = evaluate_live(_conn(ctx), index, jl, model, k, window, store)
-    out.print(f"{report['queries']} queries, k={k}")
+    stage = _first_stage(fields, first_stage)
+    conn = _conn(ctx)
+    if folds:
+        if not featureset or not algo:
+            raise UserError("--cv needs --featureset and at least one --algo")
+        if model:
+            raise UserError("--cv trains its own fold models: drop --model")
+        from .crossval import cross_validate
+        report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a: {} for a in algo},
+                                workdir, folds, k, window, store, stage, seed,
+                                log=lambda m: err.print(m, markup=False))
+        qids = list(next(iter(report["per_query"].values())))
+    else:
+        report, _, qids = evaluate_live(conn, index, jl, model, k, window, store, first_stage=stage)
+    out.print(f"{report['queries']} queries, k={k}" + (f", {report['evaluation']}" if "evaluation" in report else ""))
     out.print(_report_table(report))
     if json_out:
         write_json(json_out, report)
     if plot:
         from .plots import delta_plot
-        delta_plot(per_query, next(iter(report["systems"])), qids, k, plot)
+        delta_plot(report, qids, plot)
 
 
 # --------------------------------------------------------------------------- train / predict
@@ -383,8 +466,6 @@ def train(data: Path = typer.Argument(..., help="SVMlight/RankLib training file.
           seed: int = typer.Option(42, "--seed")):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
     from .training import TREE_ALGOS, train_from_files
-    if lr is None:
-        lr = 0.1 if algo in TREE_ALGOS else 1e-3
     total = trees if algo in TREE_ALGOS else epochs
     hidden_sizes = tuple(int(h) for h in hidden.split(",") if h.strip()) if hidden else ()
     from rich.progress import Progress
@@ -399,6 +480,8 @@ def train(data: Path = typer.Argument(..., help="SVMlight/RankLib training file.
             epochs=epochs, lr=lr, optimizer=optimizer, sigma=sigma, k=k, patience=patience,
             seed=seed, on_epoch=on_epoch, trees=trees, depth=depth,
             truncation=_truncation(truncation))
+    for w in artifact.get("warnings", []):
+        err.print(f"warning: {w}", markup=False)
     table = Table("split", f"NDCG@{k}", "queries")
     for split, m in artifact["metrics"].items():
         table.add_row(split, f"{m[f'ndcg@{k}']:.4f}", str(m["queries"]))
@@ -426,9 +509,12 @@ def predict(model: Path, data: Path,
 
 @app.command("demo")
 def demo(ctx: typer.Context,
-         workdir: Path = typer.Option(Path("ltr-demo"), "--workdir", help="Where judgments, features and models go."),
-         json_out: Optional[Path] = typer.Option(None, "--json")):
-    """The main job: node, Cranfield, logging, LambdaMART + LambdaRank-NN, upload, live evaluation."""
+         workdir: Path = typer.Option(Path("ltr-demo"), "--workdir", help="Where candidates, features and models go."),
+         json_out: Optional[Path] = typer.Option(None, "--json"),
+         folds: int = typer.Option(5, "--folds", min=2, help="Cross-validation folds."),
+         recreate: bool = typer.Option(False, "--recreate", help="Re-index the demo's index when an older version exists.")):
+    """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
+    linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
     import os
     from .cluster import localnode
     from .demo import run_demo
@@ -436,11 +522,12 @@ def demo(ctx: typer.Context,
     conn = _conn(ctx)
     t0 = time.monotonic()
     if not (conn.url or os.environ.get("LTR_URL")):
-        info, started = localnode.start(log=lambda m: err.print(f"[dim]{m}[/dim]"))
+        info, started = localnode.start(log=lambda m: err.print(m, markup=False))
         conn.url = info.url
         out.print(f"local node {'started' if started else 'running'} at {info.url}")
-    report = run_demo(conn, workdir, log=out.print)
-    out.print(f"Cranfield test split: {report['queries']} held-out queries, k={report['k']}")
+    report = run_demo(conn, workdir, log=lambda m: out.print(m, markup=False), folds=folds,
+                      recreate=recreate)
+    out.print(f"Cranfield: {report['queries']} queries, k={report['k']}, {report['evaluation']}")
     out.print(_report_table(report))
     if json_out:
         write_json(json_out, report)

@@ -1,63 +1,68 @@
-"""The main job end to end on the embedded default: local node (or LTR_URL), the bundled
-Cranfield collection, feature logging, LambdaMART and LambdaRank-NN training, upload, and
-a live evaluation of BM25 vs both rerankers on the held-out test queries."""
+"""The main job end to end on the embedded default: the local node (or LTR_URL), the
+bundled Cranfield collection, its feature set, and a live 5-fold cross-validation of
+rerankers against the first stage (BM25 over title and abstract) over all 225 judged
+queries: candidates logged from the first stage's top 100, models trained per fold,
+uploaded (versioned), and every query reranked by a model that never saw it."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from .cluster import client as cl
 from .cluster import store as st
-from .cluster.featurelog import log_features
-from .cluster.indexing import index_documents
-from .cluster.models import upload
-from .data.judgments import save_ranklib
+from .cluster.firststage import FirstStage
+from .cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
+from .crossval import cross_validate
 from .datasets import cranfield
-from .evaluation import evaluate_live
+from .errors import UserError
 from .featuresets import load_featureset
-from .training import load_model, train_from_files
 
-FEATURE_SET = Path(__file__).resolve().parent.parent / "feature_sets" / "cranfield.json"
 INDEX = "cranfield"
+FIELDS = ("title", "abstract")
+#: The rerankers the demo ships, with their training settings.
+ALGOS = {
+    "linear": dict(epochs=60, lr=1e-3, patience=15),
+    "lambdarank-nn": dict(epochs=60, lr=1e-3, hidden=(16, 4), patience=15),
+    "lambdamart": dict(trees=200, depth=3, lr=0.05, patience=30),
+}
 
 
-def run_demo(conn, workdir, log=print, seed: int = 42, k: int = 10) -> dict:
+def run_demo(conn, workdir, log=print, seed: int = 42, k: int = 10, folds: int = 5,
+             window: int = 100, recreate: bool = False, algos: dict | None = None) -> dict:
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    steps: dict[str, float] = {}
+    t = time.monotonic()
+
+    def step(name: str, msg: str) -> None:
+        nonlocal t
+        steps[name] = round(time.monotonic() - t, 2)
+        log(f"[{steps[name]:6.1f}s] {msg}")
+        t = time.monotonic()
+
     version = cl.check_ltr(conn)
-    log(f"LTR plugin {version} at {conn.display_url}")
     st.init_store(conn, None)
-    try:
-        count = cl.request(conn, "GET", f"/{INDEX}/_count")["count"]
-    except Exception:
-        count = -1
-    if count != 1400:
-        res = index_documents(conn, INDEX, cranfield.documents())
-        log(f"indexed {res['count']} Cranfield documents ({res['analyzer']} analyzer)")
-    fs = load_featureset(FEATURE_SET)
+    step("plugin", f"LTR plugin {version} at {conn.display_url}; default store ready")
+    have = corpus_version(conn, INDEX)
+    if have != CORPUS_VERSION:
+        if have is not None and not recreate:
+            raise UserError(f"index {INDEX} exists but was not made by this version of the demo "
+                            f"({have or 'no corpus marker'})",
+                            "pass --recreate to delete and re-index it")
+        res = index_documents(conn, INDEX, cranfield.documents(), recreate=recreate)
+        step("index", f"indexed {res['count']} Cranfield documents ({res['analyzer']} analyzer)")
+    else:
+        step("index", f"index {INDEX} is up to date")
+    fs = load_featureset(cranfield.FEATURE_SET)
     fs_name, what = st.upload_featureset_versioned(conn, fs)
-    log(f"feature set {fs_name}: {what}")
-    files = {}
-    for split in ("train", "valid", "test"):
-        files[split] = workdir / f"judgments-{split}.txt"
-        save_ranklib(cranfield.split_judgments(split), files[split])
-    logged = {}
-    for split in ("train", "valid"):
-        logged[split] = workdir / f"features-{split}.txt"
-        side = log_features(conn, cranfield.split_judgments(split), fs_name, INDEX, logged[split])
-        log(f"logged {side['rows']} {split} rows ({len(side['missing_docs'])} judged docs missing)")
-    models = {}
-    for algo, base in (("lambdamart", "cranfield-lambdamart"), ("lambdarank-nn", "cranfield-lambdarank-nn")):
-        path = workdir / f"{algo}.json"
-        kw = dict(trees=300, depth=4, lr=0.05) if algo == "lambdamart" else dict(epochs=100, lr=1e-3, hidden=(32, 8))
-        train_from_files(logged["train"], algo=algo, valid=logged["valid"], output=path, k=k,
-                         seed=seed, patience=20, **kw)
-        art, m = load_model(path)
-        res = upload(conn, art, m, base, fs_name, index=INDEX)
-        models[algo] = res["name"]
-        log(f"trained and uploaded {res['name']} ({res['type']})")
-    report, _, _ = evaluate_live(conn, INDEX, cranfield.split_judgments("test"),
-                                 list(models.values()), k=k)
-    report["models"] = models
+    step("featureset", f"feature set {fs_name} ({len(fs['features'])} features): {what}")
+    report = cross_validate(conn, INDEX, cranfield.judgments(), fs_name, algos or ALGOS, workdir,
+                            folds=folds, k=k, window=window, first_stage=FirstStage.from_fields(FIELDS),
+                            seed=seed, name_prefix="cranfield", baseline_name="bm25",
+                            log=lambda m: step("cv", m))
+    step("evaluate", "cross-validated evaluation done")
+    report["steps_seconds"] = steps
     report["workdir"] = str(workdir)
+    report["featureset"] = fs_name
     return report

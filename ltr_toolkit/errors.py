@@ -43,5 +43,9 @@ class StoreMissingError(ClusterError):
     """The feature store does not exist."""
 
 
+class MissingResourceError(ClusterError):
+    """A feature set or model the request names is not in the store."""
+
+
 class ProvisionError(UserError):
     """The local node could not be provisioned (Java, Maven, artifacts)."""

@@ -13,7 +13,6 @@ import numpy as np
 from .data.judgments import JudgmentList
 from .rank import metrics as M
 
-METRICS = ("ndcg", "err", "map", "mrr")
 
 
 def run_metrics(ranked: list[list[str]], qids: list[str], jl: JudgmentList, k: int = 10,
@@ -38,12 +37,12 @@ def run_metrics(ranked: list[list[str]], qids: list[str], jl: JudgmentList, k: i
         labels.extend(gains)
         offsets.append(offsets[-1] + n)
     s, y, off = np.asarray(scores), np.asarray(labels), np.asarray(offsets)
-    # MAP / MRR over the retrieved top k; relevance = gain >= 1
+    # AP / RR over the retrieved top k; relevance = gain >= 1
     return {
-        "ndcg": M.ndcg(s, y, off, k),
-        "err": M.err(s, y, off, k, max_grade=max_grade),
-        "map": M.average_precision(s, y, off, k=k),
-        "mrr": M.reciprocal_rank(s, y, off, k=k),
+        f"ndcg@{k}": M.ndcg(s, y, off, k),
+        f"err@{k}": M.err(s, y, off, k, max_grade=max_grade),
+        f"ap@{k}": M.average_precision(s, y, off, k=k),
+        f"rr@{k}": M.reciprocal_rank(s, y, off, k=k),
     }
 
 
@@ -61,36 +60,52 @@ def randomisation_test(a: np.ndarray, b: np.ndarray, n: int = 10000, seed: int =
 
 def compare(per_query: dict[str, dict[str, np.ndarray]], baseline: str, k: int,
             metric: str = "ndcg") -> dict:
-    """The report: means per system, and per reranker the paired test vs the baseline."""
-    systems = {name: {f"{m}@{k}" if m in ("ndcg", "err") else m: float(np.mean(v))
-                      for m, v in res.items()} for name, res in per_query.items()}
+    """The report: means per system (metrics named with their cut-off: ``ndcg@10``,
+    ``ap@10`` — MAP over the top k — ...), and per reranker the paired test vs the
+    baseline on ``metric@k``."""
+    systems = {name: {m: float(np.mean(v)) for m, v in res.items()}
+               for name, res in per_query.items()}
     tests = {}
-    base = per_query[baseline][metric]
+    key = f"{metric}@{k}"
+    base = per_query[baseline][key]
     for name, res in per_query.items():
         if name == baseline:
             continue
-        d = res[metric] - base
-        tests[name] = {"metric": f"{metric}@{k}", "p_value": randomisation_test(base, res[metric]),
+        d = res[key] - base
+        tests[name] = {"metric": key, "p_value": randomisation_test(base, res[key]),
                        "wins": int(np.sum(d > 1e-12)), "ties": int(np.sum(np.abs(d) <= 1e-12)),
                        "losses": int(np.sum(d < -1e-12)), "mean_delta": float(d.mean())}
-    return {"k": k, "queries": len(base), "systems": systems, "tests": tests}
+    return {"k": k, "queries": len(base), "baseline": baseline, "systems": systems, "tests": tests}
 
 
 def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None = None, k: int = 10,
                   window: int = 100, store: str | None = None, baseline_name: str = "bm25",
-                  fields=None):
-    """Run every judged query live; returns (report, per-query metrics, qids)."""
-    from .cluster.rerank import DEFAULT_FIELDS, msearch_ids
-    fields = fields or DEFAULT_FIELDS
+                  first_stage=None):
+    """Run every judged query live: the first stage alone, then each model reranking its
+    top ``window``; returns (report, per-query metrics, qids)."""
+    from .cluster.firststage import FirstStage
+    from .cluster.params import derived_depth, model_params
+    from .cluster.rerank import msearch_ids, rerank_ids
+    first_stage = first_stage or FirstStage.from_fields()
+    first_stage.check(conn, index)
     qids = jl.judged_qids()
-    texts = [jl.queries[q] for q in qids]
+    param_list = [jl.query_params(q) for q in qids]
+    depth = max([derived_depth(model_params(conn, m, store)) for m in models or []], default=0)
     size = max(k, 10)
-    per_query = {baseline_name: run_metrics(msearch_ids(conn, index, texts, None, size, window,
-                                                        store, fields), qids, jl, k)}
+    first = msearch_ids(conn, index, param_list, first_stage, None, max(size, depth), window, store)
+    per_query = {baseline_name: run_metrics(first, qids, jl, k)}
     for m in models or []:
-        ranked = msearch_ids(conn, index, texts, m, size, window, store, fields)
+        ranked = rerank_ids(conn, index, param_list, first_stage, m, size, window, store,
+                            first_ids=first)
         per_query[m] = run_metrics(ranked, qids, jl, k)
     report = compare(per_query, baseline_name, k)
-    report["per_query"] = {name: {q: {m: float(v[i]) for m, v in res.items()}
-                                  for i, q in enumerate(qids)} for name, res in per_query.items()}
+    report["first_stage"] = first_stage.to_dict()
+    report["window"] = window
+    report["per_query"] = per_query_json(per_query, qids)
     return report, per_query, qids
+
+
+def per_query_json(per_query: dict[str, dict[str, np.ndarray]], qids: list[str]) -> dict:
+    """{system: {qid: {metric: value}}} for reports."""
+    return {name: {q: {m: float(v[i]) for m, v in res.items()} for i, q in enumerate(qids)}
+            for name, res in per_query.items()}

@@ -9,7 +9,8 @@ import numpy as np
 from .fsutil import atomic_write
 
 
-def delta_plot(per_query: dict, baseline: str, qids: list[str], k: int, path) -> None:
+def delta_plot(report: dict, qids: list[str], path) -> None:
+    """Per-query NDCG@k deltas of every reranker vs the report's baseline, sorted."""
     try:
         import matplotlib
     except ImportError:
@@ -17,11 +18,13 @@ def delta_plot(per_query: dict, baseline: str, qids: list[str], k: int, path) ->
         raise UserError("--plot needs matplotlib", "pip install matplotlib") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    base = per_query[baseline]["ndcg"]
-    others = [n for n in per_query if n != baseline]
+    baseline, k, pq = report["baseline"], report["k"], report["per_query"]
+    metric = f"ndcg@{k}"
+    base = np.array([pq[baseline][q][metric] for q in qids])
+    others = [n for n in pq if n != baseline]
     fig, ax = plt.subplots(figsize=(8, 4))
     for n in others:
-        d = np.sort(per_query[n]["ndcg"] - base)[::-1]
+        d = np.sort(np.array([pq[n][q][metric] for q in qids]) - base)[::-1]
         ax.plot(np.arange(len(d)), d, marker=".", lw=1, label=n)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("queries (sorted by delta)")

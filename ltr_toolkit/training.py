@@ -22,19 +22,43 @@ ARTIFACT_FORMAT = "ltr-toolkit/model@1"
 
 
 def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=None,
-                     hidden=(64, 16), epochs=50, lr=1e-3, optimizer="adam", sigma=1.0, k=10,
-                     patience=10, seed=42, on_epoch=None, trees=300, depth=6, truncation="k") -> dict:
-    if algo not in ALGORITHMS:   # before reading any file
-        raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(ALGORITHMS)}")
+                     **params) -> dict:
+    """Train on SVMlight files (with their sidecars) and write the model artifact."""
+    check_algorithm(algo)   # before reading any file
     data = Path(data)
     train = load_logged(data)
     nf = train.n_features
+    v = load_logged(valid, n_features=nf) if valid else None
+    t = load_logged(test, n_features=nf) if test else None
+    artifact = train_model(train, algo, v, t, source=str(data), **params)
+    if output:
+        write_json(output, artifact)
+    return artifact
+
+
+def check_algorithm(algo: str) -> None:
+    if algo not in ALGORITHMS:
+        raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(ALGORITHMS)}")
+
+
+def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
+                hidden=(64, 16), epochs=50, lr=None, optimizer="adam", sigma=1.0, k=10,
+                patience=10, seed=42, on_epoch=None, trees=300, depth=6, truncation="k") -> dict:
+    """Train on datasets (``train.meta["sidecar"]`` describes logged data) and return the
+    self-describing model artifact. ``lr`` None: the family's default (1e-3 networks,
+    0.1 trees)."""
+    check_algorithm(algo)
+    if lr is None:
+        lr = 0.1 if algo in TREE_ALGOS else 1e-3
+    nf = train.n_features
     splits = {"train": train}
-    if valid:
-        splits["valid"] = load_logged(valid, n_features=nf)
-    if test:
-        splits["test"] = load_logged(test, n_features=nf)
-    side = train.meta["sidecar"]
+    if valid is not None:
+        splits["valid"] = valid
+    if test is not None:
+        splits["test"] = test
+    side = train.meta.get("sidecar", {})
+    data = source or train.source
+    warnings = grade_variation_check(train, data)
     if algo in NEURAL_ALGOS:
         model = NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
                              sigma=sigma, k=k, patience=patience, seed=seed,
@@ -76,6 +100,10 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         "featureset": side.get("featureset"),
         "normalisation": normalisation,
         "missing_features": side.get("missing_features"),
+        "first_stage": side.get("first_stage"),
+        "featureset_params": side.get("featureset_params"),
+        "candidates": side.get("candidates"),
+        "warnings": warnings,
         "training_data": {"path": str(data), "sha256": train.content_hash(),
                           "rows": train.n_docs, "queries": train.n_queries},
         "metrics": metrics,
@@ -83,9 +111,23 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         "model": model.state(),
         **extra,
     }
-    if output:
-        write_json(output, artifact)
     return artifact
+
+
+def grade_variation_check(ds, path) -> list[str]:
+    """Refuse data where no query has two different grades (nothing to learn: every
+    lambda is 0, and the metric is 1.0 for any model); warn when most queries have none."""
+    ptp = np.maximum.reduceat(ds.y, ds.offsets[:-1]) - np.minimum.reduceat(ds.y, ds.offsets[:-1]) \
+        if ds.n_docs else np.zeros(0)
+    varied = int(np.sum(ptp > 0))
+    if varied == 0:
+        raise UserError(f"{path}: no query has two different grades, so there is nothing to learn",
+                        "log candidates (`ltr log --candidates K`) so that unjudged documents "
+                        "appear as grade 0, or use judgments with graded relevance")
+    if varied < ds.n_queries / 2:
+        return [f"{path}: only {varied} of {ds.n_queries} queries have two different grades; "
+                "the others teach the model nothing"]
+    return []
 
 
 def load_model(path):
@@ -98,11 +140,19 @@ def load_model(path):
         raise InputError(path, getattr(exc, "lineno", None), "not a model artifact (invalid JSON)") from None
     if not isinstance(art, dict) or art.get("format") != ARTIFACT_FORMAT:
         raise InputError(path, None, f"not an ltr-toolkit model artifact (format {art.get('format') if isinstance(art, dict) else type(art).__name__!r})")
+    try:
+        return art, model_from_artifact(art)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(path, None, f"broken model artifact: {exc}") from None
+
+
+def model_from_artifact(art: dict):
+    """The fitted model an artifact holds."""
     if art["algorithm"] in NEURAL_ALGOS:
-        return art, NeuralRanker.from_state(art["model"])
+        return NeuralRanker.from_state(art["model"])
     if art["algorithm"] in TREE_ALGOS:
-        return art, LambdaMART.from_state(art["model"])
-    raise InputError(path, None, f"unknown algorithm {art['algorithm']!r}")
+        return LambdaMART.from_state(art["model"])
+    raise ValueError(f"unknown algorithm {art['algorithm']!r}")
 
 
 def predict_file(model_path, data_path, output) -> int:

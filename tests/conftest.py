@@ -87,6 +87,6 @@ def cranfield_index(cluster):
     """The bundled Cranfield collection loaded once into the session's node."""
     from ltr_toolkit.cluster.indexing import index_documents
     from ltr_toolkit.datasets import cranfield
-    res = index_documents(cluster.conn(), "cranfield-test", cranfield.documents())
+    res = index_documents(cluster.conn(), "cranfield-test", cranfield.documents(), recreate=True)
     yield res
     cluster.conn().client().indices.delete(index="cranfield-test", ignore_unavailable=True)

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from ltr_toolkit.cluster.firststage import FirstStage
 from ltr_toolkit.cluster.rerank import msearch_ids, search
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.evaluation import evaluate_live, randomisation_test
@@ -35,24 +36,24 @@ def test_baseline_ndcg_equals_offline_ndcg_of_same_hits(cluster, index):
     by_q = jl.by_query()
     offline, qrel, run = [], {}, {}
     for q in qids:
-        hits = [h["id"] for h in search(conn, index, jl.queries[q], size=10)]
+        hits = [h["id"] for h in search(conn, index, {"keywords": jl.queries[q]}, size=10)]
         judged = dict(by_q[q])
         offline.append(_ndcg_exp(hits, judged, 10))
         qrel[q] = {d: int(g) for d, g in judged.items()}
         run[q] = {d: float(10 - i) for i, d in enumerate(hits)}
-    np.testing.assert_allclose(per_query["bm25"]["ndcg"], offline, atol=1e-12)
+    np.testing.assert_allclose(per_query["bm25"]["ndcg@10"], offline, atol=1e-12)
     assert report["systems"]["bm25"]["ndcg@10"] == pytest.approx(np.mean(offline))
     ref = pytrec_eval.RelevanceEvaluator(qrel, {"map_cut.10", "recip_rank"}).evaluate(run)
-    np.testing.assert_allclose(per_query["bm25"]["map"], [ref[q]["map_cut_10"] for q in qids], atol=1e-4)
-    np.testing.assert_allclose(per_query["bm25"]["mrr"], [ref[q]["recip_rank"] for q in qids], atol=1e-4)
+    np.testing.assert_allclose(per_query["bm25"]["ap@10"], [ref[q]["map_cut_10"] for q in qids], atol=1e-4)
+    np.testing.assert_allclose(per_query["bm25"]["rr@10"], [ref[q]["recip_rank"] for q in qids], atol=1e-4)
     assert report["queries"] == 45 and 0.2 < report["systems"]["bm25"]["ndcg@10"] < 0.8
 
 
 def test_msearch_matches_single_searches(cluster, index):
     conn = cluster.conn()
-    texts = list(cranfield.queries().values())[:7]
-    batched = msearch_ids(conn, index, texts, size=10, batch=3)
-    single = [[h["id"] for h in search(conn, index, t, size=10)] for t in texts]
+    params = [{"keywords": t} for t in list(cranfield.queries().values())[:7]]
+    batched = msearch_ids(conn, index, params, FirstStage.from_fields(), size=10, batch=3)
+    single = [[h["id"] for h in search(conn, index, p, size=10)] for p in params]
     assert batched == single
 
 
@@ -74,7 +75,7 @@ def test_evaluate_with_model_needs_plugin(cluster, cli, tmp_path, index):
     j = tmp_path / "test.txt"
     cli("judgments", "cranfield", "--split", "test", "-o", str(j))
     r = cli("--url", cluster.url, "evaluate", str(j), "--index", index, "--model", "m1")
-    assert r.returncode == 2 and "sltr" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "LTR plugin" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_randomisation_test():
@@ -89,6 +90,11 @@ def test_cli_search_baseline_table(cluster, cli, index):
     r = cli("--url", cluster.url, "search", "boundary layer heat transfer", "--index", index, "--size", "5")
     assert r.returncode == 0, r.stderr
     assert "rank" in r.stdout and "title" in r.stdout
-    hits = search(cluster.conn(), index, "boundary layer heat transfer", size=5)
+    hits = search(cluster.conn(), index, {"keywords": "boundary layer heat transfer"}, size=5)
     assert len(hits) == 5 and all(h["id"] in r.stdout for h in hits)
     assert hits == sorted(hits, key=lambda h: -h["score"])
+
+
+def test_unknown_first_stage_field_is_refused_before_searching(cluster, cli, index):
+    r = cli("--url", cluster.url, "search", "flutter", "--index", index, "--fields", "title,nonesuch")
+    assert r.returncode == 2 and "'nonesuch'" in r.stderr and len(r.stderr.strip().splitlines()) == 1

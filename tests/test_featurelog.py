@@ -16,7 +16,10 @@ import pytest
 
 from ltr_toolkit.cluster import store as st
 from ltr_toolkit.cluster.featurelog import log_body, log_features
-from ltr_toolkit.data.svmlight import load_svmlight
+from ltr_toolkit.cluster.firststage import FirstStage
+from ltr_toolkit.cluster.params import derived_depth, featureset_params, with_first_stage_ids
+from ltr_toolkit.cluster.rerank import msearch_ids
+from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.featuresets import load_featureset
 
@@ -28,9 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def logged_setup(ltr_cluster, cranfield_index):
     conn = ltr_cluster.conn()
     st.init_store(conn, None)
-    fs = load_featureset(ROOT / "feature_sets" / "cranfield.json")
-    if st.get_featureset(conn, fs["name"]) is None:
-        st.upload_featureset(conn, fs)
+    fs = load_featureset(cranfield.FEATURE_SET)
+    fs["name"], _ = st.upload_featureset_versioned(conn, fs)
     return conn, cranfield_index["index"], fs
 
 
@@ -39,7 +41,7 @@ def test_logging_accounts_for_every_pair_with_node_values(logged_setup, tmp_path
     jl = cranfield.judgments()
     out = tmp_path / "all.txt"
     side = log_features(conn, jl, fs["name"], index, out, batch=40)
-    ds = load_svmlight(out, n_features=len(fs["features"]))
+    ds = load_logged(out)
     pairs = list(zip(ds.qids[ds.row_query], ds.doc_ids))
     assert len(pairs) == len(set(pairs)) == side["rows"]
     assert side["rows"] + len(side["missing_docs"]) == len(jl)
@@ -48,9 +50,12 @@ def test_logging_accounts_for_every_pair_with_node_values(logged_setup, tmp_path
     c = conn.client()
     for q in list(jl.queries)[:5]:
         docs = [d for d, _ in jl.docs_of(q)]
-        resp = c.search(index=index, body=log_body(jl.queries[q], docs, fs["name"], None))
-        for h in resp["hits"]["hits"]:
-            vals = [f.get("value", 0.0) for f in h["fields"]["_ltrlog"][0]["ltr_toolkit"]]
+        params = jl.query_params(q)
+        top = msearch_ids(conn, index, [params], FirstStage.from_fields(), size=10)[0]
+        params = with_first_stage_ids(params, top, derived_depth(featureset_params(fs)))
+        resp = c.search(index=index, body=log_body(params, docs, fs["name"], None))
+        for h in resp["hits"]["hits"]:   # a feature without a value did not match: NaN
+            vals = [f.get("value", np.nan) for f in h["fields"]["_ltrlog"][0]["ltr_toolkit"]]
             row = pairs.index((q, h["_id"]))
             np.testing.assert_array_equal(ds.X[row], np.asarray(vals, dtype=np.float32))
 

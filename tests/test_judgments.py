@@ -110,7 +110,7 @@ def test_cli_writes_split(tmp_path, cli):
 
 
 def test_bundled_feature_set_is_valid():
-    fs = load_featureset(cranfield.DATA.parent.parent.parent / "feature_sets" / "cranfield.json")
+    fs = load_featureset(cranfield.FEATURE_SET)
     assert fs["name"] == "cranfield" and len(fs["features"]) >= 10
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,15 +13,16 @@ from ltr_toolkit.cluster import store as st
 from ltr_toolkit.cluster.candidates import candidate_judgments
 from ltr_toolkit.cluster.featurelog import log_features
 from ltr_toolkit.cluster.models import upload
-from ltr_toolkit.cluster.rerank import baseline_query, rescore_clause
+from ltr_toolkit.cluster.firststage import FirstStage
+from ltr_toolkit.cluster.rerank import rescore_clause, serving_params
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.featuresets import load_featureset
 from ltr_toolkit.training import load_model, predict_file, train_from_files
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
-ROOT = Path(__file__).resolve().parent.parent
 WINDOW = 100
+STAGE = FirstStage.from_fields()
 ALGOS = {   # algorithm -> (small training settings, relative tolerance the issue sets)
     "lambdamart": (dict(trees=40, depth=4, lr=0.1), 1e-5),
     "ranknet-tree": (dict(trees=20, depth=3, lr=0.1), 1e-5),
@@ -39,7 +38,7 @@ def logged(ltr_cluster, cranfield_index, tmp_path_factory):
     stage's top WINDOW for a few test queries, exactly what the rescore will see."""
     conn = ltr_cluster.conn()
     st.init_store(conn, None)
-    fs = load_featureset(ROOT / "feature_sets" / "cranfield.json")
+    fs = load_featureset(cranfield.FEATURE_SET)
     name, _ = st.upload_featureset_versioned(conn, fs)
     index = cranfield_index["index"]
     d = tmp_path_factory.mktemp("parity")
@@ -78,9 +77,10 @@ def test_node_scores_equal_ltr_predict(logged, algo):
     c = conn.client()
     compared = 0
     for q in test_jl.judged_qids():
-        text = test_jl.queries[q]
-        body = {"size": WINDOW, "_source": False, "query": baseline_query(text),
-                "rescore": rescore_clause(res["name"], {"keywords": text}, WINDOW)}
+        params = test_jl.query_params(q)
+        mp = serving_params(conn, index, [params], STAGE, res["name"])[0]
+        body = {"size": WINDOW, "_source": False, "query": STAGE.query(params),
+                "rescore": rescore_clause(res["name"], mp, WINDOW)}
         hits = c.search(index=index, body=body)["hits"]["hits"]
         node = np.array([h["_score"] for h in hits])
         rows = [where[(q, h["_id"])] for h in hits]
@@ -104,9 +104,10 @@ def test_network_scores_stay_distinct_in_the_node(logged):
     where = {(q, doc): i for i, (q, doc) in enumerate(zip(ds.qids[ds.row_query], ds.doc_ids))}
     c = conn.client()
     for q in test_jl.judged_qids():
-        text = test_jl.queries[q]
-        body = {"size": WINDOW, "_source": False, "query": baseline_query(text),
-                "rescore": rescore_clause(res["name"], {"keywords": text}, WINDOW)}
+        params = test_jl.query_params(q)
+        mp = serving_params(conn, index, [params], STAGE, res["name"])[0]
+        body = {"size": WINDOW, "_source": False, "query": STAGE.query(params),
+                "rescore": rescore_clause(res["name"], mp, WINDOW)}
         hits = c.search(index=index, body=body)["hits"]["hits"]
         node = np.array([h["_score"] for h in hits])
         own = logits[[where[(q, h["_id"])] for h in hits]]

@@ -14,28 +14,32 @@ from __future__ import annotations
 from ..data.judgments import JudgmentList
 from ..errors import UserError
 from .client import Connection
-from .rerank import DEFAULT_FIELDS, msearch_ids
+from .firststage import FirstStage
+from .rerank import msearch_ids
 
 UNJUDGED = ("zero", "drop")
 JUDGED_OUTSIDE = ("exclude", "include")
 
 
 def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
-                        fields=DEFAULT_FIELDS, unjudged: str = "zero",
+                        first_stage: FirstStage | None = None, unjudged: str = "zero",
                         judged_outside: str = "exclude", batch: int = 50
                         ) -> tuple[JudgmentList, dict]:
-    """(the candidates as a judgment list, counts for the sidecar)."""
+    """(the candidates as a judgment list, with the first stage's ids of every query as
+    ``meta``; counts for the sidecar)."""
     if k < 1:
         raise UserError(f"candidates k={k}: expected a whole number >= 1")
     if unjudged not in UNJUDGED:
         raise UserError(f"unjudged={unjudged!r}: expected one of {', '.join(UNJUDGED)}")
     if judged_outside not in JUDGED_OUTSIDE:
         raise UserError(f"judged_outside={judged_outside!r}: expected one of {', '.join(JUDGED_OUTSIDE)}")
+    first_stage = first_stage or FirstStage.from_fields()
+    first_stage.check(conn, index)
     qids = jl.judged_qids()
-    ranked = msearch_ids(conn, index, [jl.queries[q] for q in qids], None, k, k,
-                         fields=fields, batch=batch)
+    ranked = msearch_ids(conn, index, [jl.query_params(q) for q in qids], first_stage, None, k, k,
+                         batch=batch)
     by_q = jl.by_query()
-    out = JudgmentList(source=jl.source)
+    out = JudgmentList(source=jl.source, params=dict(jl.params))
     counts = {"judged": 0, "unjudged": 0, "judged_outside": 0, "queries": len(qids)}
     for q, docs in zip(qids, ranked):
         out.queries[q] = jl.queries[q]
@@ -53,5 +57,5 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
                 if d not in top:
                     out.grades[(q, d)] = g
                     counts["judged_outside"] += 1
-    return out, {"k": int(k), "first_stage": {"fields": list(fields)}, "unjudged": unjudged,
+    return out, {"k": int(k), "first_stage": first_stage.to_dict(), "unjudged": unjudged,
                  "judged_outside": judged_outside, **counts}

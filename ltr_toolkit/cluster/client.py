@@ -13,9 +13,16 @@ import warnings
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import ClusterError, PluginMissingError, StoreMissingError
+from ..errors import ClusterError, MissingResourceError, PluginMissingError, StoreMissingError
 
 DEFAULT_URL = "http://localhost:9200"
+
+
+class InsecureTLSWarning(UserWarning):
+    """TLS certificates are not verified (``--insecure``); shown once per URL."""
+
+
+_warned_insecure: set[str] = set()
 
 
 def redact(url: str) -> str:
@@ -65,8 +72,14 @@ class Connection:
                 kwargs["use_ssl"] = True
                 kwargs["verify_certs"] = not self.insecure
                 if self.insecure:
+                    # one warning per process and URL, not urllib3's one per request
                     kwargs["ssl_show_warn"] = False
                     warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+                    if redact(url) not in _warned_insecure:
+                        _warned_insecure.add(redact(url))
+                        warnings.warn(f"TLS certificates of {redact(url)} are not verified "
+                                      "(--insecure): the connection and its credentials "
+                                      "can be intercepted", InsecureTLSWarning)
                 if self.ca_certs:
                     kwargs["ca_certs"] = self.ca_certs
             self._client = OpenSearch(**kwargs)
@@ -81,14 +94,22 @@ def translate(exc: Exception, conn: Connection, store: str | None = None) -> Exc
         return ClusterError(f"the cluster at {url} did not answer in {conn.timeout:.0f}s",
                             "is it overloaded? try again or raise the timeout")
     if isinstance(exc, E.SSLError):
-        return ClusterError(f"TLS failed talking to {url}: {exc.info if hasattr(exc, 'info') else exc}",
-                            "pass --ca-certs FILE, or --insecure for a self-signed test cluster")
+        return _tls_error(exc, conn)
     if isinstance(exc, E.ConnectionError):
         return ClusterError(f"no cluster answers at {url}",
                             "start one with `ltr cluster start`, or set --url / LTR_URL")
     if isinstance(exc, E.AuthenticationException):
-        return ClusterError(f"the cluster at {url} refused the credentials (HTTP 401)",
-                            "set LTR_USER and LTR_PASSWORD in the environment")
+        user = os.environ.get("LTR_USER") or urlsplit(conn.resolved_url()).username
+        if not user:
+            return ClusterError(f"the cluster at {url} asks for credentials (HTTP 401)",
+                                "set LTR_USER and LTR_PASSWORD in the environment")
+        return ClusterError(f"the cluster at {url} refused the credentials of user {user} (HTTP 401)",
+                            "check LTR_USER and LTR_PASSWORD in the environment")
+    if (isinstance(exc, E.TransportError) and exc.status_code == 400
+            and "plain HTTP request was sent to HTTPS port" in str(exc.info or exc.error)):
+        https = urlunsplit(urlsplit(url)._replace(scheme="https"))
+        return ClusterError(f"{url} is a TLS port: it refused the plain HTTP request (HTTP 400)",
+                            f"use {https}, with --ca-certs FILE if its CA is private")
     if isinstance(exc, E.AuthorizationException):
         return ClusterError(f"the cluster at {url} denied the request (HTTP 403)",
                             "the user needs cluster:admin/ltr/* and index permissions")
@@ -97,6 +118,45 @@ def translate(exc: Exception, conn: Connection, store: str | None = None) -> Exc
         return _classify(str(exc.info) if exc.info else str(exc.error), exc.status_code,
                          _reason(info.get("error", exc.error)), conn, store)
     return exc
+
+
+def _tls_error(exc: Exception, conn: Connection) -> Exception:
+    """The user error for a failed TLS connection: untrusted certificate, a server that does
+    not speak TLS, or a CA bundle that cannot be loaded; the ssl module's reason on one line."""
+    import ssl
+    url, ca = conn.display_url, conn.ca_certs
+    cause, todo, seen = None, [exc], set()
+    while todo:                            # the ssl/OS error inside the client's wrappers
+        e = todo.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (ssl.SSLError, FileNotFoundError, PermissionError, IsADirectoryError)):
+            cause = e
+            break
+        todo += [a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]
+        todo += [x for x in (getattr(e, "info", None), getattr(e, "reason", None),
+                             e.__cause__, e.__context__) if isinstance(x, BaseException)]
+    text = " ".join(str(getattr(cause, "verify_message", None) or
+                        getattr(cause, "strerror", None) or cause or exc).split())
+    text = re.sub(r"^\[[A-Z0-9_]+: [A-Z0-9_]+\] |\s*\(_ssl\.c:\d+\)", "", text)
+    reason = getattr(cause, "reason", None) or ""
+    if isinstance(cause, ssl.SSLCertVerificationError) or reason == "CERTIFICATE_VERIFY_FAILED":
+        hint = (f"--ca-certs {ca} does not hold the CA that signed it" if ca else
+                "pass --ca-certs FILE with the CA that signed it")
+        return ClusterError(f"the TLS certificate of {url} is not trusted: {text}",
+                            hint + ", or --insecure for a test cluster")
+    bad_file = isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError)
+    if ca and (bad_file or reason in ("NO_CERTIFICATE_OR_CRL_FOUND", "PEM_LIB")
+               or not os.path.isfile(ca)):
+        return ClusterError(f"cannot load the CA bundle {ca}: {text}",
+                            "--ca-certs needs a readable PEM file of CA certificates")
+    if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "RECORD_LAYER_FAILURE",
+                  "PACKET_LENGTH_TOO_LONG", "UNKNOWN_PROTOCOL"):
+        http = urlunsplit(urlsplit(url)._replace(scheme="http"))
+        return ClusterError(f"{url} does not speak TLS ({text})", f"use {http}")
+    return ClusterError(f"TLS failed talking to {url}: {text}",
+                        "pass --ca-certs FILE, or --insecure for a self-signed test cluster")
 
 
 def item_error(item: dict, conn: Connection, store: str | None = None) -> Exception:
@@ -123,11 +183,11 @@ def _classify(text: str, status, reason: str, conn: Connection, store: str | Non
     where = f"store {store or '(default)'}"
     m = re.search(r"Unknown model \[([^\]]*)\]", text)
     if m:
-        return ClusterError(f"model {m.group(1)} not found in {where} on {url}",
+        return MissingResourceError(f"model {m.group(1)} not found in {where} on {url}",
                             "`ltr model list` shows the stored models; `ltr upload` adds one")
     m = re.search(r"(?:Unknown featureset|Stored feature set) \[([^\]]*)\]", text)
     if m:
-        return ClusterError(f"feature set {m.group(1)} not found in {where} on {url}",
+        return MissingResourceError(f"feature set {m.group(1)} not found in {where} on {url}",
                             "upload it with `ltr featureset upload FILE`")
     if "not updatable" in text:
         return ClusterError(f"that model name already exists in {where}: models are "

@@ -28,46 +28,88 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import time
 from pathlib import Path
 
 from ..checkpoint import CheckpointedOutput
 from ..data.judgments import JudgmentList
 from ..data.svmlight import MISSING_ABSENT
-from ..errors import ClusterError, UserError
+from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
+                      StoreMissingError, UserError)
 from ..fsutil import write_json
-from .client import Connection, translate
+from .client import Connection, item_error, translate
+from .firststage import FirstStage
+from .params import check_params, derived_depth, featureset_params, with_first_stage_ids
 from .store import get_featureset, sltr
 
 LOG_NAME = "ltr_toolkit"
 QUERY_NAME = "ltr_toolkit_logged"
 
 
-def log_body(text: str, docids: list[str], featureset: str, store: str | None,
-             params_key: str = "keywords") -> dict:
+def log_body(params: dict, docids: list[str], featureset: str, store: str | None) -> dict:
+    """The logging request of one query: its judged ``docids`` with the feature set's
+    values (``sltr`` in filter context + the ``ltr_log`` extension)."""
     return {
         "size": len(docids), "_source": False,
         "query": {"bool": {"filter": [
             {"terms": {"_id": docids}},
-            sltr({params_key: text}, featureset=featureset, store=store, name=QUERY_NAME),
+            sltr(params, featureset=featureset, store=store, name=QUERY_NAME),
         ]}},
         "ext": {"ltr_log": {"log_specs": [{"name": LOG_NAME, "named_query": QUERY_NAME,
                                            "missing_as_zero": False}]}},
     }
 
 
-def _with_retries(conn: Connection, fn, retries: int = 5, base: float = 0.5):
+def _transient(status) -> bool:
+    return status == 429 or (isinstance(status, int) and status >= 500)
+
+
+def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25):
+    """``fn()`` retried on timeouts, 429 and 5xx with exponential backoff and jitter."""
     from opensearchpy import exceptions as E
     for attempt in range(retries + 1):
         try:
             return fn()
         except (E.ConnectionTimeout, E.TransportError) as exc:
             status = getattr(exc, "status_code", None)
-            transient = isinstance(exc, E.ConnectionTimeout) or status == 429 or \
-                (isinstance(status, int) and status >= 500)
-            if not transient or attempt == retries:
+            if not (isinstance(exc, E.ConnectionTimeout) or _transient(status)) or attempt == retries:
                 raise translate(exc, conn) from None
-            time.sleep(base * 2 ** attempt)
+            time.sleep(base * 2 ** attempt * (0.5 + random.random()))
+
+
+def _msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int = 6,
+                   base: float = 0.25) -> list[dict]:
+    """One ``_msearch`` per call, items rejected with 429/5xx (the node's search queue
+    full) sent again, alone, with backoff: every item ends as a response or an error."""
+    c = conn.client()
+    out: list[dict | None] = [None] * len(bodies)
+    pending = list(range(len(bodies)))
+    for attempt in range(retries + 1):
+        lines = []
+        for i in pending:
+            lines += [{"index": index}, bodies[i]]
+        resp = _with_retries(conn, lambda: c.msearch(body=lines))["responses"]
+        again = []
+        for i, item in zip(pending, resp):
+            if "error" in item and _transient(item.get("status")) and attempt < retries:
+                again.append(i)
+            else:
+                out[i] = item
+        if not again:
+            break
+        pending = again
+        time.sleep(base * 2 ** attempt * (0.5 + random.random()))
+    return out  # type: ignore[return-value]
+
+
+def _query_failure(item: dict, conn: Connection, store) -> str:
+    """The reason a query failed, or raise when the failure concerns the whole run (no
+    plugin, store or feature set): such errors would fail every query."""
+    exc = item_error(item, conn, store)
+    if isinstance(exc, (PluginMissingError, StoreMissingError, MissingResourceError)):
+        raise exc
+    return str(exc)
 
 
 def _values(hit: dict, n_features: int) -> list[float | None]:
@@ -88,42 +130,64 @@ def featureset_info(conn: Connection, name: str, store: str | None) -> dict:
     body = fs.get("featureset", fs)
     names = [f["name"] for f in body["features"]]
     digest = hashlib.sha256(json.dumps(fs, sort_keys=True).encode()).hexdigest()
-    return {"name": name, "store": store, "feature_names": names, "sha256": digest}
+    return {"name": name, "store": store, "feature_names": names, "sha256": digest,
+            "params": featureset_params(fs)}
 
 
 def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
-                 store: str | None = None, batch: int = 25, progress=None) -> dict:
+                 store: str | None = None, batch: int = 25, progress=None,
+                 first_stage: FirstStage | None = None, candidates: dict | None = None) -> dict:
+    """Log every (query, document) pair of ``jl`` (judged pairs, or first-stage candidates
+    from ``candidates.candidate_judgments``, whose info goes in as ``candidates``).
+
+    A query the cluster rejects (e.g. too many clauses) is recorded with its reason in
+    ``failed_queries`` and the run goes on; errors that would fail every query (no
+    plugin, store or feature set) stop it. Every pair ends as a row, a missing document,
+    or a pair of a failed query."""
     out = Path(out)
     fsinfo = featureset_info(conn, featureset, store)
     nf = len(fsinfo["feature_names"])
+    first_stage = first_stage or FirstStage.from_fields()
+    depth = derived_depth(fsinfo["params"])
     qids = jl.judged_qids()
+    for q in qids:   # before any search
+        check_params(fsinfo["params"], jl.query_params(q), q, f"feature set {featureset}")
+    if depth:
+        first_stage.check(conn, index)
     by_q = jl.by_query()
-    run_key = hashlib.sha256(json.dumps([jl.content_hash(), fsinfo["sha256"], index, batch],
+    run_key = hashlib.sha256(json.dumps([jl.content_hash(), fsinfo["sha256"], index, batch,
+                                         first_stage.to_dict() if depth else None],
                                         sort_keys=True).encode()).hexdigest()
     ck = CheckpointedOutput(out, run_key)
     done = ck.resume()
-    state = ck.state or {"rows": 0, "missing": []}
+    state = ck.state or {"rows": 0, "missing": [], "failed": [], "failed_pairs": 0}
     rounds = [qids[i:i + batch] for i in range(0, len(qids), batch)]
-    use_msearch = True
-    c = conn.client()
     for r in range(done, len(rounds)):
         group = rounds[r]
-        bodies = [log_body(jl.queries[q], [d for d, _ in by_q[q]], featureset, store) for q in group]
-        responses = None
-        if use_msearch:
-            lines = []
-            for b in bodies:
-                lines += [{"index": index}, b]
-            resp = _with_retries(conn, lambda: c.msearch(body=lines))
-            responses = resp["responses"]
-            if any("ext" in json.dumps(x.get("error", "")) for x in responses if "error" in x):
-                use_msearch, responses = False, None
-        if responses is None:
-            responses = [_with_retries(conn, lambda b=b: c.search(index=index, body=b)) for b in bodies]
+        params = {q: jl.query_params(q) for q in group}
+        failed: dict[str, str] = {}
+        if depth:   # the first stage's top ids, as serving computes them
+            firsts = _msearch_items(conn, index, [
+                {"query": first_stage.query(params[q]), "size": depth, "_source": False}
+                for q in group])
+            for q, item in zip(group, firsts):
+                if "error" in item:
+                    failed[q] = "first stage: " + _query_failure(item, conn, store)
+                else:
+                    ids = [h["_id"] for h in item["hits"]["hits"]]
+                    params[q] = with_first_stage_ids(params[q], ids, depth)
+        todo = [q for q in group if q not in failed]
+        bodies = [log_body(params[q], [d for d, _ in by_q[q]], featureset, store) for q in todo]
+        responses = dict(zip(todo, _msearch_items(conn, index, bodies))) if todo else {}
         rows = []
-        for q, resp in zip(group, responses):
-            if "error" in resp:
-                raise ClusterError(f"logging query {q} failed: {json.dumps(resp['error'])[:300]}")
+        for q in group:
+            resp = responses.get(q)
+            if resp is not None and "error" in resp:
+                failed[q] = _query_failure(resp, conn, store)
+            if q in failed:
+                state["failed"].append([q, failed[q]])
+                state["failed_pairs"] += len(by_q[q])
+                continue
             hits = {h["_id"]: h for h in resp["hits"]["hits"]}
             for d, g in by_q[q]:
                 if d not in hits:
@@ -140,15 +204,18 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     judged = len(jl)
     sidecar = {
         "featureset": fsinfo["name"], "featureset_sha256": fsinfo["sha256"], "store": store,
-        "feature_names": fsinfo["feature_names"], "index": index,
+        "feature_names": fsinfo["feature_names"], "featureset_params": fsinfo["params"],
+        "index": index, "first_stage": first_stage.to_dict(),
         "judgments": {"source": jl.source, "sha256": jl.content_hash(), "queries": len(qids),
                       "pairs": judged},
+        "candidates": candidates,
         "rows": state["rows"], "missing_docs": state["missing"],
+        "failed_queries": state["failed"],
         "missing_features": MISSING_ABSENT,
     }
-    if state["rows"] + len(state["missing"]) != judged:  # every judged pair accounted for
-        raise ClusterError(f"logged {state['rows']} rows + {len(state['missing'])} missing "
-                           f"!= {judged} judged pairs")
+    if state["rows"] + len(state["missing"]) + state["failed_pairs"] != judged:
+        raise ClusterError(f"logged {state['rows']} rows + {len(state['missing'])} missing + "
+                           f"{state['failed_pairs']} of failed queries != {judged} pairs")
     write_json(out.with_suffix(out.suffix + ".json"), sidecar)
     ck.finish()
     return sidecar
@@ -165,42 +232,48 @@ def _logged_pairs(path: Path) -> set[tuple[str, str]]:
 
 
 def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
-                    store: str | None = None, batch: int = 25, progress=None) -> dict:
-    """Log only the judged pairs OUT does not hold yet (judged documents that were missing
-    before are tried again), and append them to OUT atomically. Without OUT, a full run."""
+                    store: str | None = None, batch: int = 25, progress=None,
+                    first_stage: FirstStage | None = None, candidates: dict | None = None) -> dict:
+    """Log only the pairs OUT does not hold yet (documents that were missing, and queries
+    that failed, before are tried again), and append them to OUT atomically. Without OUT,
+    a full run."""
     out = Path(out)
     side_path = out.with_suffix(out.suffix + ".json")
     if not out.exists():
-        return log_features(conn, jl, featureset, index, out, store, batch, progress)
+        return log_features(conn, jl, featureset, index, out, store, batch, progress,
+                            first_stage, candidates)
     old = json.loads(side_path.read_text()) if side_path.exists() else {}
     fsinfo = featureset_info(conn, featureset, store)
     if old.get("featureset_sha256") not in (None, fsinfo["sha256"]):
         raise UserError(f"{out} was logged with another version of feature set {featureset}",
                         "log to a new file, or re-log everything")
     done = _logged_pairs(out)
-    new = JudgmentList(source=jl.source)
+    new = JudgmentList(source=jl.source, params=dict(jl.params))
     for (q, d), g in jl.grades.items():
         if (q, d) not in done:
             new.queries.setdefault(q, jl.queries[q])
             new.grades[(q, d)] = g
     inc = out.with_name(out.name + ".increment")
     if new.grades:
-        log_features(conn, new, featureset, index, inc, store, batch, progress)
+        log_features(conn, new, featureset, index, inc, store, batch, progress, first_stage,
+                     candidates)
         inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
         merged = out.read_bytes() + inc.read_bytes()
         from ..fsutil import atomic_write
         with atomic_write(out, "wb") as fh:
             fh.write(merged)
-        missing = inc_side["missing_docs"]
+        missing, failed = inc_side["missing_docs"], inc_side["failed_queries"]
     else:
-        missing = []
+        missing, failed = [], []
     rows = len(_logged_pairs(out))
     sidecar = dict(old or {}, featureset=featureset, featureset_sha256=fsinfo["sha256"],
                    store=store, feature_names=fsinfo["feature_names"], index=index,
                    judgments={"source": jl.source, "sha256": jl.content_hash(),
                               "queries": len(jl.judged_qids()),
                               "pairs": len(jl)},
-                   rows=rows, missing_docs=missing, added=len(new) - len(missing))
+                   rows=rows, missing_docs=missing, failed_queries=failed,
+                   added=len(new) - len(missing)
+                   - sum(len(new.docs_of(q)) for q, _ in failed))
     write_json(side_path, sidecar)
     for p in (inc, inc.with_suffix(inc.suffix + ".json")):
         p.unlink(missing_ok=True)

@@ -20,26 +20,51 @@ def pick_analyzer(conn: Connection) -> str:
         return "standard"
 
 
+#: Recorded in the index's ``_meta``: an index made by an older mapping is re-made.
+CORPUS_VERSION = "cranfield@2"
+
+
 def mapping(analyzer: str) -> dict:
+    """BM25 on the main fields; the same text under other similarities as multi-fields
+    (``.lmd``: LM Dirichlet, ``.dfr``: divergence from randomness), for features."""
     text = {"type": "text", "analyzer": analyzer}
-    return {"settings": {"number_of_shards": 1, "number_of_replicas": 0},
-            "mappings": {"properties": {
-                "title": dict(text, fields={"raw": {"type": "keyword"}}),
+    subs = {"lmd": dict(text, similarity="lmd"), "dfr": dict(text, similarity="dfr")}
+    return {"settings": {"number_of_shards": 1, "number_of_replicas": 0,
+                         "index": {"similarity": {
+                             "lmd": {"type": "LMDirichlet", "mu": 1000},
+                             "dfr": {"type": "DFR", "basic_model": "g", "after_effect": "l",
+                                     "normalization": "h2"}}}},
+            "mappings": {"_meta": {"corpus": CORPUS_VERSION}, "properties": {
+                "title": dict(text, fields={"raw": {"type": "keyword"}, **subs}),
                 "authors": {"type": "text", "analyzer": "standard"},
                 "source": {"type": "text", "analyzer": "standard"},
-                "abstract": text,
+                "abstract": dict(text, fields=subs),
                 "title_len": {"type": "integer"},
                 "abstract_len": {"type": "integer"},
             }}}
 
 
+def corpus_version(conn: Connection, index: str) -> str | None:
+    """The ``_meta.corpus`` of an existing index ("" when it has none), None when absent."""
+    c = conn.client()
+    if not call(conn, c.indices.exists, index=index):
+        return None
+    resp = request(conn, "GET", f"/{index}/_mapping")
+    return next(iter(resp.values()), {}).get("mappings", {}).get("_meta", {}).get("corpus", "")
+
+
 def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: str | None = None,
-                    recreate: bool = True) -> dict:
-    """(Re)create ``index`` and bulk-load ``docs`` (each with an ``id``). Returns a summary."""
+                    recreate: bool = False) -> dict:
+    """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
+    an error unless ``recreate`` (then it is deleted first). Returns a summary."""
     from opensearchpy import helpers
+    from ..errors import UserError
     c = conn.client()
     analyzer = analyzer or pick_analyzer(conn)
-    if recreate and call(conn, c.indices.exists, index=index):
+    if call(conn, c.indices.exists, index=index):
+        if not recreate:
+            raise UserError(f"index {index} already exists on {conn.display_url}",
+                            "pass --recreate to delete and re-create it, or choose another --index")
         call(conn, c.indices.delete, index=index)
     call(conn, c.indices.create, index=index, body=mapping(analyzer))
     def source(d):

@@ -12,6 +12,7 @@ import re
 from ..errors import UserError
 from .client import Connection, request
 from .featurelog import featureset_info
+from .params import DERIVED, NO_DOC
 from .store import get_document, store_path
 
 
@@ -64,8 +65,10 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
                             "choose a new name, or drop --exact to get the next version")
         final = name
     req = {"model": {"name": final, "model": body}}
-    if index:
-        req["validation"] = {"params": validation_params or {"keywords": "test"}, "index": index}
+    if index:   # the plugin runs a query with the model before storing it
+        if validation_params is None:
+            validation_params = {p: NO_DOC if DERIVED.match(p) else "test" for p in fsinfo["params"]}
+        req["validation"] = {"params": validation_params, "index": index}
     request(conn, "POST", f"{store_path(store)}/_featureset/{featureset}/_createmodel", body=req,
             store=store)
     return {"name": final, "type": body["type"], "export": info}

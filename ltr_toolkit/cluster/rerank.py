@@ -1,19 +1,25 @@
-"""First-stage retrieval and second-stage ``sltr`` rescoring: the integration point for
-users' own search code is :func:`rescore_clause` (put it under ``"rescore"`` in any search
-body) and :func:`search_body`."""
+"""First-stage retrieval and second-stage ``sltr`` rescoring.
+
+The integration point for users' own search code is :func:`rescore_clause`: put it under
+``"rescore"`` in any search body, with the model's parameters (``keywords``, any
+per-query parameters, and — when its feature set uses them — the first stage's top ids,
+see ``params``).
+"""
 
 from __future__ import annotations
 
 from .client import Connection, call, item_error
+from .firststage import DEFAULT_FIELDS, FirstStage
+from .params import derived_depth, model_params, with_first_stage_ids
 from .store import sltr
 
-DEFAULT_FIELDS = ("title", "abstract")
+__all__ = ["DEFAULT_FIELDS", "FirstStage", "rescore_clause", "search_body", "search",
+           "msearch_ids", "rerank_ids"]
 
 
 def baseline_query(text: str, fields=DEFAULT_FIELDS) -> dict:
-    """The first stage: BM25 over ``fields`` (best field, with a tie breaker)."""
-    return {"multi_match": {"query": text, "fields": list(fields), "type": "best_fields",
-                            "tie_breaker": 0.3}}
+    """The default first stage for ``text``: BM25 best_fields over ``fields``."""
+    return FirstStage.from_fields(fields).query({"keywords": text})
 
 
 def rescore_clause(model: str, params: dict, window: int = 100, query_weight: float = 0.0,
@@ -30,40 +36,73 @@ def rescore_clause(model: str, params: dict, window: int = 100, query_weight: fl
                       "rescore_query_weight": float(rescore_query_weight)}}
 
 
-def search_body(text: str, model: str | None = None, size: int = 10, window: int = 100,
-                store: str | None = None, fields=DEFAULT_FIELDS, params: dict | None = None,
+def search_body(first_stage: FirstStage, params: dict, model: str | None = None, size: int = 10,
+                window: int = 100, store: str | None = None, model_params: dict | None = None,
                 source=("title",)) -> dict:
-    body = {"query": baseline_query(text, fields), "size": int(size),
+    body = {"query": first_stage.query(params), "size": int(size),
             "_source": list(source) if source else False}
     if model:
-        body["rescore"] = rescore_clause(model, params or {"keywords": text}, window, store=store)
+        body["rescore"] = rescore_clause(model, model_params or params, window, store=store)
     return body
 
 
-def search(conn: Connection, index: str, text: str, model: str | None = None, size: int = 10,
-           window: int = 100, store: str | None = None, fields=DEFAULT_FIELDS) -> list[dict]:
-    """Hits as dicts: rank, id, score, title."""
-    body = search_body(text, model, size, window, store, fields)
-    resp = call(conn, conn.client().search, index=index, body=body, store=store)
-    return [{"rank": r + 1, "id": h["_id"], "score": h["_score"],
-             "title": (h.get("_source") or {}).get("title", "")}
-            for r, h in enumerate(resp["hits"]["hits"])]
-
-
-def msearch_ids(conn: Connection, index: str, texts: list[str], model: str | None = None,
-                size: int = 10, window: int = 100, store: str | None = None,
-                fields=DEFAULT_FIELDS, batch: int = 50) -> list[list[str]]:
-    """Ranked doc ids for many queries, ``batch`` queries per ``_msearch`` round trip."""
-    out: list[list[str]] = []
+def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int) -> list[dict]:
+    out: list[dict] = []
     c = conn.client()
-    for start in range(0, len(texts), batch):
+    for start in range(0, len(bodies), batch):
         lines = []
-        for t in texts[start:start + batch]:
-            lines.append({"index": index})
-            lines.append(search_body(t, model, size, window, store, fields, source=None))
+        for b in bodies[start:start + batch]:
+            lines += [{"index": index}, b]
         resp = call(conn, c.msearch, body=lines, store=store)
         for r in resp["responses"]:
             if "error" in r:
                 raise item_error(r, conn, store)
-            out.append([h["_id"] for h in r["hits"]["hits"]])
+            out.append(r)
     return out
+
+
+def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
+                model: str | None = None, size: int = 10, window: int = 100,
+                store: str | None = None, batch: int = 50,
+                model_param_list: list[dict] | None = None) -> list[list[str]]:
+    """Ranked doc ids for many queries, ``batch`` queries per ``_msearch`` round trip."""
+    bodies = [search_body(first_stage, p, model, size, window, store,
+                          model_param_list[i] if model_param_list else None, source=None)
+              for i, p in enumerate(param_list)]
+    return [[h["_id"] for h in r["hits"]["hits"]] for r in _msearch(conn, index, bodies, store, batch)]
+
+
+def serving_params(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
+                   model: str, store: str | None = None, batch: int = 50,
+                   first_ids: list[list[str]] | None = None) -> list[dict]:
+    """The model's parameters per query: with the first stage's top ids when its feature
+    set uses them (one first-stage round trip, unless ``first_ids``, fetched with a size
+    of at least that depth, are given)."""
+    depth = derived_depth(model_params(conn, model, store))
+    if depth == 0:
+        return param_list
+    if first_ids is None:
+        first_ids = msearch_ids(conn, index, param_list, first_stage, None, depth, depth, store, batch)
+    return [with_first_stage_ids(p, ids, depth) for p, ids in zip(param_list, first_ids)]
+
+
+def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
+               model: str, size: int = 10, window: int = 100, store: str | None = None,
+               batch: int = 50, first_ids: list[list[str]] | None = None) -> list[list[str]]:
+    """Reranked doc ids: the first stage, then the ``sltr`` rescore of its top ``window``."""
+    mp = serving_params(conn, index, param_list, first_stage, model, store, batch, first_ids)
+    return msearch_ids(conn, index, param_list, first_stage, model, size, window, store, batch, mp)
+
+
+def search(conn: Connection, index: str, params: dict, first_stage: FirstStage | None = None,
+           model: str | None = None, size: int = 10, window: int = 100,
+           store: str | None = None) -> list[dict]:
+    """Hits as dicts: rank, id, score, title (one query; two round trips when the model
+    needs the first stage's ids)."""
+    first_stage = first_stage or FirstStage.from_fields()
+    mp = serving_params(conn, index, [params], first_stage, model, store)[0] if model else None
+    body = search_body(first_stage, params, model, size, window, store, mp)
+    resp = call(conn, conn.client().search, index=index, body=body, store=store)
+    return [{"rank": r + 1, "id": h["_id"], "score": h["_score"],
+             "title": (h.get("_source") or {}).get("title", "")}
+            for r, h in enumerate(resp["hits"]["hits"])]

@@ -6,7 +6,10 @@ Formats read (chosen by ``fmt`` or guessed from the file):
   ``grade qid:N # docid`` (the toolkit's own format; written by :func:`save_ranklib`);
 * ``trec`` — TREC qrels ``qid iter docid grade`` plus a queries file (``qid<TAB>text``
   or ``qid text``);
-* ``csv`` / ``jsonl`` — columns / keys ``qid``, ``query``, ``docid``, ``grade``.
+* ``csv`` / ``jsonl`` — columns / keys ``qid``, ``query``, ``docid``, ``grade``; any
+  other column / key is a per-query parameter (the same value on every row of a query),
+  handed to the first-stage template and the feature set's templates beside
+  ``keywords``.
 
 Every problem names ``file:line``. A pair judged twice with the same grade is a
 duplicate (kept once, reported); with different grades it is a conflict (an error).
@@ -34,6 +37,18 @@ class JudgmentList:
     grades: dict[tuple[str, str], float] = field(default_factory=dict)
     duplicates: list[str] = field(default_factory=list)
     source: str | None = None
+    params: dict[str, dict] = field(default_factory=dict)   # qid -> extra per-query params
+
+    def query_params(self, qid: str) -> dict:
+        """The template parameters of a query: ``keywords`` and its extra parameters."""
+        return {"keywords": self.queries[qid], **self.params.get(qid, {})}
+
+    def add_params(self, qid: str, params: dict, path=None, line=None) -> None:
+        old = self.params.get(qid)
+        if old is not None and old != params:
+            raise InputError(path, line, f"query {qid} has two sets of parameters: {old} and {params}")
+        if params:
+            self.params[qid] = dict(params)
 
     def add_query(self, qid: str, text: str, path=None, line=None) -> None:
         old = self.queries.get(qid)
@@ -77,6 +92,7 @@ class JudgmentList:
             if q in keep:
                 jl.queries[q] = self.queries[q]
         jl.grades = {k: g for k, g in self.grades.items() if k[0] in keep}
+        jl.params = {q: p for q, p in self.params.items() if q in keep}
         return jl
 
     def content_hash(self) -> str:
@@ -85,6 +101,8 @@ class JudgmentList:
             h.update(f"Q\t{q}\t{t}\n".encode())
         for (q, d), g in sorted(self.grades.items()):
             h.update(f"J\t{q}\t{d}\t{g!r}\n".encode())
+        for q, p in sorted(self.params.items()):
+            h.update(f"P\t{q}\t{json.dumps(p, sort_keys=True)}\n".encode())
         return h.hexdigest()
 
     def __len__(self) -> int:
@@ -184,12 +202,20 @@ def read_jsonl(path) -> JudgmentList:
     return _non_empty(jl, path)
 
 
+_COLUMNS = {"qid", "query", "docid", "grade"}
+
+
 def _add_row(jl, row, path, i):
     qid, docid = str(row["qid"]).strip(), str(row["docid"]).strip()
     if not qid or not docid:
         raise InputError(path, i, "empty qid or docid")
     jl.add_query(qid, str(row.get("query") or "").strip(), path, i)
     jl.add(qid, docid, _grade(str(row["grade"]), path, i), path, i)
+    extra = {k: v for k, v in row.items() if k not in _COLUMNS}
+    bad = [k for k in extra if not re.fullmatch(r"[A-Za-z_]\w*", str(k))]
+    if bad:
+        raise InputError(path, i, f"column {bad[0]!r} is not a usable parameter name (letters, digits, _)")
+    jl.add_params(qid, extra, path, i)
 
 
 def _lines(path: Path) -> list[str]:

@@ -48,8 +48,10 @@ def load_logged(path, n_features: int | None = None) -> RankingDataset:
     features as missing (NaN) when it records ``"missing_features": "absent"``."""
     side = read_sidecar(path)
     missing = np.nan if side.get("missing_features") == MISSING_ABSENT else 0.0
-    ds = load_svmlight(path, n_features=n_features, missing=missing,
-                       feature_names=side.get("feature_names"))
+    names = side.get("feature_names")
+    if n_features is None and names:
+        n_features = len(names)   # trailing features may be absent from every row
+    ds = load_svmlight(path, n_features=n_features, missing=missing, feature_names=names)
     ds.meta["sidecar"] = side
     return ds
 

@@ -16,6 +16,8 @@ import numpy as np
 from ..data.judgments import JudgmentList
 
 DATA = Path(__file__).resolve().parent / "cranfield"
+#: The demo's feature set (also at feature_sets/cranfield.json in the source tree).
+FEATURE_SET = DATA / "featureset.json"
 SPLIT_SEED = 20261121
 SPLITS = ("train", "valid", "test")
 

@@ -1,0 +1,68 @@
+"""Template parameters of a query: what the feature set's Mustache templates receive.
+
+Per query: ``keywords`` (the text), the judgment list's extra per-query parameters, and
+parameters derived from the first stage's own results, the same way at logging and at
+serving time:
+
+* ``first_stage_id_1`` ... ``first_stage_id_N``: the ids of the first stage's top N hits
+  (N = the highest such name a feature set uses), for pseudo-relevance-feedback features
+  such as ``more_like_this`` seeded with the top documents. A query with fewer hits
+  repeats its last id; one with none gets :data:`NO_DOC`, an id no document has.
+
+Using them costs one extra round trip per query at serving time: a first request for the
+top ids, then the rescore request with these params (see ``rerank.rerank_ids``; in your
+own search code: run your first stage, take the top N ids, pass them as these params in
+the ``sltr`` clause of the rescore).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import UserError
+
+DERIVED = re.compile(r"^first_stage_id_(\d+)$")
+NO_DOC = "__ltr_toolkit_no_document__"
+
+
+def featureset_params(featureset: dict) -> list[str]:
+    """Every parameter the features of a stored feature set (or model) use, in order."""
+    body = featureset.get("featureset", featureset)
+    seen: list[str] = []
+    for f in body.get("features", []):
+        for p in f.get("params", []) or []:
+            if p not in seen:
+                seen.append(p)
+    return seen
+
+
+def derived_depth(names) -> int:
+    """How many first-stage ids the parameters ask for (0: none)."""
+    return max((int(m.group(1)) for n in names if (m := DERIVED.match(n))), default=0)
+
+
+def with_first_stage_ids(params: dict, ids: list[str], depth: int) -> dict:
+    if depth <= 0:
+        return params
+    ids = list(ids[:depth]) or [NO_DOC]
+    ids += [ids[-1]] * (depth - len(ids))
+    return {**params, **{f"first_stage_id_{i + 1}": d for i, d in enumerate(ids)}}
+
+
+def check_params(needed, available: dict, qid: str, what: str) -> None:
+    """Every parameter ``needed`` (derived ones aside) is in ``available``."""
+    missing = [p for p in needed if p not in available and not DERIVED.match(p)]
+    if missing:
+        raise UserError(f"{what} uses parameter(s) {', '.join(missing)} that query {qid} does "
+                        f"not have (it has: {', '.join(sorted(available))})",
+                        "add them as columns of the judgment list (CSV/JSONL), or fix the templates")
+
+
+def model_params(conn, model: str, store: str | None = None) -> list[str]:
+    """The parameters a stored model's feature set uses."""
+    from .store import get_document, store_path
+    doc = get_document(conn, f"{store_path(store)}/_model/{model}", store)
+    if doc is None:
+        raise UserError(f"model {model} not found in store {store or '(default)'}",
+                        "`ltr model list` shows the stored models; `ltr upload` adds one")
+    return featureset_params(doc.get("model", {}).get("feature_set", {}))
