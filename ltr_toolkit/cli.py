@@ -32,6 +32,8 @@ app.add_typer(index_app, name="index")
 app.add_typer(judgments_app, name="judgments")
 model_app = typer.Typer(no_args_is_help=True, help="Models in a feature store.")
 app.add_typer(model_app, name="model")
+job_app = typer.Typer(no_args_is_help=True, help="Scheduled feature-logging jobs.")
+app.add_typer(job_app, name="job")
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -505,6 +507,31 @@ def predict(model: Path, data: Path,
     from .training import predict_file
     n = predict_file(model, data, output)
     out.print(f"{n} scores written to {output}")
+
+
+@job_app.command("run")
+def job_run(ctx: typer.Context, job: Path = typer.Argument(..., help="The job file (TOML)."),
+            json_report: bool = typer.Option(False, "--json", help="Print the run's manifest as JSON on stdout.")):
+    """Run a feature-logging job once: lock, log (resumable), publish a snapshot
+    atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
+    from .cluster.client import Connection
+    from .cluster.jobs import load_job, run_job
+    spec = load_job(job)
+    given = ctx.obj
+    conn = Connection(url=spec.url or given.url, ca_certs=spec.ca_certs or given.ca_certs,
+                      insecure=spec.insecure or given.insecure, timeout=spec.timeout)
+    from .cluster import client as cl
+    cl.check_ltr(conn)
+    manifest = run_job(spec, conn, log=lambda m: err.print(m, markup=False))
+    if json_report:
+        print(json.dumps(manifest, indent=2))
+    else:
+        out.print(f"snapshot {manifest['snapshot']} ({manifest['status']}): "
+                  f"{manifest['counts']['rows']} rows", markup=False)
+    for q, why in manifest.get("failed_queries", []):
+        err.print(f"failed: query {q}: {why}", markup=False)
+    if manifest["status"] != "complete":
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 @app.command("demo")

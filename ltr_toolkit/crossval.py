@@ -68,7 +68,6 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     for algo, kw in algos.items():
         ranked: list[list[str]] = [[] for _ in qids]
         for f in range(folds):
-            test_q = [q for q in qids if where[q] == f]
             train_q = [q for q in qids if where[q] != f]
             rng = np.random.default_rng(seed + f)
             held = set(rng.choice(train_q, size=max(1, len(train_q) // 5), replace=False).tolist())

@@ -16,6 +16,7 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())   # mkstemp makes 0600: honour the umask instead
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": ""}
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
@@ -26,6 +27,12 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path, obj, indent: int = 2) -> None:

@@ -8,7 +8,10 @@ URL: ``--url`` / ``LTR_URL``; default: the local node when it runs, else
 from __future__ import annotations
 
 import os
+import random
 import re
+import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
@@ -258,3 +261,58 @@ def probe_store(conn: Connection, name: str = "ltr_toolkit_probe") -> None:
     """Create and delete a throw-away feature store: proves the plugin really answers."""
     request(conn, "PUT", f"/_ltr/{name}")
     request(conn, "DELETE", f"/_ltr/{name}")
+
+
+# --------------------------------------------------------------------------- load
+
+def _transient(status) -> bool:
+    return status == 429 or (isinstance(status, int) and status >= 500)
+
+
+def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25):
+    """``fn()`` retried on timeouts, 429 and 5xx with exponential backoff and jitter."""
+    from opensearchpy import exceptions as E
+    for attempt in range(retries + 1):
+        try:
+            return fn()
+        except (E.ConnectionTimeout, E.TransportError) as exc:
+            status = getattr(exc, "status_code", None)
+            if not (isinstance(exc, E.ConnectionTimeout) or _transient(status)) or attempt == retries:
+                raise translate(exc, conn) from None
+            time.sleep(base * 2 ** attempt * (0.5 + random.random()))
+
+
+_STATS_LOCK = threading.Lock()
+
+
+def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int = 8,
+                   base: float = 0.25, stats: dict | None = None) -> list[dict]:
+    """``bodies`` through ``_msearch`` (one request), the items the node rejected with
+    429/5xx (its search queue full) sent again with exponential backoff and jitter, and
+    with half the concurrency each time (``max_concurrent_searches``): every item ends as
+    a response or an error. ``stats["retried"]`` counts the retried items."""
+    c = conn.client()
+    out: list[dict | None] = [None] * len(bodies)
+    pending = list(range(len(bodies)))
+    concurrency = None      # the node's default at first
+    for attempt in range(retries + 1):
+        lines = []
+        for i in pending:
+            lines += [{"index": index}, bodies[i]]
+        params = {"max_concurrent_searches": concurrency} if concurrency else None
+        resp = _with_retries(conn, lambda: c.msearch(body=lines, params=params))["responses"]
+        again = []
+        for i, item in zip(pending, resp):
+            if "error" in item and _transient(item.get("status")) and attempt < retries:
+                again.append(i)
+                if stats is not None:
+                    with _STATS_LOCK:
+                        stats["retried"] = stats.get("retried", 0) + 1
+            else:
+                out[i] = item
+        if not again:
+            break
+        concurrency = max(1, (concurrency or len(pending)) // 2)
+        pending = again
+        time.sleep(base * 2 ** attempt * (0.5 + random.random()))
+    return out  # type: ignore[return-value]

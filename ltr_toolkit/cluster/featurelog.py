@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
-import time
 from pathlib import Path
 
 from ..checkpoint import CheckpointedOutput
@@ -38,7 +36,7 @@ from ..data.svmlight import MISSING_ABSENT
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
 from ..fsutil import write_json
-from .client import Connection, item_error, translate
+from .client import Connection, item_error, msearch_items
 from .firststage import FirstStage
 from .params import check_params, derived_depth, featureset_params, with_first_stage_ids
 from .store import get_featureset, sltr
@@ -59,48 +57,6 @@ def log_body(params: dict, docids: list[str], featureset: str, store: str | None
         "ext": {"ltr_log": {"log_specs": [{"name": LOG_NAME, "named_query": QUERY_NAME,
                                            "missing_as_zero": False}]}},
     }
-
-
-def _transient(status) -> bool:
-    return status == 429 or (isinstance(status, int) and status >= 500)
-
-
-def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25):
-    """``fn()`` retried on timeouts, 429 and 5xx with exponential backoff and jitter."""
-    from opensearchpy import exceptions as E
-    for attempt in range(retries + 1):
-        try:
-            return fn()
-        except (E.ConnectionTimeout, E.TransportError) as exc:
-            status = getattr(exc, "status_code", None)
-            if not (isinstance(exc, E.ConnectionTimeout) or _transient(status)) or attempt == retries:
-                raise translate(exc, conn) from None
-            time.sleep(base * 2 ** attempt * (0.5 + random.random()))
-
-
-def _msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int = 6,
-                   base: float = 0.25) -> list[dict]:
-    """One ``_msearch`` per call, items rejected with 429/5xx (the node's search queue
-    full) sent again, alone, with backoff: every item ends as a response or an error."""
-    c = conn.client()
-    out: list[dict | None] = [None] * len(bodies)
-    pending = list(range(len(bodies)))
-    for attempt in range(retries + 1):
-        lines = []
-        for i in pending:
-            lines += [{"index": index}, bodies[i]]
-        resp = _with_retries(conn, lambda: c.msearch(body=lines))["responses"]
-        again = []
-        for i, item in zip(pending, resp):
-            if "error" in item and _transient(item.get("status")) and attempt < retries:
-                again.append(i)
-            else:
-                out[i] = item
-        if not again:
-            break
-        pending = again
-        time.sleep(base * 2 ** attempt * (0.5 + random.random()))
-    return out  # type: ignore[return-value]
 
 
 def _query_failure(item: dict, conn: Connection, store) -> str:
@@ -136,14 +92,17 @@ def featureset_info(conn: Connection, name: str, store: str | None) -> dict:
 
 def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
                  store: str | None = None, batch: int = 25, progress=None,
-                 first_stage: FirstStage | None = None, candidates: dict | None = None) -> dict:
+                 first_stage: FirstStage | None = None, candidates: dict | None = None,
+                 parallel: int = 1) -> dict:
     """Log every (query, document) pair of ``jl`` (judged pairs, or first-stage candidates
     from ``candidates.candidate_judgments``, whose info goes in as ``candidates``).
 
     A query the cluster rejects (e.g. too many clauses) is recorded with its reason in
     ``failed_queries`` and the run goes on; errors that would fail every query (no
     plugin, store or feature set) stop it. Every pair ends as a row, a missing document,
-    or a pair of a failed query."""
+    or a pair of a failed query. ``parallel`` rounds of ``batch`` queries are in flight at
+    once; items the node rejects for load (429) are retried with backoff (counted in the
+    sidecar's ``retried_items``)."""
     out = Path(out)
     fsinfo = featureset_info(conn, featureset, store)
     nf = len(fsinfo["feature_names"])
@@ -162,14 +121,17 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     done = ck.resume()
     state = ck.state or {"rows": 0, "missing": [], "failed": [], "failed_pairs": 0}
     rounds = [qids[i:i + batch] for i in range(0, len(qids), batch)]
-    for r in range(done, len(rounds)):
-        group = rounds[r]
+    stats = {"retried": 0}
+    retried_before = state.get("retried", 0)   # from the runs this one resumes
+
+    def log_round(group: list[str]) -> tuple[str, list, list, int]:
+        """(rows text, missing docs, failed queries, pairs of failed queries) of a round."""
         params = {q: jl.query_params(q) for q in group}
         failed: dict[str, str] = {}
         if depth:   # the first stage's top ids, as serving computes them
-            firsts = _msearch_items(conn, index, [
+            firsts = msearch_items(conn, index, [
                 {"query": first_stage.query(params[q]), "size": depth, "_source": False}
-                for q in group])
+                for q in group], stats=stats)
             for q, item in zip(group, firsts):
                 if "error" in item:
                     failed[q] = "first stage: " + _query_failure(item, conn, store)
@@ -178,29 +140,43 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
                     params[q] = with_first_stage_ids(params[q], ids, depth)
         todo = [q for q in group if q not in failed]
         bodies = [log_body(params[q], [d for d, _ in by_q[q]], featureset, store) for q in todo]
-        responses = dict(zip(todo, _msearch_items(conn, index, bodies))) if todo else {}
-        rows = []
+        responses = dict(zip(todo, msearch_items(conn, index, bodies, stats=stats))) if todo else {}
+        rows, missing, failures, failed_pairs = [], [], [], 0
         for q in group:
             resp = responses.get(q)
             if resp is not None and "error" in resp:
                 failed[q] = _query_failure(resp, conn, store)
             if q in failed:
-                state["failed"].append([q, failed[q]])
-                state["failed_pairs"] += len(by_q[q])
+                failures.append([q, failed[q]])
+                failed_pairs += len(by_q[q])
                 continue
             hits = {h["_id"]: h for h in resp["hits"]["hits"]}
             for d, g in by_q[q]:
                 if d not in hits:
-                    state["missing"].append([q, d])
+                    missing.append([q, d])
                     continue
                 vals = _values(hits[d], nf)
                 gs = str(int(g)) if float(g).is_integer() else repr(g)
                 feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(vals) if v is not None)
                 rows.append(f"{gs} qid:{q}{feats} # {d}\n")
-                state["rows"] += 1
-        ck.commit("".join(rows), state)
-        if progress:
-            progress(r + 1, len(rounds))
+        return "".join(rows), missing, failures, failed_pairs
+
+    # up to `parallel` rounds in flight; committed strictly in order, so the output (and a
+    # resumed run's output) is the same whatever the parallelism
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        for start in range(done, len(rounds), max(1, parallel)):
+            chunk = range(start, min(start + max(1, parallel), len(rounds)))
+            results = list(pool.map(lambda r: log_round(rounds[r]), chunk))
+            for r, (text, missing, failures, failed_pairs) in zip(chunk, results):
+                state["rows"] += text.count("\n")
+                state["missing"] += missing
+                state["failed"] += failures
+                state["failed_pairs"] += failed_pairs
+                state["retried"] = retried_before + stats["retried"]
+                ck.commit(text, state)
+                if progress:
+                    progress(r + 1, len(rounds))
     judged = len(jl)
     sidecar = {
         "featureset": fsinfo["name"], "featureset_sha256": fsinfo["sha256"], "store": store,
@@ -211,6 +187,7 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
         "candidates": candidates,
         "rows": state["rows"], "missing_docs": state["missing"],
         "failed_queries": state["failed"],
+        "retried_items": state.get("retried", 0),
         "missing_features": MISSING_ABSENT,
     }
     if state["rows"] + len(state["missing"]) + state["failed_pairs"] != judged:

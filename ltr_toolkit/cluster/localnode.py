@@ -351,9 +351,11 @@ def _tail(path: Path, n: int = 5) -> str:
     return " | ".join(lines[-n:])
 
 
-def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: None
-          ) -> tuple[NodeInfo, bool]:
-    """Start the local node; returns (info, started). A running node is reported, not restarted."""
+def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: None,
+          settings: dict | None = None) -> tuple[NodeInfo, bool]:
+    """Start the local node; returns (info, started). A running node is reported, not
+    restarted. ``settings``: extra node settings (``-E key=value``), e.g. a small
+    ``thread_pool.search.size`` to see how a client copes with rejections."""
     with _lock():
         info = running_node()
         if info:
@@ -382,6 +384,7 @@ def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: N
             "cluster.name": "ltr-toolkit",
             "node.name": "ltr-toolkit-local",
             "cluster.routing.allocation.disk.threshold_enabled": "false",
+            **{k: str(v) for k, v in (settings or {}).items()},
         }
         cmd = _run_as() + [str(inst.home / "bin" / "opensearch"), "-d", "-p", str(pidfile)]
         for k, v in settings.items():

@@ -8,7 +8,7 @@ see ``params``).
 
 from __future__ import annotations
 
-from .client import Connection, call, item_error
+from .client import Connection, call, item_error, msearch_items
 from .firststage import DEFAULT_FIELDS, FirstStage
 from .params import derived_depth, model_params, with_first_stage_ids
 from .store import sltr
@@ -48,13 +48,8 @@ def search_body(first_stage: FirstStage, params: dict, model: str | None = None,
 
 def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int) -> list[dict]:
     out: list[dict] = []
-    c = conn.client()
     for start in range(0, len(bodies), batch):
-        lines = []
-        for b in bodies[start:start + batch]:
-            lines += [{"index": index}, b]
-        resp = call(conn, c.msearch, body=lines, store=store)
-        for r in resp["responses"]:
+        for r in msearch_items(conn, index, bodies[start:start + batch]):
             if "error" in r:
                 raise item_error(r, conn, store)
             out.append(r)

@@ -1,0 +1,264 @@
+"""Scheduled logging jobs: job files, locking, atomic snapshots, kills, and load (real 429s
+from a node with a tiny search thread pool), live against the real plugin."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ltr_toolkit.cluster import jobs
+from ltr_toolkit.errors import InputError, UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "scheduling.md"
+
+
+def _job(tmp_path, url, fs, index, judgments, **extra) -> Path:
+    lines = ["[cluster]", f'url = "{url}"', "", "[logging]", f'featureset = "{fs}"',
+             f'index = "{index}"', f'judgments = "{judgments}"']
+    for k, v in extra.items():
+        lines.append(f"{k} = {json.dumps(v)}")
+    lines += ["", "[output]", 'directory = "out"', "keep = 3"]
+    path = tmp_path / "job.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# ----------------------------------------------------------------- job files (offline)
+
+@pytest.mark.parametrize("body,line,fragment", [
+    ('[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\nbogus = 1\n[output]\ndirectory = "o"\n', 5, "unknown key 'bogus'"),
+    ('[cluster]\npassword = "hunter2"\n', 2, "unknown key"),
+    ('[logging]\nfeatureset = "x"\nindex = "i"\n[output]\ndirectory = "o"\n', 1, "needs judgments"),
+    ('[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\nbatch = 0\n[output]\ndirectory = "o"\n', 5, "batch = 0"),
+    ('[cluster]\nurl = "https://u:p@h:9200"\n[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\n[output]\ndirectory = "o"\n', 2, "credentials"),
+    ('[logging\n', 1, "invalid TOML"),
+    ('[extra]\na = 1\n', 1, "unknown section"),
+])
+def test_bad_job_files_name_file_and_line(tmp_path, body, line, fragment):
+    p = tmp_path / "job.toml"
+    p.write_text(body)
+    with pytest.raises(InputError) as info:
+        jobs.load_job(p)
+    assert info.value.line == line and fragment in str(info.value), str(info.value)
+
+
+def test_bad_job_file_through_the_cli(tmp_path, cli):
+    p = tmp_path / "job.toml"
+    p.write_text('[logging]\nfeatureset = "x"\n')
+    r = cli("job", "run", str(p))
+    assert r.returncode == 2 and "job.toml:1:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_lock_excludes_a_second_run_and_a_dead_runs_lock_is_taken_over(tmp_path):
+    d = tmp_path / "out"
+    with jobs.job_lock(d):
+        with pytest.raises(UserError, match=f"pid {os.getpid()}"):
+            with jobs.job_lock(d):
+                pass
+    # a run killed while holding the lock: the kernel drops the flock with the process
+    p = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                          "from ltr_toolkit.cluster.jobs import job_lock\n"
+                          f"with job_lock(Path({str(d)!r})):\n print('held', flush=True); time.sleep(60)"],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    with pytest.raises(UserError, match=f"pid {p.pid}"):
+        with jobs.job_lock(d):
+            pass
+    p.kill()
+    p.wait()
+    with jobs.job_lock(d):   # stale lock taken over
+        assert (d / ".lock").read_text().strip() == str(os.getpid())
+
+
+def test_publish_interrupted_leaves_the_previous_snapshot(tmp_path, monkeypatch):
+    d = tmp_path / "out"
+    d.mkdir()
+    first = d / ".work" / "stage-1"
+    first.mkdir(parents=True)
+    (first / "features.txt").write_text("old\n")
+    (first / "manifest.json").write_text("{}")
+    jobs.publish(d, first, "1")
+    second = d / ".work" / "stage-2"
+    second.mkdir()
+    (second / "features.txt").write_text("new\n")
+    (second / "manifest.json").write_text("{}")
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt("killed during publish")
+    monkeypatch.setattr(jobs.os, "rename", killed)
+    with pytest.raises(KeyboardInterrupt):
+        jobs.publish(d, second, "2")
+    assert [p.name for p in jobs.snapshots(d)] == ["run-1"]
+    assert (d / "latest" / "features.txt").read_text() == "old\n"
+    monkeypatch.undo()
+    jobs.publish(d, second, "2")
+    assert (d / "latest" / "features.txt").read_text() == "new\n"
+
+
+def test_scheduling_examples_parse():
+    import configparser
+    import yaml
+    text = DOCS.read_text()
+    blocks = {}
+    for lang in ("cron", "ini", "yaml"):
+        parts = text.split(f"```{lang}\n")[1:]
+        assert parts, f"no {lang} example in {DOCS}"
+        blocks[lang] = [p.split("```", 1)[0] for p in parts]
+    for cron in blocks["cron"]:
+        for ln in cron.splitlines():
+            if ln.strip() and not ln.startswith("#"):
+                fields = ln.split(None, 5)
+                assert len(fields) == 6 and "ltr job run" in fields[5], ln
+    units = [configparser.ConfigParser(strict=True, interpolation=None) for _ in blocks["ini"]]
+    for cp, body in zip(units, blocks["ini"]):
+        cp.read_string(body)
+    sections = set().union(*(cp.sections() for cp in units))
+    assert {"Unit", "Service", "Timer", "Install"} <= sections
+    assert any("ltr job run" in cp.get("Service", "ExecStart", fallback="") for cp in units)
+    docs = [d for b in blocks["yaml"] for d in yaml.safe_load_all(b)]
+    cron_job = next(d for d in docs if d.get("kind") == "CronJob")
+    spec = cron_job["spec"]
+    assert len(spec["schedule"].split()) == 5 and spec["concurrencyPolicy"] == "Forbid"
+    container = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:3] == ["ltr", "job", "run"]
+    assert not any("PASSWORD" in str(a) for a in container["command"])
+
+
+# ----------------------------------------------------------------- live
+
+@pytest.fixture(scope="module")
+def cranfield_job(ltr_cluster, cranfield_index, tmp_path_factory):
+    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.data.judgments import save_ranklib
+    from ltr_toolkit.datasets import cranfield
+    from ltr_toolkit.featuresets import load_featureset
+    conn = ltr_cluster.conn()
+    st.init_store(conn, None)
+    name, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.FEATURE_SET))
+    d = tmp_path_factory.mktemp("jobs")
+    judg = d / "judgments.txt"
+    save_ranklib(cranfield.judgments(), judg)
+    return ltr_cluster.url, name, cranfield_index["index"], judg
+
+
+@pytest.mark.cluster
+@pytest.mark.ltr
+def test_job_twice_gives_two_snapshots_with_identical_rows(cranfield_job, tmp_path, cli):
+    url, fs, index, judg = cranfield_job
+    job = _job(tmp_path, url, fs, index, judg)
+    manifests = []
+    for _ in range(2):
+        r = cli("job", "run", str(job), "--json")
+        assert r.returncode == 0, r.stderr
+        manifests.append(json.loads(r.stdout))
+    a, b = manifests
+    assert a["run_id"] != b["run_id"] and a["status"] == b["status"] == "complete"
+    assert a["files"]["features.txt"] == b["files"]["features.txt"]
+    assert a["counts"]["rows"] == b["counts"]["rows"] > 1000
+    assert a["featureset"]["name"] == fs and len(a["judgments"]["sha256"]) == 64
+    out = tmp_path / "out"
+    assert [p.name for p in jobs.snapshots(out)] == [f"run-{a['run_id']}", f"run-{b['run_id']}"]
+    assert os.readlink(out / "latest") == f"run-{b['run_id']}"
+    assert not (out / ".work").exists()
+
+
+@pytest.mark.cluster
+@pytest.mark.ltr
+def test_job_killed_at_random_moments_resumes_byte_identical(cranfield_job, tmp_path):
+    url, fs, index, judg = cranfield_job
+    ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
+    ref_dir.mkdir()
+    run_dir.mkdir()
+    extra = dict(candidates=100, batch=3, parallel=2)
+    cmd = [sys.executable, "-m", "ltr_toolkit.cli", "job", "run"]
+    ref_job = _job(ref_dir, url, fs, index, judg, **extra)
+    t0 = time.monotonic()
+    subprocess.run(cmd + [str(ref_job)], check=True, capture_output=True)
+    full = time.monotonic() - t0
+    job = _job(run_dir, url, fs, index, judg, **extra)
+    rng = random.Random(20261122)
+    kills, with_progress = 0, 0
+    ckpt = run_dir / "out" / ".work" / "features.txt.ckpt.json"
+    while kills < 6:
+        p = subprocess.Popen(cmd + [str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, max(1.0, min(4.0, full * 0.25))))
+        if p.poll() is not None:
+            break        # finished before this kill: it had little left to do
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        kills += 1
+        with_progress += ckpt.exists()
+        # whatever the moment, nothing half-published: every snapshot is complete
+        for snap in jobs.snapshots(run_dir / "out"):
+            m = json.loads((snap / "manifest.json").read_text())
+            assert m["files"]["features.txt"] == jobs._sha256(snap / "features.txt")
+    r = subprocess.run(cmd + [str(job), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    print(f"kills: {kills} ({with_progress} after logging had committed rounds); full run {full:.1f}s")
+    assert kills >= 5 and with_progress >= 1
+    ref = jobs.snapshots(ref_dir / "out")[-1]
+    got = jobs.snapshots(run_dir / "out")[-1]
+    assert (got / "features.txt").read_bytes() == (ref / "features.txt").read_bytes()
+    side = {k: v for k, v in json.loads((got / "features.txt.json").read_text()).items() if k != "retried_items"}
+    ref_side = {k: v for k, v in json.loads((ref / "features.txt.json").read_text()).items() if k != "retried_items"}
+    assert side == ref_side
+
+
+@pytest.mark.cluster
+@pytest.mark.ltr
+def test_429s_are_retried_and_nothing_is_lost(cranfield_job, tmp_path, monkeypatch):
+    """A second node whose search pool has 1 thread and a queue of 1: parallel _msearch
+    requests get real 429s, per request and per item."""
+    from ltr_toolkit.cluster import localnode
+    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.cluster.client import Connection
+    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.data.svmlight import load_logged
+    from ltr_toolkit.datasets import cranfield
+    from ltr_toolkit.featuresets import load_featureset
+    url, fs, index, judg = cranfield_job
+    supplied = localnode.supplied_plugin_zip()
+    import tempfile
+    home = Path(tempfile.mkdtemp(prefix="ltr-429-", dir="/var/tmp"))
+    os.chmod(home, 0o755)
+    monkeypatch.setenv("LTR_HOME", str(home))
+    if supplied is not None:
+        monkeypatch.setenv("LTR_PLUGIN_ZIP", str(supplied))
+    info, _ = localnode.start(settings={"thread_pool.search.size": 1,
+                                        "thread_pool.search.queue_size": 1})
+    try:
+        conn = Connection(url=info.url, timeout=120)
+        index_documents(conn, "tiny-pool", cranfield.documents())
+        st.init_store(conn, None)
+        st.upload_featureset(conn, load_featureset(cranfield.FEATURE_SET))
+        from ltr_toolkit.cluster.featurelog import log_features
+        from ltr_toolkit.cluster.candidates import candidate_judgments
+        from ltr_toolkit.data.judgments import load_judgments
+        jl = load_judgments(judg)
+        jl = jl.subset(jl.judged_qids()[:60])
+        cands, cinfo = candidate_judgments(conn, "tiny-pool", jl, 20)
+        out = tmp_path / "loaded.txt"
+        side = log_features(conn, cands, "cranfield", "tiny-pool", out, batch=10, parallel=4,
+                            candidates=cinfo)
+        ref = tmp_path / "calm.txt"
+        log_features(conn, cands, "cranfield", "tiny-pool", ref, batch=10, parallel=1, candidates=cinfo)
+    finally:
+        localnode.stop()
+        import shutil
+        shutil.rmtree(home, ignore_errors=True)
+    print(f"429-rejected items retried: {side['retried_items']}; rows: {side['rows']}")
+    assert side["retried_items"] > 0
+    a, b = load_logged(out), load_logged(ref)
+    pairs = list(zip(a.qids[a.row_query], a.doc_ids))
+    assert len(pairs) == len(set(pairs)) == len(cands) - len(side["missing_docs"])
+    assert pairs == list(zip(b.qids[b.row_query], b.doc_ids))
+    assert out.read_bytes() == ref.read_bytes()
