@@ -6,11 +6,13 @@ exit code 2; no traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from enum import Enum
+from typing import Annotated, List, Optional
 
 import typer
 from rich.console import Console
@@ -68,6 +70,30 @@ def _one_line_warnings(*categories):
     warnings.showwarning = show
 
 
+@contextlib.contextmanager
+def _progress(label: str, total: int | None = None):
+    """Yields ``update(done, total=None, note="")``: a rich bar on a terminal; otherwise
+    (cron, nohup, a pipe) a plain line on stderr at most every 2 s, and at the end."""
+    if err.is_terminal:
+        from rich.progress import Progress
+        with Progress(transient=True, console=err) as bar:
+            task = bar.add_task(label, total=total)
+
+            def update(done, total=total, note=""):
+                bar.update(task, completed=done, total=total, description=f"{label} {note}".strip())
+            yield update
+        return
+    last = [time.monotonic()]
+
+    def update(done, total=total, note=""):
+        now = time.monotonic()
+        if now - last[0] >= 2.0 or (total is not None and done >= total):
+            last[0] = now
+            of = f"/{total}" if total is not None else ""
+            err.print(f"{label}: {done}{of} {note}".rstrip(), markup=False, highlight=False)
+    yield update
+
+
 def _conn(ctx: typer.Context):
     return ctx.obj
 
@@ -89,7 +115,7 @@ def cluster_start(no_ltr: bool = typer.Option(
     from .cluster import localnode
     t0 = time.monotonic()
     info, started = localnode.start(require_plugin=not no_ltr,
-                                    log=lambda m: err.print(f"[dim]{m}[/dim]"))
+                                    log=lambda m: err.print(m, markup=False, highlight=False))
     if not started:
         out.print(f"a node already runs: {info.url} (pid {info.pid}); nothing started")
         return
@@ -278,7 +304,6 @@ def log_cmd(ctx: typer.Context, judgments: Path,
                                              help="Log only pairs OUTPUT does not hold yet, and append them.")):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
-    from rich.progress import Progress
     from .cluster.candidates import candidate_judgments
     from .cluster.featurelog import log_features, log_incremental
     from .data.judgments import load_judgments
@@ -292,11 +317,10 @@ def log_cmd(ctx: typer.Context, judgments: Path,
                   f"{info['unjudged']} unjudged{' (grade 0)' if unjudged == 'zero' else ' (dropped)'}, "
                   f"{info['judged_outside']} judged outside the top {candidates} added",
                   markup=False)
-    with Progress(transient=True, console=err, disable=not err.is_terminal) as progress:
-        task = progress.add_task("logging", total=None)
+    with _progress("logging rounds") as update:
         run = log_incremental if incremental else log_features
         side = run(conn, jl, featureset, index, output, store, batch,
-                   lambda d, t: progress.update(task, completed=d, total=t), fs_stage, info)
+                   lambda d, t: update(d, t), fs_stage, info)
     out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
               f"{len(side['missing_docs'])} documents not in {index}", markup=False)
     for q, d in side["missing_docs"][:10]:
@@ -447,39 +471,49 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
 
 # --------------------------------------------------------------------------- train / predict
 
+class Algo(str, Enum):
+    ranknet_nn = "ranknet-nn"
+    lambdarank_nn = "lambdarank-nn"
+    linear = "linear"
+    lambdamart = "lambdamart"
+    ranknet_tree = "ranknet-tree"
+
+
+class Optimizer(str, Enum):
+    adam = "adam"
+    sgd = "sgd"
+
+
 @app.command("train")
-def train(data: Path = typer.Argument(..., help="SVMlight/RankLib training file."),
-          algo: str = typer.Option("lambdarank-nn", "--algo",
-                                   help="ranknet-nn | lambdarank-nn | linear | lambdamart | ranknet-tree"),
-          valid: Optional[Path] = typer.Option(None, "--valid"),
-          test: Optional[Path] = typer.Option(None, "--test"),
-          output: Path = typer.Option(..., "-o", "--output", help="Model artifact (JSON)."),
-          hidden: str = typer.Option("64,16", "--hidden", help="Hidden layer sizes, e.g. 64,16."),
-          epochs: int = typer.Option(50, "--epochs"),
-          lr: float = typer.Option(None, "--lr", help="Learning rate (default 1e-3 networks, 0.1 trees)."),
-          trees: int = typer.Option(300, "--trees", help="Boosting rounds (trees)."),
-          depth: int = typer.Option(6, "--depth", help="Tree depth (trees)."),
-          optimizer: str = typer.Option("adam", "--optimizer", help="adam | sgd"),
-          sigma: float = typer.Option(1.0, "--sigma"),
-          k: int = typer.Option(10, "--k", help="NDCG@k for LambdaRank weights and early stopping."),
-          patience: int = typer.Option(10, "--patience"),
-          truncation: str = typer.Option("k", "--truncation",
-                                         help="LambdaRank weights |dNDCG@T|: k (same as --k), an integer, or all."),
-          seed: int = typer.Option(42, "--seed")):
+def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training file (with its sidecar when logged).")],
+          output: Annotated[Path, typer.Option("-o", "--output", help="Model artifact (JSON).")],
+          algo: Annotated[Algo, typer.Option("--algo")] = Algo.lambdarank_nn,
+          valid: Annotated[Optional[Path], typer.Option("--valid", help="Validation file: early stopping on its NDCG@k.")] = None,
+          test: Annotated[Optional[Path], typer.Option("--test")] = None,
+          hidden: Annotated[str, typer.Option("--hidden", help="Hidden layer sizes, e.g. 64,16 (networks).")] = "64,16",
+          epochs: Annotated[int, typer.Option("--epochs", min=1)] = 50,
+          lr: Annotated[Optional[float], typer.Option("--lr", help="Learning rate (default 1e-3 networks, 0.1 trees).")] = None,
+          trees: Annotated[int, typer.Option("--trees", min=1, help="Boosting rounds (trees).")] = 300,
+          depth: Annotated[int, typer.Option("--depth", min=1, max=20, help="Tree depth (trees).")] = 6,
+          optimizer: Annotated[Optimizer, typer.Option("--optimizer")] = Optimizer.adam,
+          sigma: Annotated[float, typer.Option("--sigma")] = 1.0,
+          k: Annotated[int, typer.Option("--k", min=1, help="NDCG@k for LambdaRank weights and early stopping.")] = 10,
+          patience: Annotated[int, typer.Option("--patience", min=1)] = 10,
+          truncation: Annotated[str, typer.Option("--truncation", help="LambdaRank weights |dNDCG@T|: k (same as --k), an integer, or all.")] = "k",
+          seed: Annotated[int, typer.Option("--seed")] = 42):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
     from .training import TREE_ALGOS, train_from_files
+    algo = algo.value
     total = trees if algo in TREE_ALGOS else epochs
-    hidden_sizes = tuple(int(h) for h in hidden.split(",") if h.strip()) if hidden else ()
-    from rich.progress import Progress
-    with Progress(transient=True, console=err, disable=not err.is_terminal) as progress:
-        task = progress.add_task("training", total=total)
-
+    hidden_sizes = _hidden(hidden)
+    monitor = "valid" if valid else "train"
+    unit = "round" if algo in TREE_ALGOS else "epoch"
+    with _progress(f"training {algo}", total) as update:
         def on_epoch(epoch, metric):
-            progress.update(task, completed=epoch + 1,
-                            description=f"epoch {epoch + 1} valid NDCG@{k}={metric:.4f}")
+            update(epoch + 1, total, f"{unit} {epoch + 1}: {monitor} ndcg@{k}={metric:.4f}")
         artifact = train_from_files(
             data, algo=algo, valid=valid, test=test, output=output, hidden=hidden_sizes,
-            epochs=epochs, lr=lr, optimizer=optimizer, sigma=sigma, k=k, patience=patience,
+            epochs=epochs, lr=lr, optimizer=optimizer.value, sigma=sigma, k=k, patience=patience,
             seed=seed, on_epoch=on_epoch, trees=trees, depth=depth,
             truncation=_truncation(truncation))
     for w in artifact.get("warnings", []):
@@ -491,13 +525,26 @@ def train(data: Path = typer.Argument(..., help="SVMlight/RankLib training file.
     out.print(f"model written to {output}")
 
 
+def _hidden(value: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(h) for h in value.split(",") if h.strip())
+    except ValueError:
+        raise UserError(f"--hidden {value!r}: expected comma-separated layer sizes such as 64,16") from None
+    if any(h < 1 for h in sizes):
+        raise UserError(f"--hidden {value!r}: layer sizes must be >= 1")
+    return sizes
+
+
 def _truncation(value: str):
     if value in ("k", "all"):
         return None if value == "all" else "k"
     try:
-        return int(value)
+        t = int(value)
     except ValueError:
         raise UserError(f"--truncation {value!r}: expected k, all or an integer") from None
+    if t < 1:
+        raise UserError(f"--truncation {value!r}: expected an integer >= 1")
+    return t
 
 
 @app.command("predict")

@@ -50,6 +50,9 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     check_algorithm(algo)
     if lr is None:
         lr = 0.1 if algo in TREE_ALGOS else 1e-3
+    for name, value in (("learning rate", lr), ("sigma", sigma)):
+        if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+            raise UserError(f"{name} {value!r}: expected a number > 0")
     nf = train.n_features
     splits = {"train": train}
     if valid is not None:
@@ -76,7 +79,7 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
 
             class _Progress(xgb.callback.TrainingCallback):
                 def after_iteration(self, booster, epoch, evals_log):
-                    vals = next(iter(evals_log.get("valid", {}).values()), [float("nan")])
+                    vals = evals_log.get("valid", {}).get(model.metric_name, [float("nan")])
                     on_epoch(epoch, vals[-1])
                     return False
             cb = [_Progress()]

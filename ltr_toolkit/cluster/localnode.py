@@ -69,8 +69,9 @@ def coords_str(coords) -> str:
 
 # --------------------------------------------------------------------------- maven
 
-def resolve_artifact(coords: tuple[str, str, str, str]) -> tuple[Path, bool]:
-    """Return (path, downloaded): the artifact in the local Maven repo, fetched if absent."""
+def resolve_artifact(coords: tuple[str, str, str, str], log=lambda msg: None) -> tuple[Path, bool]:
+    """Return (path, downloaded): the artifact in the local Maven repo, fetched if absent
+    (``log`` hears the bytes downloaded so far, every few seconds)."""
     path = artifact_path(coords)
     if path.is_file() and path.stat().st_size > 0:
         return path, False
@@ -83,12 +84,32 @@ def resolve_artifact(coords: tuple[str, str, str, str]) -> tuple[Path, bool]:
     cmd = [mvn, "-q", "-B", "-U", f"-Dmaven.repo.local={maven_repo()}",
            "dependency:get", f"-Dartifact={group}:{artifact}:{version}:{ext}",
            "-Dtransitive=false"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log(f"downloading {coords_str(coords)} through Maven")
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        output = _wait_reporting(proc, path.parent, log)
     if proc.returncode != 0 or not path.is_file():
-        msg = _mvn_reason(proc.stdout + proc.stderr)
+        msg = _mvn_reason(output)
         raise ProvisionError(
             f"Maven could not resolve {coords_str(coords)}: {msg}")
     return path, True
+
+
+def _wait_reporting(proc: subprocess.Popen, folder: Path, log, every: float = 3.0) -> str:
+    """Wait for ``proc``, reporting the bytes under ``folder`` (where Maven writes the
+    download) every ``every`` seconds; returns its output."""
+    import threading
+    chunks: list[str] = []
+    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        time.sleep(0.2)
+        if time.monotonic() - t0 >= every:
+            t0 = time.monotonic()
+            size = sum(f.stat().st_size for f in folder.glob("*") if f.is_file()) if folder.is_dir() else 0
+            log(f"  {size / 1e6:.0f} MB downloaded")
+    reader.join(timeout=5)
+    return "".join(chunks)
 
 
 def _mvn_reason(output: str) -> str:
@@ -213,7 +234,7 @@ def provision(require_plugin: bool = True, log=lambda msg: None) -> Install:
     home = root / f"opensearch-{versions.OPENSEARCH_VERSION}"
     downloaded = False
     if not (home / ".ltr-toolkit-ready").is_file():
-        dist, downloaded = resolve_artifact(versions.OPENSEARCH_ARTIFACT)
+        dist, downloaded = resolve_artifact(versions.OPENSEARCH_ARTIFACT, log)
         log(f"unpacking {dist.name}")
         tmp = root / f".unpack-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -229,7 +250,7 @@ def provision(require_plugin: bool = True, log=lambda msg: None) -> Install:
     plugin = plugin_installed(home)
     if not plugin:
         try:
-            zip_path = _plugin_zip()
+            zip_path = _plugin_zip(log)
         except ProvisionError:
             if require_plugin:
                 raise
@@ -273,12 +294,12 @@ def supplied_plugin_zip() -> Path | None:
     return chosen[-1] if chosen else None
 
 
-def _plugin_zip() -> Path:
+def _plugin_zip(log=lambda msg: None) -> Path:
     supplied = supplied_plugin_zip()
     if supplied is not None:
         return supplied
     try:
-        return resolve_artifact(versions.LTR_PLUGIN_ARTIFACT)[0]
+        return resolve_artifact(versions.LTR_PLUGIN_ARTIFACT, log)[0]
     except ProvisionError as exc:
         raise ProvisionError(
             exc.message,
@@ -405,8 +426,9 @@ def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: N
         info = NodeInfo(pid=pid, url=url, port=port, home=str(inst.home),
                         version=versions.OPENSEARCH_VERSION, plugin=inst.plugin)
         write_json(root / "node.json", info.__dict__)
+        log(f"OpenSearch started (pid {pid}); waiting until it is healthy")
         try:
-            _wait_ready(info, deadline, logs)
+            _wait_ready(info, deadline, logs, log)
         except BaseException:
             stop()
             raise
@@ -429,12 +451,16 @@ def _read_pid(pidfile: Path, home: str, deadline: float) -> int | None:
     return None
 
 
-def _wait_ready(info: NodeInfo, deadline: float, logs: Path) -> None:
+def _wait_ready(info: NodeInfo, deadline: float, logs: Path, log=lambda msg: None) -> None:
     from opensearchpy.exceptions import TransportError
     from .client import Connection, check_ltr, probe_store
     conn = Connection(url=info.url, timeout=10)
     last = None
+    t0 = reported = time.monotonic()
     while time.monotonic() < deadline:
+        if time.monotonic() - reported >= 5:
+            reported = time.monotonic()
+            log(f"  still starting ({reported - t0:.0f}s)")
         if not _pid_is_our_node(info.pid, info.home):
             raise ClusterError(f"OpenSearch exited during start-up: "
                                f"{_tail(logs / 'ltr-toolkit.log')}", f"see {logs}")
