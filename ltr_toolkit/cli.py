@@ -18,23 +18,23 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import UserError
+from .errors import ClusterError, UserError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, add_completion=False,
                   help="Learning to rank for OpenSearch/Elasticsearch with the LTR plugin.")
-cluster_app = typer.Typer(no_args_is_help=True, help="The local OpenSearch node with the LTR plugin.")
-store_app = typer.Typer(no_args_is_help=True, help="LTR feature stores.")
-featureset_app = typer.Typer(no_args_is_help=True, help="Feature sets in a store.")
+cluster_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The local OpenSearch node with the LTR plugin.")
+store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="LTR feature stores.")
+featureset_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Feature sets in a store.")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(store_app, name="store")
 app.add_typer(featureset_app, name="featureset")
-index_app = typer.Typer(no_args_is_help=True, help="Load document collections into an index.")
-judgments_app = typer.Typer(no_args_is_help=True, help="Judgment lists.")
+index_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Load document collections into an index.")
+judgments_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Judgment lists.")
 app.add_typer(index_app, name="index")
 app.add_typer(judgments_app, name="judgments")
-model_app = typer.Typer(no_args_is_help=True, help="Models in a feature store.")
+model_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Models in a feature store.")
 app.add_typer(model_app, name="model")
-job_app = typer.Typer(no_args_is_help=True, help="Scheduled feature-logging jobs.")
+job_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Scheduled feature-logging jobs.")
 app.add_typer(job_app, name="job")
 
 out = Console()
@@ -47,7 +47,7 @@ def _global(ctx: typer.Context,
                                               help="Cluster URL (default: the local node, else http://localhost:9200). Credentials come from LTR_USER / LTR_PASSWORD."),
             ca_certs: Optional[Path] = typer.Option(None, "--ca-certs", help="CA bundle for TLS."),
             insecure: bool = typer.Option(False, "--insecure", help="Do not verify TLS certificates."),
-            timeout: float = typer.Option(30.0, "--timeout", help="Request timeout, seconds.")):
+            timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Request timeout, seconds.")):
     from .cluster.client import Connection, InsecureTLSWarning
     _one_line_warnings(InsecureTLSWarning)
     ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None,
@@ -144,8 +144,8 @@ def cluster_status(ctx: typer.Context):
         info = cl.cluster_info(conn)
         health = cl.request(conn, "GET", "/_cluster/health")
         ltr = cl.ltr_plugin_version(conn)
-    except UserError as exc:
-        err.print(f"error: {exc}")
+    except ClusterError as exc:   # nothing (usable) answers: exit 1; bad settings stay exit 2
+        err.print(f"error: {exc}", markup=False, highlight=False)
         raise typer.Exit(1)
     table = Table(show_header=False)
     table.add_row("url", conn.display_url)
@@ -350,7 +350,9 @@ def upload_cmd(ctx: typer.Context, model: Path,
         raise UserError("the model does not say which feature set it was trained on", "pass --featureset")
     conn = _ltr_conn(ctx)
     res = upload(conn, art, m, name, fs, store, index, versioned=not exact)
-    out.print(f"uploaded {res['name']} ({res['type']}) for feature set {fs}")
+    out.print(f"uploaded {res['name']} ({res['type']}) for feature set {fs}", markup=False)
+    for w in res["warnings"]:
+        err.print(f"warning: {w}", markup=False)
 
 
 @model_app.command("list")

@@ -11,10 +11,19 @@ from pathlib import Path
 
 @contextlib.contextmanager
 def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
-    """Write to a temporary file beside ``path`` and rename it into place on success."""
+    """Write to a temporary file beside ``path`` and rename it into place on success.
+    An existing file is replaced (the toolkit's one policy for outputs: they are results
+    a rerun recreates); a directory or an unwritable place is a one-line user error."""
+    from .errors import UserError
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise UserError(f"cannot write {path}: it is a directory", "name a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}",
+                        "choose a writable place for the output") from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())   # mkstemp makes 0600: honour the umask instead
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": ""}
@@ -27,6 +36,23 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_writable(path) -> None:
+    """Fail fast, before any work, when ``path`` cannot be written: a probe file is made
+    and removed where the output will go (same messages as :func:`atomic_write`)."""
+    from .errors import UserError
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"cannot write {path}: it is a directory", "name a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}",
+                        "choose a writable place for the output") from None
 
 
 def _umask() -> int:

@@ -11,7 +11,7 @@ import numpy as np
 from . import __version__
 from .data.svmlight import load_logged
 from .errors import InputError, UserError
-from .fsutil import atomic_write, write_json
+from .fsutil import atomic_write, check_writable, write_json
 from .models.export import output_map, plugin_scores
 from .models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
 from .models.trees import ALGOS as TREE_ALGOS, LambdaMART
@@ -25,6 +25,8 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
                      **params) -> dict:
     """Train on SVMlight files (with their sidecars) and write the model artifact."""
     check_algorithm(algo)   # before reading any file
+    if output:
+        check_writable(output)
     data = Path(data)
     train = load_logged(data)
     nf = train.n_features
@@ -161,6 +163,7 @@ def model_from_artifact(art: dict):
 def predict_file(model_path, data_path, output) -> int:
     """One score per data row, in the file's row order: the score the plugin serves for
     that row (see ``models.export.plugin_scores``)."""
+    check_writable(output)
     art, model = load_model(model_path)
     ds = load_logged(data_path, n_features=art["n_features"])
     scores = plugin_scores(art, model, ds.X)

@@ -153,7 +153,7 @@ def test_createmodel_and_its_errors(tiny):
 @pytest.mark.parametrize("missing_as_zero", [False, True])
 def test_ltr_log_shape(tiny, missing_as_zero):
     conn, index, fs = tiny
-    body = log_body("flutter", ["1", "2"], fs, None)
+    body = log_body({"keywords": "flutter"}, ["1", "2"], fs, None)
     body["ext"]["ltr_log"]["log_specs"][0]["missing_as_zero"] = missing_as_zero
     hits = {h["_id"]: h for h in conn.client().search(index=index, body=body)["hits"]["hits"]}
     one = hits["1"]["fields"]["_ltrlog"][0][LOG_NAME]
@@ -171,7 +171,7 @@ def test_msearch_carries_ext(tiny):
     conn, index, fs = tiny
     lines = []
     for text in ("flutter", "boundary"):
-        lines += [{"index": index}, log_body(text, ["1", "2"], fs, None)]
+        lines += [{"index": index}, log_body({"keywords": text}, ["1", "2"], fs, None)]
     responses = conn.client().msearch(body=lines)["responses"]
     assert [r.get("status") for r in responses] == [200, 200]
     for r in responses:
@@ -187,14 +187,14 @@ def test_msearch_carries_ext(tiny):
 ])
 def test_sltr_errors_are_one_line(tiny, cli, ltr_cluster, args, needles):
     _, index, _ = tiny
-    r = cli("--url", ltr_cluster.url, "search", "flutter", "--index", index, *args)
+    r = cli("--url", ltr_cluster.url, "search", "flutter", "--index", index, "--fields", "title,body", *args)
     _one_line_exit_2(r, *needles)
 
 
 def test_unknown_featureset_in_sltr_named(tiny):
     conn, index, _ = tiny
     from ltr_toolkit.cluster.client import call
-    body = log_body("flutter", ["1"], "no-such-set", None)
+    body = log_body({"keywords": "flutter"}, ["1"], "no-such-set", None)
     with pytest.raises(UserError, match="feature set no-such-set not found"):
         call(conn, conn.client().search, index=index, body=body)
     resp = conn.client().msearch(body=[{"index": index}, body])["responses"][0]

@@ -16,7 +16,8 @@ import warnings
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import ClusterError, MissingResourceError, PluginMissingError, StoreMissingError
+from ..errors import (ClusterError, MissingResourceError, PluginMissingError, StoreMissingError,
+                      UserError)
 
 DEFAULT_URL = "http://localhost:9200"
 
@@ -39,6 +40,22 @@ def redact(url: str) -> str:
     return urlunsplit(parts)
 
 
+def check_url(url: str, what: str = "--url") -> str:
+    """An http(s) URL with a host and a valid port, or a one-line user error."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UserError(f"{what} {redact(url)!r} is not a usable URL: {exc}",
+                           "use http(s)://host:port") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"{what} {redact(url)!r} is not an http(s) URL",
+                           "use http://host:9200 or https://host:9200")
+    if port is not None and not 0 < port < 65536:
+        raise UserError(f"{what} {redact(url)!r}: port {port} is out of range")
+    return url
+
+
 @dataclass
 class Connection:
     url: str | None = None
@@ -49,9 +66,9 @@ class Connection:
 
     def resolved_url(self) -> str:
         if self.url:
-            return self.url
+            return check_url(self.url, "--url")
         if os.environ.get("LTR_URL"):
-            return os.environ["LTR_URL"]
+            return check_url(os.environ["LTR_URL"], "LTR_URL")
         from .localnode import running_node
         node = running_node()
         return node.url if node else DEFAULT_URL
@@ -286,15 +303,16 @@ _STATS_LOCK = threading.Lock()
 
 
 def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int = 8,
-                   base: float = 0.25, stats: dict | None = None) -> list[dict]:
+                  base: float = 0.25, stats: dict | None = None,
+                  concurrency: int | None = None) -> list[dict]:
     """``bodies`` through ``_msearch`` (one request), the items the node rejected with
     429/5xx (its search queue full) sent again with exponential backoff and jitter, and
     with half the concurrency each time (``max_concurrent_searches``): every item ends as
-    a response or an error. ``stats["retried"]`` counts the retried items."""
+    a response or an error. ``stats["retried"]`` counts the retried items.
+    ``concurrency``: the items the node runs at once (None: its default)."""
     c = conn.client()
     out: list[dict | None] = [None] * len(bodies)
     pending = list(range(len(bodies)))
-    concurrency = None      # the node's default at first
     for attempt in range(retries + 1):
         lines = []
         for i in pending:

@@ -71,4 +71,10 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
         req["validation"] = {"params": validation_params, "index": index}
     request(conn, "POST", f"{store_path(store)}/_featureset/{featureset}/_createmodel", body=req,
             store=store)
-    return {"name": final, "type": body["type"], "export": info}
+    warnings = []
+    if body["type"] == "model/ranklib":
+        warnings.append("RankLib networks are not thread-safe in the LTR plugin (3.6): under "
+                        "concurrent queries a network can score with another query's values "
+                        "(measured on this toolkit's test node); prefer linear or lambdamart "
+                        "for concurrent production traffic")
+    return {"name": final, "type": body["type"], "export": info, "warnings": warnings}

@@ -58,11 +58,23 @@ def check_params(needed, available: dict, qid: str, what: str) -> None:
                         "add them as columns of the judgment list (CSV/JSONL), or fix the templates")
 
 
-def model_params(conn, model: str, store: str | None = None) -> list[str]:
-    """The parameters a stored model's feature set uses."""
+def stored_model(conn, model: str, store: str | None = None) -> dict:
     from .store import get_document, store_path
     doc = get_document(conn, f"{store_path(store)}/_model/{model}", store)
     if doc is None:
         raise UserError(f"model {model} not found in store {store or '(default)'}",
                         "`ltr model list` shows the stored models; `ltr upload` adds one")
-    return featureset_params(doc.get("model", {}).get("feature_set", {}))
+    return doc.get("model", {})
+
+
+def model_params(conn, model: str, store: str | None = None) -> list[str]:
+    """The parameters a stored model's feature set uses."""
+    return featureset_params(stored_model(conn, model, store).get("feature_set", {}))
+
+
+def thread_safe(conn, model: str, store: str | None = None) -> bool:
+    """False for ``model/ranklib`` models: RankLib networks keep their activations in the
+    model object, and the plugin (3.6) shares it between concurrent queries — measured:
+    concurrent ``_msearch`` items got other queries' scores. Such models are queried one
+    search at a time by the toolkit."""
+    return stored_model(conn, model, store).get("model", {}).get("type") != "model/ranklib"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .client import Connection, call, item_error, msearch_items
 from .firststage import DEFAULT_FIELDS, FirstStage
-from .params import derived_depth, model_params, with_first_stage_ids
+from .params import derived_depth, model_params, thread_safe, with_first_stage_ids
 from .store import sltr
 
 __all__ = ["DEFAULT_FIELDS", "FirstStage", "rescore_clause", "search_body", "search",
@@ -46,10 +46,11 @@ def search_body(first_stage: FirstStage, params: dict, model: str | None = None,
     return body
 
 
-def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int) -> list[dict]:
+def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int,
+             concurrency: int | None = None) -> list[dict]:
     out: list[dict] = []
     for start in range(0, len(bodies), batch):
-        for r in msearch_items(conn, index, bodies[start:start + batch]):
+        for r in msearch_items(conn, index, bodies[start:start + batch], concurrency=concurrency):
             if "error" in r:
                 raise item_error(r, conn, store)
             out.append(r)
@@ -60,11 +61,14 @@ def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stag
                 model: str | None = None, size: int = 10, window: int = 100,
                 store: str | None = None, batch: int = 50,
                 model_param_list: list[dict] | None = None) -> list[list[str]]:
-    """Ranked doc ids for many queries, ``batch`` queries per ``_msearch`` round trip."""
+    """Ranked doc ids for many queries, ``batch`` queries per ``_msearch`` round trip (run
+    one at a time by the node for models that are not thread-safe in the plugin)."""
     bodies = [search_body(first_stage, p, model, size, window, store,
                           model_param_list[i] if model_param_list else None, source=None)
               for i, p in enumerate(param_list)]
-    return [[h["_id"] for h in r["hits"]["hits"]] for r in _msearch(conn, index, bodies, store, batch)]
+    concurrency = None if not model or thread_safe(conn, model, store) else 1
+    return [[h["_id"] for h in r["hits"]["hits"]]
+            for r in _msearch(conn, index, bodies, store, batch, concurrency)]
 
 
 def serving_params(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,

@@ -116,6 +116,9 @@ def _grade(text: str, path, line) -> float:
         raise InputError(path, line, f"grade {text!r} is not a number") from None
     if g != g or g in (float("inf"), float("-inf")):
         raise InputError(path, line, f"grade {text!r} is not finite")
+    if g < 0:   # the policy: grades are gains; map e.g. -1 ("junk") to 0 before use
+        raise InputError(path, line, f"grade {text!r} is negative: grades are gains >= 0 "
+                                     "(map negative judgments to 0)")
     return g
 
 
