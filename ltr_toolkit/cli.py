@@ -501,7 +501,7 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
           sigma: Annotated[float, typer.Option("--sigma")] = 1.0,
           k: Annotated[int, typer.Option("--k", min=1, help="NDCG@k for LambdaRank weights and early stopping.")] = 10,
           patience: Annotated[int, typer.Option("--patience", min=1)] = 10,
-          truncation: Annotated[str, typer.Option("--truncation", help="LambdaRank weights |dNDCG@T|: k (same as --k), an integer, or all.")] = "k",
+          truncation: Annotated[str, typer.Option("--truncation", help="LambdaRank weights |dNDCG@T|: default (k for networks, 32 for trees), k (same as --k), an integer, or all.")] = "default",
           seed: Annotated[int, typer.Option("--seed")] = 42):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
     from .training import TREE_ALGOS, train_from_files
@@ -538,8 +538,8 @@ def _hidden(value: str) -> tuple[int, ...]:
 
 
 def _truncation(value: str):
-    if value in ("k", "all"):
-        return None if value == "all" else "k"
+    if value in ("k", "all", "default"):
+        return None if value == "all" else value
     try:
         t = int(value)
     except ValueError:

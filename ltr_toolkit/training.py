@@ -45,10 +45,12 @@ def check_algorithm(algo: str) -> None:
 
 def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
                 hidden=(64, 16), epochs=50, lr=None, optimizer="adam", sigma=1.0, k=10,
-                patience=10, seed=42, on_epoch=None, trees=300, depth=6, truncation="k") -> dict:
+                patience=10, seed=42, on_epoch=None, trees=300, depth=6,
+                truncation="default") -> dict:
     """Train on datasets (``train.meta["sidecar"]`` describes logged data) and return the
     self-describing model artifact. ``lr`` None: the family's default (1e-3 networks,
-    0.1 trees)."""
+    0.1 trees); ``truncation`` "default": the family's default (the metric's k for
+    networks, 32 for trees), else "k", None (all pairs) or an integer."""
     check_algorithm(algo)
     if lr is None:
         lr = 0.1 if algo in TREE_ALGOS else 1e-3
@@ -67,14 +69,15 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     if algo in NEURAL_ALGOS:
         model = NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
                              sigma=sigma, k=k, patience=patience, seed=seed,
-                             truncation=truncation)
+                             **({} if truncation == "default" else {"truncation": truncation}))
         model.fit(train, splits.get("valid"), on_epoch=on_epoch)
         normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
         history = model.history
         extra = {"output_map": output_map(model, train.X)} if algo != "linear" else {}
     else:
         model = LambdaMART(algo=algo, n_estimators=trees, max_depth=depth, learning_rate=lr,
-                           k=k, sigma=sigma, early_stopping_rounds=patience, seed=seed)
+                           k=k, sigma=sigma, early_stopping_rounds=patience, seed=seed,
+                           **({} if truncation == "default" else {"truncation": truncation}))
         cb = []
         if on_epoch is not None:
             import xgboost as xgb

@@ -58,7 +58,7 @@ def test_native_mirroring_matches_rank_ndcg_split_for_split(K, seed):
 @pytest.mark.parametrize("algo,fn", [("lambdamart", lambdarank_lambdas), ("ranknet-tree", ranknet_lambdas)])
 def test_objective_gives_the_toolkit_lambdas(algo, fn):
     ds = _small(3)
-    m = LambdaMART(algo=algo, k=5, query_normalization=False)
+    m = LambdaMART(algo=algo, k=5, truncation="k", query_normalization=None, score_normalization=False)
     obj = m.objective(ds)
     preds = np.random.default_rng(0).normal(size=ds.n_docs).astype(np.float32)
     grad, hess = obj(preds, None)
@@ -90,3 +90,50 @@ def test_lambdamart_learns_and_early_stops(mslr_paths):
     got = ndcg(m.predict(test.X), test.y, test.offsets, 10).mean()
     rand = ndcg(np.random.default_rng(0).normal(size=test.n_docs), test.y, test.offsets, 10).mean()
     assert got > rand + 0.05
+
+
+def test_early_stopping_watches_the_validation_ndcg_by_name():
+    """xgboost's default metric is off: the log holds only the toolkit's ndcg@k on the
+    validation set, and early stopping keeps its first best round."""
+    train, valid = _small(5, n_q=30), _small(6, n_q=10)
+    log = {}
+
+    class Record(xgb.callback.TrainingCallback):
+        def after_iteration(self, booster, epoch, evals_log):
+            log.update({d: {m: list(v) for m, v in ms.items()} for d, ms in evals_log.items()})
+            return False
+    m = LambdaMART(k=5, n_estimators=80, max_depth=3, early_stopping_rounds=6, nthread=1)
+    m.fit(train, valid, callbacks=[Record()])
+    assert m.metric_name == "ndcg@5"
+    assert list(log) == ["valid"] and list(log["valid"]) == ["ndcg@5"]
+    curve = np.asarray(log["valid"]["ndcg@5"])
+    assert m.best_iteration_ == int(np.argmax(curve))
+    assert len(curve) == min(80, m.best_iteration_ + 1 + 6)
+    # the logged value is NDCG@5 of the validation predictions at that round
+    m.best_iteration_ = len(curve) - 1
+    assert curve[-1] == pytest.approx(ndcg(m.predict(valid.X), valid.y, valid.offsets, 5).mean(), abs=1e-6)
+
+
+@pytest.mark.parametrize("weighting", ["ranknet", "lambdarank", "ndcg-loss2", "ndcg-loss2++"])
+def test_objective_weightings_give_the_lambdaloss_lambdas(weighting):
+    from ltr_toolkit.rank.lambdas import lambdaloss_lambdas
+    ds = _small(7)
+    m = LambdaMART(weighting=weighting, mu=3.0, truncation=4, sigma=1.5, query_normalization=None,
+                   score_normalization=False)
+    preds = np.random.default_rng(1).normal(size=ds.n_docs).astype(np.float32)
+    grad, hess = m.objective(ds)(preds, None)
+    for q in range(ds.n_queries):
+        sl = ds.query(q)
+        g, h = lambdaloss_lambdas(preds[sl].astype(np.float64), ds.y[sl], weighting, 1.5, 4, 3.0,
+                                  return_hessian=True)
+        np.testing.assert_allclose(grad[sl], g, atol=2e-5)
+        np.testing.assert_allclose(hess[sl], h, atol=2e-5)
+
+
+def test_fit_rejects_bad_parameters_only_in_fit():
+    ds = _small(8)
+    for bad in (dict(weighting="listnet"), dict(query_normalization="queries"), dict(truncation=0),
+                dict(learning_rate=0.0), dict(subsample=1.5)):
+        m = LambdaMART(**bad)                      # stored as given
+        with pytest.raises(ValueError):
+            m.fit(ds)
