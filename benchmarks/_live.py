@@ -11,7 +11,7 @@ from ltr_toolkit.cluster import store as st
 from ltr_toolkit.cluster.firststage import FirstStage
 from ltr_toolkit.cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
 from ltr_toolkit.datasets import cranfield
-from ltr_toolkit.featuresets import load_featureset
+from ltr_toolkit.data.featuresets import load_featureset
 
 INDEX = "bench-cranfield"
 STAGE = FirstStage.from_fields(("title", "abstract"))

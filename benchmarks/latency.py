@@ -21,11 +21,11 @@ import numpy as np
 
 from ltr_toolkit.cluster.candidates import candidate_judgments
 from ltr_toolkit.cluster.featurelog import log_features
-from ltr_toolkit.cluster.models import upload
+from ltr_toolkit.cluster.model_store import upload
 from ltr_toolkit.cluster.params import derived_depth, model_params, with_first_stage_ids
 from ltr_toolkit.cluster.rerank import search_body
 from ltr_toolkit.datasets import cranfield
-from ltr_toolkit.training import load_model, train_from_files
+from ltr_toolkit.pipeline.train import load_model, train_from_files
 
 from ._live import INDEX, STAGE, connect, prepare, workdir
 from ._report import finish, pyplot, write_table

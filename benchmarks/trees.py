@@ -17,6 +17,8 @@ import time
 import xgboost as xgb
 
 from ltr_toolkit.data.svmlight import load_svmlight
+
+from .reference import NativeTopKPairs
 from ltr_toolkit.models.trees import LambdaMART
 from ltr_toolkit.rank.metrics import evaluate
 
@@ -50,7 +52,7 @@ def main():
     systems = {
         "lambdamart k=10 (toolkit lambdas)": custom(k=10, query_normalization=False),
         "lambdamart k=32 (toolkit lambdas)": custom(k=32, query_normalization=False),
-        "toolkit objective, native-mirroring topk=32": custom(native_topk=32),
+        "toolkit objective, native-mirroring topk=32": custom(pairs=lambda y: NativeTopKPairs(y, 32)),
         "xgboost rank:ndcg (native, topk default 32)": native(),
     }
     try:

@@ -49,7 +49,11 @@ def _global(ctx: typer.Context,
             insecure: bool = typer.Option(False, "--insecure", help="Do not verify TLS certificates."),
             timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Request timeout, seconds.")):
     from .cluster.client import Connection, InsecureTLSWarning
+    from .cluster.localnode import running_node
     _one_line_warnings(InsecureTLSWarning)
+    if not url:                 # no --url / LTR_URL: the local node, when one runs
+        node = running_node()
+        url = node.url if node else None
     ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None,
                          insecure=insecure, timeout=timeout)
 
@@ -199,7 +203,7 @@ def store_list(ctx: typer.Context):
 def featureset_upload(ctx: typer.Context, file: Path, store: Optional[str] = StoreOpt):
     """Upload a feature set file (validated locally first)."""
     from .cluster import store as st
-    from .featuresets import load_featureset
+    from .data.featuresets import load_featureset
     fs = load_featureset(file)
     conn = _ltr_conn(ctx)
     name, what = st.upload_featureset_versioned(conn, fs, store)
@@ -342,8 +346,8 @@ def upload_cmd(ctx: typer.Context, model: Path,
                index: Optional[str] = typer.Option(None, "--index", help="Validate the model with a query on this index first."),
                exact: bool = typer.Option(False, "--exact", help="Use NAME as is; fail if it exists.")):
     """Export MODEL.json to the plugin's format, check it, and create it in the store."""
-    from .cluster.models import upload
-    from .training import load_model
+    from .cluster.model_store import upload
+    from .pipeline.train import load_model
     art, m = load_model(model)
     fs = featureset or art.get("featureset")
     if not fs:
@@ -358,7 +362,7 @@ def upload_cmd(ctx: typer.Context, model: Path,
 @model_app.command("list")
 def model_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
     """List stored models."""
-    from .cluster.models import list_models
+    from .cluster.model_store import list_models
     conn = _ltr_conn(ctx)
     table = Table("name", "type", "features")
     for m in list_models(conn, store):
@@ -371,7 +375,7 @@ def model_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
 @model_app.command("show")
 def model_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
     """Print a stored model as JSON."""
-    from .cluster.models import get_model
+    from .cluster.model_store import get_model
     conn = _ltr_conn(ctx)
     m = get_model(conn, name, store)
     if m is None:
@@ -382,7 +386,7 @@ def model_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
 @model_app.command("delete")
 def model_delete(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
     """Delete a stored model."""
-    from .cluster.models import delete_model
+    from .cluster.model_store import delete_model
     conn = _ltr_conn(ctx)
     if not delete_model(conn, name, store):
         raise UserError(f"model {name} not found in store {store or '(default)'}")
@@ -445,7 +449,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     """Every judged query live: the first stage alone vs each reranker, paired tests.
     With --cv K: every query reranked by a fold model that never saw it."""
     from .data.judgments import load_judgments
-    from .evaluation import evaluate_live
+    from .evaluation.live import evaluate_live
     from .fsutil import write_json
     jl = load_judgments(judgments)
     stage = _first_stage(fields, first_stage)
@@ -455,7 +459,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
             raise UserError("--cv needs --featureset and at least one --algo")
         if model:
             raise UserError("--cv trains its own fold models: drop --model")
-        from .crossval import cross_validate
+        from .pipeline.crossval import cross_validate
         report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a: {} for a in algo},
                                 workdir, folds, k, window, store, stage, seed,
                                 log=lambda m: err.print(m, markup=False))
@@ -467,7 +471,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     if json_out:
         write_json(json_out, report)
     if plot:
-        from .plots import delta_plot
+        from .evaluation.plots import delta_plot
         delta_plot(report, qids, plot)
 
 
@@ -504,7 +508,7 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
           truncation: Annotated[str, typer.Option("--truncation", help="LambdaRank weights |dNDCG@T|: default (k for networks, 32 for trees), k (same as --k), an integer, or all.")] = "default",
           seed: Annotated[int, typer.Option("--seed")] = 42):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
-    from .training import TREE_ALGOS, train_from_files
+    from .pipeline.train import TREE_ALGOS, train_from_files
     algo = algo.value
     total = trees if algo in TREE_ALGOS else epochs
     hidden_sizes = _hidden(hidden)
@@ -553,7 +557,7 @@ def _truncation(value: str):
 def predict(model: Path, data: Path,
             output: Path = typer.Option(..., "-o", "--output", help="One score per input row.")):
     """Score every row of DATA with MODEL."""
-    from .training import predict_file
+    from .pipeline.train import predict_file
     n = predict_file(model, data, output)
     out.print(f"{n} scores written to {output}")
 
@@ -591,13 +595,12 @@ def demo(ctx: typer.Context,
          recreate: bool = typer.Option(False, "--recreate", help="Re-index the demo's index when an older version exists.")):
     """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
     linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
-    import os
     from .cluster import localnode
-    from .demo import run_demo
+    from .pipeline.demo import run_demo
     from .fsutil import write_json
     conn = _conn(ctx)
     t0 = time.monotonic()
-    if not (conn.url or os.environ.get("LTR_URL")):
+    if not conn.url:
         info, started = localnode.start(log=lambda m: err.print(m, markup=False))
         conn.url = info.url
         out.print(f"local node {'started' if started else 'running'} at {info.url}")

@@ -8,7 +8,7 @@ import numpy as np
 
 from ltr_toolkit.data.svmlight import load_svmlight
 from ltr_toolkit.models.export import plugin_scores
-from ltr_toolkit.training import load_model
+from ltr_toolkit.pipeline.train import load_model
 
 
 def _train_then_predict(cli, tmp_path, train, test, *train_args, atol=0.0):

@@ -10,7 +10,8 @@ import pytest
 from ltr_toolkit.cluster.firststage import FirstStage
 from ltr_toolkit.cluster.rerank import msearch_ids, search
 from ltr_toolkit.datasets import cranfield
-from ltr_toolkit.evaluation import evaluate_live, randomisation_test
+from ltr_toolkit.evaluation.live import evaluate_live
+from ltr_toolkit.evaluation.report import randomisation_test
 
 pytestmark = pytest.mark.cluster
 pytrec_eval = pytest.importorskip("pytrec_eval")

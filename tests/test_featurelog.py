@@ -21,7 +21,7 @@ from ltr_toolkit.cluster.params import derived_depth, featureset_params, with_fi
 from ltr_toolkit.cluster.rerank import msearch_ids
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
-from ltr_toolkit.featuresets import load_featureset
+from ltr_toolkit.data.featuresets import load_featureset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
 ROOT = Path(__file__).resolve().parent.parent

@@ -140,7 +140,7 @@ def cranfield_job(ltr_cluster, cranfield_index, tmp_path_factory):
     from ltr_toolkit.cluster import store as st
     from ltr_toolkit.data.judgments import save_ranklib
     from ltr_toolkit.datasets import cranfield
-    from ltr_toolkit.featuresets import load_featureset
+    from ltr_toolkit.data.featuresets import load_featureset
     conn = ltr_cluster.conn()
     st.init_store(conn, None)
     name, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.FEATURE_SET))
@@ -224,7 +224,7 @@ def test_429s_are_retried_and_nothing_is_lost(cranfield_job, tmp_path, monkeypat
     from ltr_toolkit.cluster.indexing import index_documents
     from ltr_toolkit.data.svmlight import load_logged
     from ltr_toolkit.datasets import cranfield
-    from ltr_toolkit.featuresets import load_featureset
+    from ltr_toolkit.data.featuresets import load_featureset
     url, fs, index, judg = cranfield_job
     supplied = localnode.supplied_plugin_zip()
     import tempfile

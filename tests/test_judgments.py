@@ -9,7 +9,7 @@ import pytest
 from ltr_toolkit.data.judgments import format_ranklib, load_judgments, read_ranklib
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.errors import InputError
-from ltr_toolkit.featuresets import load_featureset
+from ltr_toolkit.data.featuresets import load_featureset
 
 RANKLIB = "# qid:1: wing flutter\n# qid:2: heat transfer\n4 qid:1 # 184\n0 qid:1 # 29\n3 qid:2 # 12\n"
 

@@ -12,13 +12,13 @@ import pytest
 from ltr_toolkit.cluster import store as st
 from ltr_toolkit.cluster.candidates import candidate_judgments
 from ltr_toolkit.cluster.featurelog import log_features
-from ltr_toolkit.cluster.models import upload
+from ltr_toolkit.cluster.model_store import upload
 from ltr_toolkit.cluster.firststage import FirstStage
 from ltr_toolkit.cluster.rerank import rescore_clause, serving_params
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
-from ltr_toolkit.featuresets import load_featureset
-from ltr_toolkit.training import load_model, predict_file, train_from_files
+from ltr_toolkit.data.featuresets import load_featureset
+from ltr_toolkit.pipeline.train import load_model, predict_file, train_from_files
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
 WINDOW = 100

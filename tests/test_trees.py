@@ -10,6 +10,7 @@ import xgboost as xgb
 
 from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.data.svmlight import load_svmlight
+from benchmarks.reference import NativeTopKPairs
 from ltr_toolkit.models.trees import LambdaMART
 from ltr_toolkit.models.xgbjson import score_trees
 from ltr_toolkit.rank.lambdas import lambdarank_lambdas, ranknet_lambdas
@@ -43,7 +44,7 @@ def _same_structure(a: dict, b: dict, path="") -> None:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_native_mirroring_matches_rank_ndcg_split_for_split(K, seed):
     ds = _small(seed)
-    m = LambdaMART(n_estimators=6, max_depth=3, native_topk=K, early_stopping_rounds=None,
+    m = LambdaMART(n_estimators=6, max_depth=3, pairs=lambda y: NativeTopKPairs(y, K), early_stopping_rounds=None,
                    nthread=1).fit(ds)
     params = dict(m.booster_params(), objective="rank:ndcg", lambdarank_pair_method="topk",
                   lambdarank_num_pair_per_sample=K)

@@ -40,7 +40,7 @@ def test_wheel_ships_data_and_runs(tmp_path):
                        capture_output=True, text=True, cwd=elsewhere)
     assert r.returncode == 0 and out.read_text().startswith("# qid:"), r.stderr
     r = subprocess.run([str(py), "-c", "from ltr_toolkit.datasets import cranfield; "
-                        "from ltr_toolkit.featuresets import load_featureset; "
+                        "from ltr_toolkit.data.featuresets import load_featureset; "
                         "print(len(load_featureset(cranfield.FEATURE_SET)['features']))"],
                        capture_output=True, text=True, cwd=elsewhere)
     assert r.returncode == 0 and int(r.stdout) >= 10, r.stderr

@@ -1,7 +1,7 @@
 """Connection settings shared by every command, and error translation.
 
-URL: ``--url`` / ``LTR_URL``; default: the local node when it runs, else
-``http://localhost:9200``. Basic auth comes only from the environment
+URL: ``--url`` / ``LTR_URL``, else ``http://localhost:9200`` (the CLI fills in the local
+node's URL when it runs: ``localnode.running_node()``). Basic auth comes only from the environment
 (``LTR_USER``, ``LTR_PASSWORD``) so that no secret is ever on argv or in a log.
 """
 
@@ -69,9 +69,7 @@ class Connection:
             return check_url(self.url, "--url")
         if os.environ.get("LTR_URL"):
             return check_url(os.environ["LTR_URL"], "LTR_URL")
-        from .localnode import running_node
-        node = running_node()
-        return node.url if node else DEFAULT_URL
+        return DEFAULT_URL
 
     @property
     def display_url(self) -> str:

@@ -5,8 +5,9 @@ factorised lambdas as the neural rankers, summed per document over a flat list o
 ``RankPairs``): ``xgboost.train(obj=...)``. ``weighting`` picks the pair weights
 (RankNet, LambdaRank's |delta NDCG|, LambdaLoss's NDCG-Loss2 / NDCG-Loss2++ with ``mu``).
 ``base_score`` is 0, so the model's score is exactly the sum of its leaves — what the LTR
-plugin computes (it ignores base_score). ``native_topk=K`` switches to a NumPy reproduction
-of xgboost's own ``rank:ndcg`` pair selection, so that the two can be compared like for like.
+plugin computes (it ignores base_score). ``pairs`` swaps in another per-query objective
+(a callable: labels -> object with ``grad_hess(scores)``), e.g. the NumPy reproduction of
+xgboost's own ``rank:ndcg`` in benchmarks/reference.py, to compare the two like for like.
 
 Defaults, chosen on the MSLR 5k extract by 5-fold cross-validation over the *training*
 queries (benchmarks/quality.py reports the test set): LambdaRank weights over the pairs
@@ -27,7 +28,7 @@ import json
 import numpy as np
 
 from ..data.dataset import RankingDataset
-from ..rank.lambdas import (DEFAULT_MU, QUERY_NORMALIZATIONS, NativeTopKPairs, RankPairs,
+from ..rank.lambdas import (DEFAULT_MU, QUERY_NORMALIZATIONS, RankPairs,
                             check_weighting)
 from ..rank.metrics import ndcg
 from .neural import EstimatorParams, training_sets
@@ -63,7 +64,7 @@ class LambdaMART(EstimatorParams):
                  learning_rate: float = 0.1, k: int = 10, sigma: float = 1.0,
                  early_stopping_rounds: int | None = 30, min_child_weight: float = 1.0,
                  reg_lambda: float = 1.0, tree_method: str = "hist", max_bin: int = 256,
-                 nthread: int = 2, seed: int = 0, native_topk: int | None = None,
+                 nthread: int = 2, seed: int = 0, pairs=None,
                  subsample: float = 1.0, colsample_bytree: float = 1.0,
                  query_normalization: str | None = "pairs", truncation: int | None | str = 32,
                  weighting: str | None = None, mu: float = DEFAULT_MU,
@@ -81,7 +82,7 @@ class LambdaMART(EstimatorParams):
         self.max_bin = max_bin
         self.nthread = nthread
         self.seed = seed
-        self.native_topk = native_topk
+        self.pairs = pairs
         self.subsample = subsample
         self.colsample_bytree = colsample_bytree
         self.query_normalization = query_normalization
@@ -126,8 +127,9 @@ class LambdaMART(EstimatorParams):
             raise ValueError("truncation must be 'k', None or an integer >= 1")
         if self.early_stopping_rounds is not None and int(self.early_stopping_rounds) < 1:
             raise ValueError("early_stopping_rounds must be None or >= 1")
-        if self.native_topk is not None and int(self.native_topk) < 1:
-            raise ValueError("native_topk must be None or >= 1")
+        if self.pairs is not None and not callable(self.pairs):
+            raise ValueError("pairs must be None or a callable (labels of one query) -> "
+                             "an object with grad_hess(scores)")
         for name in ("learning_rate", "sigma"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"{name} must be > 0")
@@ -151,19 +153,19 @@ class LambdaMART(EstimatorParams):
     def objective(self, train: RankingDataset):
         """A callable ``obj(preds, dtrain) -> (grad, hess)`` for ``xgboost.train``."""
         self._validate()
-        if self.native_topk is not None:
+        if self.pairs is not None:      # another objective, e.g. for comparisons
             slices = [train.query(q) for q in range(train.n_queries)
                       if np.ptp(train.y[train.query(q)]) > 0]
-            caches = [NativeTopKPairs(train.y[sl], int(self.native_topk)) for sl in slices]
+            caches = [self.pairs(train.y[sl]) for sl in slices]
             n = train.n_docs
 
-            def native(preds, dtrain):
+            def other(preds, dtrain):
                 grad = np.zeros(n)
                 hess = np.zeros(n)
                 for sl, c in zip(slices, caches):
                     grad[sl], hess[sl] = c.grad_hess(preds[sl])
                 return grad, hess
-            return native
+            return other
         pairs = RankPairs(train.y, train.offsets, self._weighting(), float(self.sigma),
                           self._truncation(), float(self.mu), self._query_normalization(),
                           score_normalization=bool(self.score_normalization))

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from .cluster import client as cl
 from .cluster import store as st
-from .cluster.firststage import FirstStage
-from .cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
+from ..cluster.firststage import FirstStage
+from ..cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
 from .crossval import cross_validate
-from .datasets import cranfield
-from .errors import UserError
-from .featuresets import load_featureset
+from ..datasets import cranfield
+from ..errors import UserError
+from ..data.featuresets import load_featureset
 
 INDEX = "cranfield"
 FIELDS = ("title", "abstract")

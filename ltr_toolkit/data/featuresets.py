@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 
 MAX_FEATURES = 10_000
 _MUSTACHE_VAR = re.compile(r"{{\s*[#^/&{]?\s*([A-Za-z_][\w.]*)\s*}?}}")

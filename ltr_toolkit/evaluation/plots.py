@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 
-from .fsutil import atomic_write
+from ..fsutil import atomic_write
 
 
 def delta_plot(report: dict, qids: list[str], path) -> None:
@@ -14,7 +14,7 @@ def delta_plot(report: dict, qids: list[str], path) -> None:
     try:
         import matplotlib
     except ImportError:
-        from .errors import UserError
+        from ..errors import UserError
         raise UserError("--plot needs matplotlib", "pip install matplotlib") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mlp import MLP
+from ltr_toolkit.models.mlp import MLP
 
 
 def pair_list(labels: np.ndarray) -> list[tuple[int, int]]:

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster.candidates import candidate_judgments
-from .cluster.featurelog import log_features
-from .cluster.firststage import FirstStage
-from .cluster.models import upload
-from .cluster.rerank import msearch_ids, rerank_ids
-from .data.judgments import JudgmentList
-from .data.svmlight import load_logged
-from .evaluation import compare, per_query_json, run_metrics
-from .training import check_algorithm, model_from_artifact, train_model
+from ..cluster.candidates import candidate_judgments
+from ..cluster.featurelog import log_features
+from ..cluster.firststage import FirstStage
+from ..cluster.model_store import upload
+from ..cluster.rerank import msearch_ids, rerank_ids
+from ..data.judgments import JudgmentList
+from ..data.svmlight import load_logged
+from ..evaluation.report import compare, per_query_json, run_metrics
+from .train import check_algorithm, model_from_artifact, train_model
 
 
 def fold_of(qids: list[str], folds: int, seed: int) -> dict[str, int]:
@@ -45,7 +45,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     """Returns the pooled report (see the module docstring); models are named
     ``{name_prefix}-{algo}-f{fold}-vN``."""
     if folds < 2:
-        from .errors import UserError
+        from ..errors import UserError
         raise UserError(f"--folds {folds}: cross-validation needs at least 2 folds")
     for algo in algos:
         check_algorithm(algo)

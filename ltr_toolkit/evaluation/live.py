@@ -1,0 +1,34 @@
+"""Live evaluation: every judged query runs against the cluster, the first stage alone
+vs each reranker (metrics and tests from ``report``)."""
+
+from __future__ import annotations
+
+from ..data.judgments import JudgmentList
+from .report import compare, per_query_json, run_metrics
+
+
+def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None = None, k: int = 10,
+                  window: int = 100, store: str | None = None, baseline_name: str = "bm25",
+                  first_stage=None):
+    """Run every judged query live: the first stage alone, then each model reranking its
+    top ``window``; returns (report, per-query metrics, qids)."""
+    from ..cluster.firststage import FirstStage
+    from ..cluster.params import derived_depth, model_params
+    from ..cluster.rerank import msearch_ids, rerank_ids
+    first_stage = first_stage or FirstStage.from_fields()
+    first_stage.check(conn, index)
+    qids = jl.judged_qids()
+    param_list = [jl.query_params(q) for q in qids]
+    depth = max([derived_depth(model_params(conn, m, store)) for m in models or []], default=0)
+    size = max(k, 10)
+    first = msearch_ids(conn, index, param_list, first_stage, None, max(size, depth), window, store)
+    per_query = {baseline_name: run_metrics(first, qids, jl, k)}
+    for m in models or []:
+        ranked = rerank_ids(conn, index, param_list, first_stage, m, size, window, store,
+                            first_ids=first)
+        per_query[m] = run_metrics(ranked, qids, jl, k)
+    report = compare(per_query, baseline_name, k)
+    report["first_stage"] = first_stage.to_dict()
+    report["window"] = window
+    report["per_query"] = per_query_json(per_query, qids)
+    return report, per_query, qids

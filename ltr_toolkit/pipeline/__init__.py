@@ -1,0 +1,1 @@
+"""The jobs users run, end to end: training from files (train), live cross-validation (crossval), the demo (demo)."""
