@@ -41,13 +41,52 @@ out = Console()
 err = Console(stderr=True, soft_wrap=True)
 
 
+# --------------------------------------------------------------------------- choices
+
+class Split(str, Enum):
+    train = "train"
+    valid = "valid"
+    test = "test"
+    all = "all"
+
+
+class Format(str, Enum):
+    ranklib = "ranklib"
+    trec = "trec"
+    csv = "csv"
+    jsonl = "jsonl"
+
+
+class Unjudged(str, Enum):
+    zero = "zero"
+    drop = "drop"
+
+
+class JudgedOutside(str, Enum):
+    exclude = "exclude"
+    include = "include"
+
+
+class Algo(str, Enum):
+    ranknet_nn = "ranknet-nn"
+    lambdarank_nn = "lambdarank-nn"
+    linear = "linear"
+    lambdamart = "lambdamart"
+    ranknet_tree = "ranknet-tree"
+
+
+class Optimizer(str, Enum):
+    adam = "adam"
+    sgd = "sgd"
+
+
+
 @app.callback()
 def _global(ctx: typer.Context,
-            url: Optional[str] = typer.Option(None, "--url", envvar="LTR_URL",
-                                              help="Cluster URL (default: the local node, else http://localhost:9200). Credentials come from LTR_USER / LTR_PASSWORD."),
-            ca_certs: Optional[Path] = typer.Option(None, "--ca-certs", help="CA bundle for TLS."),
-            insecure: bool = typer.Option(False, "--insecure", help="Do not verify TLS certificates."),
-            timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Request timeout, seconds.")):
+            url: Annotated[Optional[str], typer.Option("--url", envvar="LTR_URL", help="Cluster URL (default: the local node, else http://localhost:9200). Credentials come from LTR_USER / LTR_PASSWORD.")] = None,
+            ca_certs: Annotated[Optional[Path], typer.Option("--ca-certs", help="CA bundle for TLS.")] = None,
+            insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS certificates.")] = False,
+            timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Request timeout, seconds.")] = 30.0):
     from .cluster.client import Connection, InsecureTLSWarning
     from .cluster.localnode import running_node
     _one_line_warnings(InsecureTLSWarning)
@@ -113,8 +152,7 @@ def _ltr_conn(ctx: typer.Context):
 # --------------------------------------------------------------------------- cluster
 
 @cluster_app.command("start")
-def cluster_start(no_ltr: bool = typer.Option(
-        False, "--no-ltr", help="Start plain OpenSearch when the LTR plugin cannot be provisioned (diagnostics only).")):
+def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start plain OpenSearch when the LTR plugin cannot be provisioned (diagnostics only).")] = False):
     """Provision (cached) and start a single local node; return when it is healthy."""
     from .cluster import localnode
     t0 = time.monotonic()
@@ -161,11 +199,11 @@ def cluster_status(ctx: typer.Context):
 
 # --------------------------------------------------------------------------- store
 
-StoreOpt = typer.Option(None, "--store", help="Feature store name (default store when omitted).")
+StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Feature store name (default store when omitted).")]
 
 
 @store_app.command("init")
-def store_init(ctx: typer.Context, store: Optional[str] = StoreOpt):
+def store_init(ctx: typer.Context, store: StoreOpt = None):
     """Create a feature store."""
     from .cluster import store as st
     conn = _ltr_conn(ctx)
@@ -174,8 +212,8 @@ def store_init(ctx: typer.Context, store: Optional[str] = StoreOpt):
 
 
 @store_app.command("drop")
-def store_drop(ctx: typer.Context, store: Optional[str] = StoreOpt,
-               yes: bool = typer.Option(False, "--yes", help="Confirm: the store's feature sets and models are deleted.")):
+def store_drop(ctx: typer.Context, store: StoreOpt = None,
+               yes: Annotated[bool, typer.Option("--yes", help="Confirm: the store's feature sets and models are deleted.")] = False):
     """Delete a feature store with its feature sets and models (needs --yes)."""
     from .cluster import store as st
     if not yes:
@@ -200,7 +238,7 @@ def store_list(ctx: typer.Context):
 # --------------------------------------------------------------------------- featureset
 
 @featureset_app.command("upload")
-def featureset_upload(ctx: typer.Context, file: Path, store: Optional[str] = StoreOpt):
+def featureset_upload(ctx: typer.Context, file: Path, store: StoreOpt = None):
     """Upload a feature set file (validated locally first)."""
     from .cluster import store as st
     from .data.featuresets import load_featureset
@@ -211,7 +249,7 @@ def featureset_upload(ctx: typer.Context, file: Path, store: Optional[str] = Sto
 
 
 @featureset_app.command("list")
-def featureset_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
+def featureset_list(ctx: typer.Context, store: StoreOpt = None):
     """List feature sets in a store."""
     from .cluster import store as st
     conn = _ltr_conn(ctx)
@@ -222,7 +260,7 @@ def featureset_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
 
 
 @featureset_app.command("show")
-def featureset_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
+def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Print a stored feature set as JSON."""
     from .cluster import store as st
     conn = _ltr_conn(ctx)
@@ -237,8 +275,8 @@ def featureset_show(ctx: typer.Context, name: str, store: Optional[str] = StoreO
 
 @index_app.command("cranfield")
 def index_cranfield(ctx: typer.Context,
-                    index: str = typer.Option("cranfield", "--index", help="Index name."),
-                    recreate: bool = typer.Option(False, "--recreate", help="Delete INDEX first when it exists.")):
+                    index: Annotated[str, typer.Option("--index", help="Index name.")] = "cranfield",
+                    recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False):
     """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
     from .cluster.indexing import index_documents
     from .datasets import cranfield
@@ -252,32 +290,30 @@ def index_cranfield(ctx: typer.Context,
 
 
 @judgments_app.command("cranfield")
-def judgments_cranfield(split: str = typer.Option("all", "--split", help="train | valid | test | all"),
-                        output: Path = typer.Option(..., "-o", "--output")):
+def judgments_cranfield(output: Annotated[Path, typer.Option("-o", "--output")],
+                        split: Annotated[Split, typer.Option("--split")] = Split.all):
     """Write the Cranfield judgments (fixed seeded 60/20/20 query split) in the toolkit's format."""
     from .data.judgments import save_ranklib
     from .datasets import cranfield
-    if split not in ("train", "valid", "test", "all"):
-        raise UserError(f"--split {split!r}: expected train, valid, test or all")
+    split = split.value
     jl = cranfield.split_judgments(split)
     save_ranklib(jl, output)
     out.print(f"{len(jl)} judgments for {len(jl.queries)} queries ({split}) written to {output}")
 
 
 @judgments_app.command("check")
-def judgments_check(file: Path, fmt: Optional[str] = typer.Option(None, "--format",
-                    help="ranklib | trec | csv | jsonl (guessed from the name)"),
-                    queries: Optional[Path] = typer.Option(None, "--queries", help="Queries file for TREC qrels.")):
+def judgments_check(file: Path, fmt: Annotated[Optional[Format], typer.Option("--format", help="Guessed from the name when omitted.")] = None,
+                    queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None):
     """Validate a judgment file: counts, duplicates; exit 2 with file:line on errors."""
     from .data.judgments import load_judgments
-    jl = load_judgments(file, fmt, queries)
+    jl = load_judgments(file, fmt.value if fmt else None, queries)
     for d in jl.duplicates:
         err.print(f"warning: {d}")
     out.print(f"{len(jl)} judgments, {len(jl.queries)} queries, {len(jl.duplicates)} duplicates")
 
 
-FieldsOpt = typer.Option(None, "--fields", help="First stage: BM25 best_fields over these comma-separated fields (default title,abstract).")
-TemplateOpt = typer.Option(None, "--first-stage", help="First stage: a search template file {\"query\": {...}} with {{keywords}} and per-query params.")
+FieldsOpt = Annotated[Optional[str], typer.Option("--fields", help="First stage: BM25 best_fields over these comma-separated fields (default title,abstract).")]
+TemplateOpt = Annotated[Optional[Path], typer.Option("--first-stage", help="First stage: a search template file {\"query\": {...}} with {{keywords}} and per-query params.")]
 
 
 def _first_stage(fields: Optional[str], template: Optional[Path]):
@@ -291,34 +327,32 @@ EXIT_PARTIAL = 3
 
 @app.command("log")
 def log_cmd(ctx: typer.Context, judgments: Path,
-            featureset: str = typer.Option(..., "--featureset"),
-            index: str = typer.Option("cranfield", "--index"),
-            output: Path = typer.Option(..., "-o", "--output"),
-            store: Optional[str] = StoreOpt,
-            fmt: Optional[str] = typer.Option(None, "--format", help="ranklib | trec | csv | jsonl"),
-            queries: Optional[Path] = typer.Option(None, "--queries"),
-            batch: int = typer.Option(25, "--batch", min=1, help="Queries per _msearch round trip."),
-            candidates: Optional[int] = typer.Option(None, "--candidates", min=1,
-                                                     help="Log the first stage's top K per query (labelled from the judgments), not only the judged pairs."),
-            unjudged: str = typer.Option("zero", "--unjudged", help="With --candidates: zero (grade 0) | drop."),
-            judged_outside: str = typer.Option("exclude", "--judged-outside",
-                                               help="With --candidates: judged documents outside the top K: exclude | include."),
-            fields: Optional[str] = FieldsOpt, first_stage: Optional[Path] = TemplateOpt,
-            incremental: bool = typer.Option(False, "--incremental",
-                                             help="Log only pairs OUTPUT does not hold yet, and append them.")):
+            featureset: Annotated[str, typer.Option("--featureset")],
+            output: Annotated[Path, typer.Option("-o", "--output")],
+            index: Annotated[str, typer.Option("--index")] = "cranfield",
+            store: StoreOpt = None,
+            fmt: Annotated[Optional[Format], typer.Option("--format")] = None,
+            queries: Annotated[Optional[Path], typer.Option("--queries")] = None,
+            batch: Annotated[int, typer.Option("--batch", min=1, help="Queries per _msearch round trip.")] = 25,
+            candidates: Annotated[Optional[int], typer.Option("--candidates", min=1, help="Log the first stage's top K per query (labelled from the judgments), not only the judged pairs.")] = None,
+            unjudged: Annotated[Unjudged, typer.Option("--unjudged", help="With --candidates: unjudged documents as grade 0, or dropped.")] = Unjudged.zero,
+            judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="With --candidates: judged documents outside the top K.")] = JudgedOutside.exclude,
+            fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+            incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet, and append them.")] = False):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
     from .cluster.candidates import candidate_judgments
     from .cluster.featurelog import log_features, log_incremental
     from .data.judgments import load_judgments
-    jl = load_judgments(judgments, fmt, queries)
+    jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     fs_stage = _first_stage(fields, first_stage)
     conn = _ltr_conn(ctx)
     info = None
     if candidates:
-        jl, info = candidate_judgments(conn, index, jl, candidates, fs_stage, unjudged, judged_outside)
+        jl, info = candidate_judgments(conn, index, jl, candidates, fs_stage, unjudged.value,
+                                       judged_outside.value)
         err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
-                  f"{info['unjudged']} unjudged{' (grade 0)' if unjudged == 'zero' else ' (dropped)'}, "
+                  f"{info['unjudged']} unjudged{' (grade 0)' if unjudged is Unjudged.zero else ' (dropped)'}, "
                   f"{info['judged_outside']} judged outside the top {candidates} added",
                   markup=False)
     with _progress("logging rounds") as update:
@@ -339,12 +373,11 @@ def log_cmd(ctx: typer.Context, judgments: Path,
 
 @app.command("upload")
 def upload_cmd(ctx: typer.Context, model: Path,
-               name: str = typer.Option(..., "--name", help="Base name; the next -vN is used unless --exact."),
-               featureset: Optional[str] = typer.Option(None, "--featureset",
-                                                        help="Feature set (default: the one the training data was logged with)."),
-               store: Optional[str] = StoreOpt,
-               index: Optional[str] = typer.Option(None, "--index", help="Validate the model with a query on this index first."),
-               exact: bool = typer.Option(False, "--exact", help="Use NAME as is; fail if it exists.")):
+               name: Annotated[str, typer.Option("--name", help="Base name; the next -vN is used unless --exact.")],
+               featureset: Annotated[Optional[str], typer.Option("--featureset", help="Feature set (default: the one the training data was logged with).")] = None,
+               store: StoreOpt = None,
+               index: Annotated[Optional[str], typer.Option("--index", help="Validate the model with a query on this index first.")] = None,
+               exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False):
     """Export MODEL.json to the plugin's format, check it, and create it in the store."""
     from .cluster.model_store import upload
     from .pipeline.train import load_model
@@ -360,7 +393,7 @@ def upload_cmd(ctx: typer.Context, model: Path,
 
 
 @model_app.command("list")
-def model_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
+def model_list(ctx: typer.Context, store: StoreOpt = None):
     """List stored models."""
     from .cluster.model_store import list_models
     conn = _ltr_conn(ctx)
@@ -373,7 +406,7 @@ def model_list(ctx: typer.Context, store: Optional[str] = StoreOpt):
 
 
 @model_app.command("show")
-def model_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
+def model_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Print a stored model as JSON."""
     from .cluster.model_store import get_model
     conn = _ltr_conn(ctx)
@@ -384,7 +417,7 @@ def model_show(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
 
 
 @model_app.command("delete")
-def model_delete(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt):
+def model_delete(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Delete a stored model."""
     from .cluster.model_store import delete_model
     conn = _ltr_conn(ctx)
@@ -396,16 +429,16 @@ def model_delete(ctx: typer.Context, name: str, store: Optional[str] = StoreOpt)
 # --------------------------------------------------------------------------- search / evaluate
 
 @app.command("search")
-def search_cmd(ctx: typer.Context, text: str, index: str = typer.Option("cranfield", "--index"),
-               model: Optional[str] = typer.Option(None, "--model", help="Rerank with this stored model."),
-               window: int = typer.Option(100, "--window", min=1), size: int = typer.Option(10, "--size", min=1),
-               store: Optional[str] = StoreOpt,
-               param: List[str] = typer.Option([], "--param", help="Extra template parameter NAME=VALUE (repeatable)."),
-               fields: Optional[str] = FieldsOpt, first_stage: Optional[Path] = TemplateOpt):
+def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option("--index")] = "cranfield",
+               model: Annotated[Optional[str], typer.Option("--model", help="Rerank with this stored model.")] = None,
+               window: Annotated[int, typer.Option("--window", min=1)] = 100, size: Annotated[int, typer.Option("--size", min=1)] = 10,
+               store: StoreOpt = None,
+               param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
+               fields: FieldsOpt = None, first_stage: TemplateOpt = None):
     """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of the hits."""
     from .cluster.rerank import search
     params = {"keywords": text}
-    for p in param:
+    for p in param or []:
         name, eq, value = p.partition("=")
         if not eq or not name:
             raise UserError(f"--param {p!r}: expected NAME=VALUE")
@@ -433,19 +466,18 @@ def _report_table(report: dict) -> Table:
 
 @app.command("evaluate")
 def evaluate_cmd(ctx: typer.Context, judgments: Path,
-                 index: str = typer.Option("cranfield", "--index"),
-                 model: List[str] = typer.Option([], "--model", help="Stored model(s) to rerank with."),
-                 k: int = typer.Option(10, "--k", min=1), window: int = typer.Option(100, "--window", min=1),
-                 store: Optional[str] = StoreOpt,
-                 fields: Optional[str] = FieldsOpt, first_stage: Optional[Path] = TemplateOpt,
-                 folds: Optional[int] = typer.Option(None, "--cv", min=2,
-                                                     help="Cross-validate: K folds over all judged queries; needs --featureset and --algo."),
-                 featureset: Optional[str] = typer.Option(None, "--featureset", help="With --cv: the feature set to log."),
-                 algo: List[str] = typer.Option([], "--algo", help="With --cv: algorithm(s) to train per fold."),
-                 workdir: Path = typer.Option(Path("ltr-cv"), "--workdir", help="With --cv: where candidates go."),
-                 seed: int = typer.Option(42, "--seed"),
-                 json_out: Optional[Path] = typer.Option(None, "--json"),
-                 plot: Optional[Path] = typer.Option(None, "--plot", help="Per-query delta chart (PNG).")):
+                 index: Annotated[str, typer.Option("--index")] = "cranfield",
+                 model: Annotated[Optional[List[str]], typer.Option("--model", help="Stored model(s) to rerank with.")] = None,
+                 k: Annotated[int, typer.Option("--k", min=1)] = 10, window: Annotated[int, typer.Option("--window", min=1)] = 100,
+                 store: StoreOpt = None,
+                 fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                 folds: Annotated[Optional[int], typer.Option("--cv", min=2, help="Cross-validate: K folds over all judged queries; needs --featureset and --algo.")] = None,
+                 featureset: Annotated[Optional[str], typer.Option("--featureset", help="With --cv: the feature set to log.")] = None,
+                 algo: Annotated[Optional[List[Algo]], typer.Option("--algo", help="With --cv: algorithm(s) to train per fold.")] = None,
+                 workdir: Annotated[Path, typer.Option("--workdir", help="With --cv: where candidates go.")] = Path("ltr-cv"),
+                 seed: Annotated[int, typer.Option("--seed")] = 42,
+                 json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
+                 plot: Annotated[Optional[Path], typer.Option("--plot", help="Per-query delta chart (PNG).")] = None):
     """Every judged query live: the first stage alone vs each reranker, paired tests.
     With --cv K: every query reranked by a fold model that never saw it."""
     from .data.judgments import load_judgments
@@ -460,12 +492,12 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
         if model:
             raise UserError("--cv trains its own fold models: drop --model")
         from .pipeline.crossval import cross_validate
-        report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a: {} for a in algo},
+        report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: {} for a in algo},
                                 workdir, folds, k, window, store, stage, seed,
                                 log=lambda m: err.print(m, markup=False))
         qids = list(next(iter(report["per_query"].values())))
     else:
-        report, _, qids = evaluate_live(conn, index, jl, model, k, window, store, first_stage=stage)
+        report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage)
     out.print(f"{report['queries']} queries, k={k}" + (f", {report['evaluation']}" if "evaluation" in report else ""))
     out.print(_report_table(report))
     if json_out:
@@ -476,19 +508,6 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
 
 
 # --------------------------------------------------------------------------- train / predict
-
-class Algo(str, Enum):
-    ranknet_nn = "ranknet-nn"
-    lambdarank_nn = "lambdarank-nn"
-    linear = "linear"
-    lambdamart = "lambdamart"
-    ranknet_tree = "ranknet-tree"
-
-
-class Optimizer(str, Enum):
-    adam = "adam"
-    sgd = "sgd"
-
 
 @app.command("train")
 def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training file (with its sidecar when logged).")],
@@ -555,7 +574,7 @@ def _truncation(value: str):
 
 @app.command("predict")
 def predict(model: Path, data: Path,
-            output: Path = typer.Option(..., "-o", "--output", help="One score per input row.")):
+            output: Annotated[Path, typer.Option("-o", "--output", help="One score per input row.")]):
     """Score every row of DATA with MODEL."""
     from .pipeline.train import predict_file
     n = predict_file(model, data, output)
@@ -563,8 +582,8 @@ def predict(model: Path, data: Path,
 
 
 @job_app.command("run")
-def job_run(ctx: typer.Context, job: Path = typer.Argument(..., help="The job file (TOML)."),
-            json_report: bool = typer.Option(False, "--json", help="Print the run's manifest as JSON on stdout.")):
+def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The job file (TOML).")],
+            json_report: Annotated[bool, typer.Option("--json", help="Print the run's manifest as JSON on stdout.")] = False):
     """Run a feature-logging job once: lock, log (resumable), publish a snapshot
     atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
     from .cluster.client import Connection
@@ -589,10 +608,10 @@ def job_run(ctx: typer.Context, job: Path = typer.Argument(..., help="The job fi
 
 @app.command("demo")
 def demo(ctx: typer.Context,
-         workdir: Path = typer.Option(Path("ltr-demo"), "--workdir", help="Where candidates, features and models go."),
-         json_out: Optional[Path] = typer.Option(None, "--json"),
-         folds: int = typer.Option(5, "--folds", min=2, help="Cross-validation folds."),
-         recreate: bool = typer.Option(False, "--recreate", help="Re-index the demo's index when an older version exists.")):
+         workdir: Annotated[Path, typer.Option("--workdir", help="Where candidates, features and models go.")] = Path("ltr-demo"),
+         json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
+         folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds.")] = 5,
+         recreate: Annotated[bool, typer.Option("--recreate", help="Re-index the demo's index when an older version exists.")] = False):
     """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
     linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
     from .cluster import localnode

@@ -187,7 +187,7 @@ def _cases(f):
     case(["judgments", "check", str(f["qrels.trec"]), "--format", "trec"], "queries file")
     case(["judgments", "check", str(f["qrels.trec"]), "--queries", str(f["queries.tsv"])], "not in")
     case(["judgments", "check", str(f["qrels_bad.trec"]), "--queries", str(f["queries.tsv"])], "qrels_bad.trec:1")
-    case(["judgments", "check", j, "--format", "xml"], "unknown judgment format")
+    case(["judgments", "check", j, "--format", "xml"], "--format")
     case(["judgments", "check", str(f["missing"])], "cannot read")
     case(["judgments", "cranfield", "--split", "bogus", "-o", str(o / "jc.txt")], "--split", o / "jc.txt")
     # ---------------------------------------------------------------- feature sets

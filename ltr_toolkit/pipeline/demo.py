@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .cluster import client as cl
-from .cluster import store as st
+from ..cluster import client as cl
+from ..cluster import store as st
 from ..cluster.firststage import FirstStage
 from ..cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
 from .crossval import cross_validate
