@@ -482,7 +482,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     With --cv K: every query reranked by a fold model that never saw it."""
     from .data.judgments import load_judgments
     from .evaluation.live import evaluate_live
-    from .fsutil import write_json
+    from .io.atomic import write_json
     jl = load_judgments(judgments)
     stage = _first_stage(fields, first_stage)
     conn = _conn(ctx)
@@ -616,7 +616,7 @@ def demo(ctx: typer.Context,
     linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
     from .cluster import localnode
     from .pipeline.demo import run_demo
-    from .fsutil import write_json
+    from .io.atomic import write_json
     conn = _conn(ctx)
     t0 = time.monotonic()
     if not conn.url:

@@ -12,3 +12,5 @@ OPENSEARCH_ARTIFACT = (
 LTR_PLUGIN_ARTIFACT = ("org.opensearch", "ltr", LTR_PLUGIN_VERSION, "zip")
 #: Docker image with the same version (it bundles the LTR plugin since 2.19).
 DOCKER_IMAGE = f"opensearchproject/opensearch:{OPENSEARCH_VERSION}"
+#: The plugin's limit of features per feature set (and so of feature ids in a model).
+PLUGIN_MAX_FEATURES = 10_000

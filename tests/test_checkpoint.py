@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from ltr_toolkit.checkpoint import CheckpointedOutput
+from ltr_toolkit.io.checkpoint import CheckpointedOutput
 from ltr_toolkit.errors import UserError
 
 WRITER = r"""
 import sys, time
-from ltr_toolkit.checkpoint import CheckpointedOutput
+from ltr_toolkit.io.checkpoint import CheckpointedOutput
 out, units, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 ck = CheckpointedOutput(out, "key-1")
 done = ck.resume()

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import random
+
 import numpy as np
 import pytest
 
-from ltr_toolkit.data.svmlight import load_svmlight, save_svmlight
+from ltr_toolkit.data import svmlight
+from ltr_toolkit.data.svmlight import (MAX_FEATURE_ID, MISSING_ABSENT, load_logged,
+                                       load_svmlight, save_svmlight)
 from ltr_toolkit.errors import InputError
+from ltr_toolkit.rank.metrics import ndcg
 
 
 def test_round_trip_with_comments_sparse_and_qid_order(tmp_path):
@@ -68,3 +74,250 @@ def test_mslr_loads(mslr_paths):
     ds = load_svmlight(mslr_paths[0])
     assert ds.X.shape == (5000, 136) and ds.n_queries == 43
     assert np.bincount(ds.y.astype(int)).tolist() == [2792, 1458, 665, 55, 30]
+
+
+# --------------------------------------------------------------- every error, file:line
+
+GOOD = "2 qid:1 1:0.5 2:1 3:-2 # d1\n1 qid:1 1:0.25 3:4\n\n# a comment line\n"   # 4 lines
+
+
+@pytest.mark.parametrize("bad,fragment,kwargs", [
+    ("1 qid:1 1:0.5 oops", "bad feature token 'oops'", {}),
+    ("1 qid:1 1:2:3", "bad feature token", {}),
+    ("1 qid:1 1:", "bad feature token", {}),
+    ("1 qid:1 :5", "bad feature token", {}),
+    ("1 qid:1 1.5:2", "bad feature token", {}),
+    ("1 qid:1 -3:2", "bad feature token", {}),
+    ("1 qid:1 1:x", "bad feature value in '1:x'", {}),
+    ("1 qid:1 1:1.2.3", "bad feature value", {}),
+    ("1 qid:1 1:--1", "bad feature value", {}),
+    ("high qid:1 1:1", "grade 'high' is not a number", {}),
+    ("nan qid:1 1:1", "grade 'nan' is not a finite number", {}),
+    ("1 1:2 2:3", "qid:N", {}),
+    ("1 qid: 1:2", "qid:N", {}),
+    ("1", "qid:N", {}),
+    ("1 qid:1 0:1", "feature indices must be whole numbers >= 1", {}),
+    ("1 qid:1 1:1 4:1", "feature 4 beyond the 3 expected", {"n_features": 3}),
+    ("1 qid:1 1:nan", "features must be finite float32 numbers", {}),
+    ("1 qid:1 2:inf", "features must be finite float32 numbers", {}),
+    ("1 qid:1 2:-inf", "features must be finite float32 numbers", {}),
+    ("1 qid:1 1:1e400", "feature 1 has value 1e400: features must be finite float32", {}),
+    ("1 qid:1 1:3.5e38", "features must be finite float32 numbers", {}),
+    ("1 qid:1 2:1 2:3", "feature 2 appears twice in the row", {}),
+    ("1 qid:1 3:1 1:2 3:4", "feature 3 appears twice in the row", {}),
+    ("1 qid:1 10001:1", f"feature id 10001 is above {MAX_FEATURE_ID}", {}),
+    ("1 qid:1 2000000000:1", f"is above {MAX_FEATURE_ID}", {}),
+])
+def test_every_error_names_file_and_line(tmp_path, bad, fragment, kwargs):
+    p = tmp_path / "bad.txt"
+    p.write_text(GOOD + bad + "\n" + GOOD)
+    with pytest.raises(InputError) as ei:
+        load_svmlight(p, **kwargs)
+    assert ei.value.line == 5 and "bad.txt:5: " in str(ei.value) and fragment in str(ei.value)
+
+
+def test_not_utf8_names_the_line(tmp_path):
+    p = tmp_path / "latin1.txt"
+    p.write_bytes(GOOD.encode() + "1 qid:1 1:0.5 # caf\xe9\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"latin1\.txt:5: not UTF-8 text"):
+        load_svmlight(p)
+
+
+def test_feature_ids_up_to_the_plugin_limit_are_fine(tmp_path):
+    p = tmp_path / "wide.txt"
+    p.write_text(f"1 qid:1 {MAX_FEATURE_ID}:2.5\n0 qid:1 1:1\n")
+    ds = load_svmlight(p)
+    assert ds.X.shape == (2, MAX_FEATURE_ID) and ds.X[0, -1] == 2.5
+
+
+@pytest.mark.parametrize("chunk", [97, 4096])
+@pytest.mark.parametrize("bad", ["1 qid:7 5:1 5:2", "1 qid:7 1:zz", "oops", "1 qid:7 1:1e99"])
+def test_error_lines_are_counted_across_chunks(tmp_path, monkeypatch, chunk, bad):
+    """Errors far into a file (many chunks in, after blank/comment lines, CRLF endings and
+    a chunk of non-ASCII doc ids) still name their line."""
+    monkeypatch.setattr(svmlight, "_CHUNK_BYTES", chunk)
+    lines = []
+    for i in range(1500):
+        r = i % 7
+        lines.append("" if r == 5 else "# header" if r == 6 else
+                     f"{i % 3} qid:{i // 40} 1:{i * 0.5} 2:-{i} 3:{r}e-2 # doc-{i}{'é' if i == 700 else ''}")
+    lines.insert(1234, bad)
+    p = tmp_path / "far.txt"
+    p.write_bytes("\r\n".join(lines).encode() + b"\r\n")
+    with pytest.raises(InputError) as ei:
+        load_svmlight(p)
+    assert ei.value.line == 1235, str(ei.value)
+
+
+# ------------------------------------------- the reader against a plain reference
+
+def _reference(text, n_features=None, missing=0.0):
+    """A line-by-line reading of valid files, the obvious way (no speed tricks)."""
+    rows = []
+    for line in text.splitlines():
+        line, _, comment = line.partition("#")
+        parts = line.split()
+        if not parts:
+            continue
+        feats = {int(k): float(v) for k, v in (t.split(":") for t in parts[2:])}
+        doc = comment.split()
+        rows.append((float(parts[0]), parts[1][4:], feats, doc[0] if doc else ""))
+    width = n_features or max([max(f, default=0) for _, _, f, _ in rows])
+    first = {}
+    for r, (_, q, _, _) in enumerate(rows):
+        first.setdefault(q, len(first))
+    order = sorted(range(len(rows)), key=lambda r: first[rows[r][1]])   # stable
+    X = np.full((len(rows), width), missing, dtype=np.float32)
+    for i, r in enumerate(order):
+        for k, v in rows[r][2].items():
+            X[i, k - 1] = v
+    return (X, np.array([rows[r][0] for r in order]), list(first), [rows[r][3] for r in order],
+            order)
+
+
+def _random_file(rng, n_rows):
+    def number():
+        kind = rng.randrange(10)
+        if kind == 0:
+            return str(rng.randrange(10))
+        if kind == 1:
+            return str(rng.randrange(-10**6, 10**6))
+        if kind == 2:
+            return f"{rng.uniform(-1e3, 1e3):.{rng.randrange(0, 12)}f}"
+        if kind == 3:
+            return "%.9g" % (rng.uniform(-1, 1) * 10.0 ** rng.randrange(-12, 12))
+        if kind == 4:
+            return repr(rng.uniform(-1, 1) * 10.0 ** rng.randrange(-30, 30))
+        if kind == 5:
+            return rng.choice(["-0", "0.", ".5", "-.25", "007.50", "+3", "1E-3", "1e5", "-0.0",
+                               "123456789012.5", "0.1234567890123456", "99999999.5",
+                               "12345678901234567890", "0.000000000000000000001"])
+        return f"{rng.uniform(-100, 100):.6f}"
+    qids = [str(q) for q in range(1, 12)] + ["abc", "007", "q-9"]
+    lines = []
+    for _ in range(n_rows):
+        ids = sorted(rng.sample(range(1, 60), rng.randrange(0, 20)))
+        if rng.random() < 0.2:
+            rng.shuffle(ids)
+        sep = rng.choice([" ", " ", "  ", "\t"])
+        toks = [number() if rng.random() < 0.8 else str(rng.randrange(5)),
+                "qid:" + rng.choice(qids)] + [f"{i}:{number()}" for i in ids]
+        line = sep.join(toks)
+        if rng.random() < 0.5:
+            line += rng.choice([f" # doc-{rng.randrange(10**6)}", f"#d{rng.randrange(99)} extra",
+                                " #", " # café", " # x\u00a0y"])
+        lines.append(line)
+        if rng.random() < 0.05:
+            lines.append(rng.choice(["", "   ", "# comment only"]))
+    return rng.choice(["\n", "\r\n"]).join(lines) + rng.choice(["\n", ""])
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("chunk", [64, 1000, None])
+def test_reader_matches_a_plain_reference(tmp_path, monkeypatch, seed, chunk):
+    if chunk:
+        monkeypatch.setattr(svmlight, "_CHUNK_BYTES", chunk)
+    rng = random.Random(seed)
+    text = _random_file(rng, 300)
+    p = tmp_path / "r.txt"
+    p.write_text(text, encoding="utf-8", newline="")
+    for kwargs in ({}, {"n_features": 70, "missing": np.nan}):
+        X, y, qids, docs, order = _reference(text, **kwargs)
+        ds = load_svmlight(p, **kwargs)
+        np.testing.assert_array_equal(ds.X, X)
+        assert np.array_equal(np.signbit(ds.X), np.signbit(X))      # -0 stays -0
+        np.testing.assert_array_equal(ds.y, y)
+        assert list(ds.qids) == qids
+        assert list(ds.doc_ids) == docs
+        assert list(ds.meta["input_rows"]) == order
+        assert ds.X.dtype == np.float32 and ds.y.dtype == np.float64
+
+
+def test_mslr_takes_the_fast_path(mslr_paths):
+    """The vectorised parser takes every chunk of a LETOR file (none falls back to the
+    line-by-line reference), and agrees with it."""
+    data = mslr_paths[1].read_bytes()[: 1 << 20]
+    data = data[: data.rfind(b"\n") + 1]
+    fast = svmlight._fast_chunk(data, None, 0.0)
+    assert fast is not None
+    slow = svmlight._slow_chunk(data, None, 0.0)
+    np.testing.assert_array_equal(fast.block, slow.block)
+    np.testing.assert_array_equal(fast.y, slow.y)
+    assert fast.qnames == slow.qnames and list(fast.qinv) == list(slow.qinv)
+
+
+def test_logged_file_absent_features_are_nan(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_text("1 qid:1 2:5 # a\n0 qid:1 1:1 # b\n")
+    (tmp_path / "log.txt.json").write_text(
+        json.dumps({"missing_features": MISSING_ABSENT, "feature_names": ["f1", "f2", "f3"]}))
+    ds = load_logged(p)
+    assert ds.X.shape == (2, 3) and ds.feature_names == ["f1", "f2", "f3"]
+    assert np.isnan(ds.X[0, 0]) and ds.X[0, 1] == 5 and np.isnan(ds.X[:, 2]).all()
+
+
+# ------------------------------------------------- `ltr predict` keeps the input order
+
+def _train(cli, tmp_path, train):
+    model = tmp_path / "model.json"
+    r = cli("train", str(train), "--algo", "lambdamart", "--trees", "20", "--depth", "4",
+            "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    return model
+
+
+def _predict(cli, model, data, out):
+    r = cli("predict", str(model), str(data), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    return np.loadtxt(out, ndmin=1)
+
+
+def test_predict_writes_scores_in_input_order_with_interleaved_qids(tmp_path, cli, mslr_paths):
+    train, test = mslr_paths
+    model = _train(cli, tmp_path, train)
+    lines = test.read_text().splitlines()
+    q1 = [line for line in lines if line.split()[1] == lines[0].split()[1]]
+    q2 = next(line for line in lines if line.split()[1] != lines[0].split()[1])
+    a, c, b = q1[0], q1[5], q2                    # A(q1), B(q2), C(q1)
+    (tmp_path / "grouped.txt").write_text(f"{a}\n{c}\n{b}\n")
+    (tmp_path / "interleaved.txt").write_text(f"{a}\n{b}\n{c}\n")
+    sa, sc, sb = _predict(cli, model, tmp_path / "grouped.txt", tmp_path / "g.out")
+    assert len({sa, sb, sc}) == 3                 # distinct scores: the order shows
+    got = _predict(cli, model, tmp_path / "interleaved.txt", tmp_path / "i.out")
+    np.testing.assert_array_equal(got, [sa, sb, sc])
+
+
+def _ndcg_by_qid(path, scores):
+    """NDCG@10 of each qid, the rows grouped by qid straight from the file's text. Tied
+    scores are broken pessimistically (lower grade first): otherwise the order of tied
+    rows in the file would move the metric, and that is not what is tested here."""
+    rows: dict[str, list[int]] = {}
+    labels = []
+    for i, line in enumerate(path.read_text().splitlines()):
+        grade, qid = line.split()[:2]
+        rows.setdefault(qid, []).append(i)
+        labels.append(float(grade))
+    for q in rows.values():
+        q.sort(key=labels.__getitem__)            # ndcg() sorts by score stably
+    order = [i for q in rows.values() for i in q]
+    offsets = np.cumsum([0] + [len(q) for q in rows.values()])
+    per_query = ndcg(scores[order], np.asarray(labels)[order], offsets, k=10)
+    return dict(zip(rows, per_query))
+
+
+def test_shuffled_file_gives_the_same_scores_and_ndcg(tmp_path, cli, mslr_paths):
+    train, test = mslr_paths
+    model = _train(cli, tmp_path, train)
+    lines = test.read_text().splitlines()
+    perm = np.random.default_rng(0).permutation(len(lines))
+    shuffled = tmp_path / "shuffled.txt"
+    shuffled.write_text("".join(lines[i] + "\n" for i in perm))
+    original = _predict(cli, model, test, tmp_path / "o.out")
+    mixed = _predict(cli, model, shuffled, tmp_path / "s.out")
+    np.testing.assert_array_equal(mixed, original[perm])     # one score per input row, in order
+    before, after = _ndcg_by_qid(test, original), _ndcg_by_qid(shuffled, mixed)
+    assert before.keys() == after.keys() and len(before) > 10
+    for q in before:
+        assert after[q] == pytest.approx(before[q], abs=1e-12)
+    assert np.mean(list(after.values())) == pytest.approx(np.mean(list(before.values())), abs=1e-12)
+    assert np.mean(list(before.values())) > 0.3

@@ -30,12 +30,12 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..checkpoint import CheckpointedOutput
+from ..io.checkpoint import CheckpointedOutput
 from ..data.judgments import JudgmentList
 from ..data.svmlight import MISSING_ABSENT
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
-from ..fsutil import write_json
+from ..io.atomic import write_json
 from .client import Connection, item_error, msearch_items
 from .firststage import FirstStage
 from .params import check_params, derived_depth, featureset_params, with_first_stage_ids
@@ -236,7 +236,7 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
                      candidates)
         inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
         merged = out.read_bytes() + inc.read_bytes()
-        from ..fsutil import atomic_write
+        from ..io.atomic import atomic_write
         with atomic_write(out, "wb") as fh:
             fh.write(merged)
         missing, failed = inc_side["missing_docs"], inc_side["failed_queries"]

@@ -55,7 +55,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, UserError
-from ..fsutil import write_json
+from ..io.atomic import write_json
 
 SNAPSHOT_PREFIX = "run-"
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import versions
 from ..errors import ClusterError, ProvisionError
-from ..fsutil import write_json
+from ..io.atomic import write_json
 
 HEAP = "512m"
 UNPRIVILEGED_USER = "nobody"

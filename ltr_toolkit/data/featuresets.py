@@ -10,9 +10,10 @@ import json
 import re
 from pathlib import Path
 
+from ..versions import PLUGIN_MAX_FEATURES
 from ..errors import InputError
 
-MAX_FEATURES = 10_000
+MAX_FEATURES = PLUGIN_MAX_FEATURES
 _MUSTACHE_VAR = re.compile(r"{{\s*[#^/&{]?\s*([A-Za-z_][\w.]*)\s*}?}}")
 
 

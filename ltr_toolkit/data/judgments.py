@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..fsutil import atomic_write
+from ..io.atomic import atomic_write
 
 
 @dataclass

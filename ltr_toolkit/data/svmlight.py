@@ -2,16 +2,19 @@
 
 The reader streams the file in chunks of about a megabyte and parses each chunk with
 vectorised NumPy on the raw bytes (token boundaries from byte masks, numbers decoded
-eight digits at a time in 64-bit words, the classic SWAR technique), two chunks at a
-time on two threads. The feature matrix is written chunk by chunk into one float32
-array, so memory peaks near that array's size (twice it when rows must be regrouped).
-Any chunk the fast path is not sure about (an error, non-ASCII text, exponents it cannot
-decode exactly, ...) is parsed again line by line in Python: that path is the reference,
-it reports every error with ``file:line``, and the fast path only ever agrees with it.
-Why not a library: ``sklearn.datasets.load_svmlight_file`` (Cython) measured about 8x
-slower than xgboost's parser on this data, drops the ``# docid`` comments, reports errors
-without line numbers and wants sorted feature ids; xgboost's own text parser is
-deprecated (since 3.1), has no doc ids and no line numbers either.
+eight digits at a time in 64-bit words, the classic SWAR technique, exactly as float()
+rounds them), two chunks at a time on two threads (NumPy releases the GIL). Rows go
+chunk by chunk into one float32 matrix, so memory peaks near that matrix's size (twice
+it when rows must be regrouped by query). A chunk the fast path is not sure about (any
+error, line breaks other than \n and \r\n, non-ASCII text outside comments) is parsed
+again line by line in Python: that path is the reference, it reports every error with
+``file:line``, and the fast path only ever agrees with it (numbers it cannot decode
+exactly, such as exponents, it hands to float() one by one).
+Why not a library: ``sklearn.datasets.load_svmlight_file`` (Cython, but through Python
+objects token by token) had not finished a 500k-row MSLR-shaped file after 180 s when
+xgboost's parser took 8 s (benchmarks/svmlight.py); it also drops the ``# docid``
+comments, reports errors without line numbers and refuses unsorted feature ids.
+xgboost's own text parser is deprecated (since 3.1), and has no doc ids or line numbers.
 
 Features absent from a row (sparse rows) take ``missing``: 0.0 by default (the LETOR /
 RankLib convention), NaN for files logged by this toolkit, whose JSON sidecar says
@@ -37,17 +40,18 @@ from pathlib import Path
 
 import numpy as np
 
+from ..versions import PLUGIN_MAX_FEATURES
 from ..errors import InputError
-from ..fsutil import atomic_write
+from ..io.atomic import atomic_write
 from .dataset import RankingDataset
 
 #: Sidecar value of ``missing_features``: a feature absent from a row did not match.
 MISSING_ABSENT = "absent"
 
 #: The highest feature id a row may name: the LTR plugin's limit on the features of one
-#: feature set (``featuresets.MAX_FEATURES``). A larger id is an input error (with
-#: ``file:line``), never a reason to allocate a matrix that wide.
-MAX_FEATURE_ID = 10_000
+#: feature set (the limit ``data.featuresets`` checks uploads against). A larger id is an
+#: input error (with ``file:line``), never a reason to allocate a matrix that wide.
+MAX_FEATURE_ID = PLUGIN_MAX_FEATURES
 
 _CHUNK_BYTES = 1 << 20          # parse unit: big enough to amortise NumPy calls
 _THREADS = max(1, min(2, os.cpu_count() or 1))
@@ -262,7 +266,8 @@ class _Builder:
         if np.any(q_of_row[1:] < q_of_row[:-1]):
             # a query's rows in several runs: gather them (stably), remember the order
             perm = np.argsort(q_of_row, kind="stable")
-            X = np.take(X, perm, axis=0, out=_matrix(n, X.shape[1]))
+            # (mode="clip": with the default "raise" NumPy would buffer a third copy)
+            X = np.take(X, perm, axis=0, out=_matrix(n, X.shape[1]), mode="clip")
             y, q_of_row = y[perm], q_of_row[perm]
             if doc_ids is not None:
                 doc_ids = doc_ids[perm]
@@ -285,7 +290,7 @@ def _matrix(rows: int, width: int) -> np.ndarray:
     return np.frombuffer(mm, dtype=np.float32, count=rows * width).reshape(rows, width)
 
 
-def _parse_chunk(buf: bytes, n_features, missing) -> _Part:
+def _parse_chunk(buf, n_features, missing) -> _Part:
     part = _fast_chunk(buf, n_features, missing)
     if part is None:
         part = _slow_chunk(buf, n_features, missing)
@@ -294,7 +299,7 @@ def _parse_chunk(buf: bytes, n_features, missing) -> _Part:
 
 # ---------------------------------------------------------------- the reference path
 
-def _slow_chunk(buf: bytes, n_features, missing) -> _Part:
+def _slow_chunk(buf, n_features, missing) -> _Part:
     """Line by line, every check, every error with its line: the reference semantics."""
     buf = bytes(buf)
     try:
@@ -410,7 +415,8 @@ def _load8(words, pos):
     lo = words.take(q)
     lo >>= r
     hi = words.take(q + 1)
-    hi <<= _U(64) - r                  # a shift by 64 gives 0 in NumPy
+    hi <<= _U(63) - r                  # 64 - r in two steps: r may be 0
+    hi <<= _U(1)
     lo |= hi
     return lo
 
@@ -552,7 +558,7 @@ def _fast_chunk(buf, n_features, missing) -> _Part | None:
     a[:_PAD] = 32
     a[_PAD:_PAD + n] = raw
     a[_PAD + n:] = 32
-    words = a.view(np.uint64)
+    words = a.view("<u8")                         # little-endian on any machine
     nl = np.flatnonzero(a == 10)
     n_newlines = len(nl)
     n_ctrl = np.count_nonzero(a < 32)

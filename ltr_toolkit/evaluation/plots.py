@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 
-from ..fsutil import atomic_write
+from ..io.atomic import atomic_write
 
 
 def delta_plot(report: dict, qids: list[str], path) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 from .. import __version__
 from ..data.svmlight import load_logged
 from ..errors import InputError, UserError
-from ..fsutil import atomic_write, check_writable, write_json
+from ..io.atomic import atomic_write, check_writable, write_json
 from ..models.export import output_map, plugin_scores
 from ..models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
 from ..models.trees import ALGOS as TREE_ALGOS, LambdaMART

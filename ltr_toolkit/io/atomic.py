@@ -14,7 +14,7 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
     """Write to a temporary file beside ``path`` and rename it into place on success.
     An existing file is replaced (the toolkit's one policy for outputs: they are results
     a rerun recreates); a directory or an unwritable place is a one-line user error."""
-    from .errors import UserError
+    from ..errors import UserError
     path = Path(path)
     if path.is_dir():
         raise UserError(f"cannot write {path}: it is a directory", "name a file")
@@ -41,7 +41,7 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
 def check_writable(path) -> None:
     """Fail fast, before any work, when ``path`` cannot be written: a probe file is made
     and removed where the output will go (same messages as :func:`atomic_write`)."""
-    from .errors import UserError
+    from ..errors import UserError
     path = Path(path)
     if path.is_dir():
         raise UserError(f"cannot write {path}: it is a directory", "name a file")

@@ -16,8 +16,8 @@ import json
 import os
 from pathlib import Path
 
-from .errors import UserError
-from .fsutil import write_json
+from ..errors import UserError
+from .atomic import write_json
 
 
 class CheckpointedOutput:

@@ -1,0 +1,1 @@
+"""Files that are never half-written: atomic writes (atomic) and kill-safe checkpointed output (checkpoint)."""
