@@ -61,6 +61,17 @@ def test_serving_rows_have_features_that_do_not_match(logged):
     assert 0 < missing.mean() < 1
 
 
+def _served(conn, index, model, jl, q):
+    """The node's hits and scores for query q: the first stage's top WINDOW reranked by
+    ``model``, with the parameters serving computes."""
+    params = jl.query_params(q)
+    mp = serving_params(conn, index, [params], STAGE, model)[0]
+    body = {"size": WINDOW, "_source": False, "query": STAGE.query(params),
+            "rescore": rescore_clause(model, mp, WINDOW)}
+    hits = conn.client().search(index=index, body=body)["hits"]["hits"]
+    return hits, np.array([h["_score"] for h in hits])
+
+
 @pytest.mark.parametrize("algo", list(ALGOS))
 def test_node_scores_equal_ltr_predict(logged, algo):
     conn, index, fs_name, train, serve, test_jl, d = logged
@@ -74,15 +85,9 @@ def test_node_scores_equal_ltr_predict(logged, algo):
     local = np.loadtxt(scores_path)
     ds = load_logged(serve)
     where = {(q, doc): i for i, (q, doc) in enumerate(zip(ds.qids[ds.row_query], ds.doc_ids))}
-    c = conn.client()
     compared = 0
     for q in test_jl.judged_qids():
-        params = test_jl.query_params(q)
-        mp = serving_params(conn, index, [params], STAGE, res["name"])[0]
-        body = {"size": WINDOW, "_source": False, "query": STAGE.query(params),
-                "rescore": rescore_clause(res["name"], mp, WINDOW)}
-        hits = c.search(index=index, body=body)["hits"]["hits"]
-        node = np.array([h["_score"] for h in hits])
+        hits, node = _served(conn, index, res["name"], test_jl, q)
         rows = [where[(q, h["_id"])] for h in hits]
         np.testing.assert_allclose(node, local[rows], rtol=rtol, atol=1e-30,
                                    err_msg=f"{algo}, query {q}")
@@ -102,14 +107,8 @@ def test_network_scores_stay_distinct_in_the_node(logged):
     ds = load_logged(serve)
     logits = model.predict(ds.X)
     where = {(q, doc): i for i, (q, doc) in enumerate(zip(ds.qids[ds.row_query], ds.doc_ids))}
-    c = conn.client()
     for q in test_jl.judged_qids():
-        params = test_jl.query_params(q)
-        mp = serving_params(conn, index, [params], STAGE, res["name"])[0]
-        body = {"size": WINDOW, "_source": False, "query": STAGE.query(params),
-                "rescore": rescore_clause(res["name"], mp, WINDOW)}
-        hits = c.search(index=index, body=body)["hits"]["hits"]
-        node = np.array([h["_score"] for h in hits])
+        hits, node = _served(conn, index, res["name"], test_jl, q)
         own = logits[[where[(q, h["_id"])] for h in hits]]
         i, j = np.triu_indices(len(hits), 1)
         different = np.abs(own[i] - own[j]) > 1e-9 * np.maximum(np.abs(own[i]), 1.0)

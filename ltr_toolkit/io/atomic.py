@@ -14,16 +14,8 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
     """Write to a temporary file beside ``path`` and rename it into place on success.
     An existing file is replaced (the toolkit's one policy for outputs: they are results
     a rerun recreates); a directory or an unwritable place is a one-line user error."""
-    from ..errors import UserError
     path = Path(path)
-    if path.is_dir():
-        raise UserError(f"cannot write {path}: it is a directory", "name a file")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}",
-                        "choose a writable place for the output") from None
+    fd, tmp = _temp_beside(path, ".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())   # mkstemp makes 0600: honour the umask instead
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": ""}
@@ -41,15 +33,20 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
 def check_writable(path) -> None:
     """Fail fast, before any work, when ``path`` cannot be written: a probe file is made
     and removed where the output will go (same messages as :func:`atomic_write`)."""
+    fd, tmp = _temp_beside(Path(path), ".probe")
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _temp_beside(path: Path, suffix: str) -> tuple[int, str]:
+    """A new temporary file in ``path``'s folder (made if needed), or a one-line user
+    error: ``path`` is a directory, or the place is not writable."""
     from ..errors import UserError
-    path = Path(path)
     if path.is_dir():
         raise UserError(f"cannot write {path}: it is a directory", "name a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
-        os.close(fd)
-        os.unlink(tmp)
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror or exc}",
                         "choose a writable place for the output") from None
