@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, UserError
+from ..io.text import read_text
 
 VAR = re.compile(r"\{\{\{?\s*([A-Za-z_][\w.]*)\s*\}?\}\}")
 SECTION = re.compile(r"\{\{\s*[#^/>!&]")
@@ -54,10 +55,7 @@ class FirstStage:
     @classmethod
     def from_file(cls, path) -> "FirstStage":
         path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+        text = read_text(path)
         try:
             body = json.loads(text)
         except json.JSONDecodeError as exc:

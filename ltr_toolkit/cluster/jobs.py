@@ -56,6 +56,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import InputError, UserError
 from ..io.atomic import write_json
+from ..io.text import read_text
 
 SNAPSHOT_PREFIX = "run-"
 
@@ -93,10 +94,7 @@ def load_job(path) -> Job:
     except ModuleNotFoundError:          # Python 3.10
         import tomli as tomllib
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, None, f"cannot read: {exc}") from None
+    text = read_text(path)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -287,7 +285,7 @@ def run_job(job: Job, conn, log=lambda msg: None) -> dict:
             "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "status": "partial" if side.get("failed_queries") else "complete",
             "job": str(job.path), "toolkit_version": __version__,
-            "cluster": _redacted(conn), "index": job.index, "store": job.store,
+            "cluster": conn.display_url, "index": job.index, "store": job.store,
             "featureset": {"name": side["featureset"], "sha256": side["featureset_sha256"],
                            "features": len(side["feature_names"])},
             "judgments": side["judgments"], "first_stage": side["first_stage"],
@@ -311,6 +309,3 @@ def run_job(job: Job, conn, log=lambda msg: None) -> dict:
             f"{len(side.get('failed_queries', []))} failed queries")
         return manifest
 
-
-def _redacted(conn) -> str:
-    return conn.display_url

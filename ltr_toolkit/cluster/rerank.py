@@ -17,11 +17,6 @@ __all__ = ["DEFAULT_FIELDS", "FirstStage", "rescore_clause", "search_body", "sea
            "msearch_ids", "rerank_ids"]
 
 
-def baseline_query(text: str, fields=DEFAULT_FIELDS) -> dict:
-    """The default first stage for ``text``: BM25 best_fields over ``fields``."""
-    return FirstStage.from_fields(fields).query({"keywords": text})
-
-
 def rescore_clause(model: str, params: dict, window: int = 100, query_weight: float = 0.0,
                    rescore_query_weight: float = 1.0, store: str | None = None,
                    active_features: list[str] | None = None) -> dict:

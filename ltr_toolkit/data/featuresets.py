@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..versions import PLUGIN_MAX_FEATURES
 from ..errors import InputError
+from ..io.text import read_text
 
 MAX_FEATURES = PLUGIN_MAX_FEATURES
 _MUSTACHE_VAR = re.compile(r"{{\s*[#^/&{]?\s*([A-Za-z_][\w.]*)\s*}?}}")
@@ -24,10 +25,7 @@ def _line_of(text: str, needle: str, start: int = 0) -> int:
 
 def load_featureset(path) -> dict:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, None, f"cannot read: {exc}") from None
+    text = read_text(path)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

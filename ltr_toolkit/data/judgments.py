@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io.atomic import atomic_write
+from ..io.text import read_text
 
 
 @dataclass
@@ -222,14 +223,7 @@ def _add_row(jl, row, path, i):
 
 
 def _lines(path: Path) -> list[str]:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise InputError(path, data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
+    return read_text(path).splitlines()
 
 
 def _non_empty(jl: JudgmentList, path) -> JudgmentList:

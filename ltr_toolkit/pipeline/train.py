@@ -12,6 +12,7 @@ from .. import __version__
 from ..data.svmlight import load_logged
 from ..errors import InputError, UserError
 from ..io.atomic import atomic_write, check_writable, write_json
+from ..io.text import read_text
 from ..models.export import output_map, plugin_scores
 from ..models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
 from ..models.trees import ALGOS as TREE_ALGOS, LambdaMART
@@ -141,9 +142,7 @@ def grade_variation_check(ds, path) -> list[str]:
 def load_model(path):
     path = Path(path)
     try:
-        art = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+        art = json.loads(read_text(path))
     except ValueError as exc:
         raise InputError(path, getattr(exc, "lineno", None), "not a model artifact (invalid JSON)") from None
     if not isinstance(art, dict) or art.get("format") != ARTIFACT_FORMAT:

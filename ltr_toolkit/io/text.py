@@ -1,0 +1,22 @@
+"""Reading the toolkit's small text inputs (judgments, feature sets, templates, job files,
+model artifacts): one place for the "cannot read" and "not UTF-8" errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def read_text(path) -> str:
+    """The UTF-8 text of ``path``, or an InputError naming the file (and, for bytes that
+    are not UTF-8, the line)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
