@@ -49,7 +49,10 @@ ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 
 
-def generate(path: Path, rows: int, seed: int = 0, interleaved: bool = False) -> None:
+def generate(path: Path, rows: int, seed: int = 0, interleaved: bool = False,
+             draw_size=None) -> None:
+    """Write ``rows`` MSLR rows resampled from the 5k extract; each query's size from
+    ``draw_size(rng)`` (default: a size of one of the extract's queries)."""
     src = (SHARED / "data" / "mslr-5k" / "msn1.fold1.train.5k.txt").read_text().splitlines()
     sizes, bodies = {}, []
     for line in src:
@@ -59,11 +62,12 @@ def generate(path: Path, rows: int, seed: int = 0, interleaved: bool = False) ->
     assert all(len(b.split()) == FEATURES for _, b in bodies[:50])
     rng = random.Random(seed)
     sizes = list(sizes.values())
+    draw_size = draw_size or (lambda r: r.choice(sizes))
     with open(path, "w") as fh:
         qid, left = 0, 0
         for i in range(rows):
             if left == 0:
-                qid, left = qid + 1, rng.choice(sizes)
+                qid, left = qid + 1, draw_size(rng)
             left -= 1
             grade, body = bodies[rng.randrange(len(bodies))]
             if interleaved:

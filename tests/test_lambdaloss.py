@@ -248,3 +248,32 @@ def test_trainers_learn_with_the_lambdaloss_weightings(weighting):
     for m in (net, trees):
         got = ndcg(m.predict(test.X), test.y, test.offsets, 10).mean()
         assert got > rand + 0.25, (type(m).__name__, got, rand)
+
+
+def _stored_bytes(obj) -> int:
+    """Bytes of the NumPy arrays an object keeps between calls (attributes, block dicts)."""
+    total = 0
+    for v in vars(obj).values():
+        items = v if isinstance(v, list) else [v]
+        for it in items:
+            arrays = it.values() if isinstance(it, dict) else [it]
+            total += sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+    return total
+
+
+@pytest.mark.parametrize("weighting", ["ranknet", "lambdarank"])
+def test_pair_objectives_keep_no_pair_matrices(weighting):
+    """Training memory is linear in the documents: neither the tree objective nor the
+    networks' per-query cache keeps anything per pair (a 3,000-document query has 4.5M
+    pairs; an n x n cache would hold tens of MB)."""
+    rng = np.random.default_rng(0)
+    sizes = np.array([3000, 40, 7, 1200])
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    y = rng.integers(0, 5, size=off[-1]).astype(float)
+    rp = L.RankPairs(y, off, weighting, k=None, chunk=1 << 16)
+    assert rp.n_pairs > 4_000_000
+    assert _stored_bytes(rp) < 64 * off[-1]
+    qp = L.QueryPairs(y[:3000], k=None)
+    assert _stored_bytes(qp) < 64 * 3000
+    g, h = rp.grad_hess(rng.normal(size=off[-1]))
+    assert np.isfinite(g).all() and np.isfinite(h).all() and np.abs(g).sum() > 0

@@ -79,9 +79,8 @@ class RankingDataset:
     def content_hash(self) -> str:
         """SHA-256 over features, labels, grouping and ids: identifies training data."""
         h = hashlib.sha256()
-        h.update(self.X.tobytes())
-        h.update(self.y.tobytes())
-        h.update(self.offsets.tobytes())
+        for a in (self.X, self.y, self.offsets):      # the arrays' bytes, without a copy
+            h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
         h.update("\0".join(map(str, self.qids)).encode())
         if self.doc_ids is not None:
             h.update("\0".join(map(str, self.doc_ids)).encode())

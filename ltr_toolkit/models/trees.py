@@ -41,11 +41,15 @@ ALGOS = {"lambdamart": "lambdarank", "ranknet-tree": "ranknet"}
 #: Training on it makes xgboost learn trees that treat missing exactly as served.
 MISSING_AS = np.float32(1e30)
 
+#: Rows per batch when handing features to xgboost (training matrix, predictions).
+BATCH_ROWS = 1 << 16
+
 
 def fill_missing(X: np.ndarray) -> np.ndarray:
-    """Rows as the trees see them: float32, NaN replaced by :data:`MISSING_AS`."""
-    X = np.asarray(X, dtype=np.float32)
-    return np.where(np.isnan(X), MISSING_AS, X)
+    """Rows as the trees see them: a float32 copy, NaN replaced by :data:`MISSING_AS`."""
+    X = np.array(X, dtype=np.float32)
+    np.copyto(X, MISSING_AS, where=np.isnan(X))
+    return X
 
 
 class LambdaMART(EstimatorParams):
@@ -175,11 +179,36 @@ class LambdaMART(EstimatorParams):
         return obj
 
     # ------------------------------------------------------------------ fit / predict
-    def _dmatrix(self, ds: RankingDataset):
+    def _dmatrix(self, ds: RankingDataset, ref=None):
+        """xgboost's matrix of a dataset, fed in batches of rows with NaN as
+        :data:`MISSING_AS` (never a second full copy of the features): a QuantileDMatrix
+        (the histogram index only) for ``hist``, a DMatrix otherwise."""
         import xgboost as xgb
-        d = xgb.DMatrix(fill_missing(ds.X), label=ds.y, missing=np.nan, nthread=self.nthread)
-        d.set_group(ds.group_sizes)
-        return d
+        qid = np.repeat(np.arange(ds.n_queries), ds.group_sizes)
+        if self.tree_method != "hist":
+            d = xgb.DMatrix(fill_missing(ds.X), label=ds.y, missing=np.nan, nthread=self.nthread)
+            d.set_group(ds.group_sizes)
+            return d
+        X, y = ds.X, ds.y
+
+        class Batches(xgb.DataIter):
+            def __init__(self):
+                self._lo = 0
+                super().__init__()
+
+            def next(self, input_data):
+                if self._lo >= len(X):
+                    return False
+                hi = min(self._lo + BATCH_ROWS, len(X))
+                input_data(data=fill_missing(X[self._lo:hi]), label=y[self._lo:hi],
+                           qid=qid[self._lo:hi])
+                self._lo = hi
+                return True
+
+            def reset(self):
+                self._lo = 0
+        return xgb.QuantileDMatrix(Batches(), max_bin=int(self.max_bin), nthread=int(self.nthread),
+                                   missing=np.nan, ref=ref)
 
     def _ndcg_metric(self, valid: RankingDataset):
         k, name = int(self.k), self.metric_name
@@ -203,7 +232,7 @@ class LambdaMART(EstimatorParams):
         evals, metric = [], None
         cbs = list(callbacks or [])
         if valid is not None:
-            evals = [(self._dmatrix(valid), "valid")]
+            evals = [(self._dmatrix(valid, ref=dtrain), "valid")]
             metric = self._ndcg_metric(valid)
             if self.early_stopping_rounds is not None:
                 cbs.append(xgb.callback.EarlyStopping(
@@ -218,10 +247,16 @@ class LambdaMART(EstimatorParams):
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        import xgboost as xgb
-        d = xgb.DMatrix(fill_missing(X), missing=np.nan, nthread=self.nthread)
-        return self.booster_.predict(d, output_margin=True,
-                                     iteration_range=(0, self.best_iteration_ + 1)).astype(np.float64)
+        """Scores (the sum of the trees' leaves up to ``best_iteration_``), in batches of
+        rows: memory beyond the input is O(batch)."""
+        X = np.asarray(X)
+        out = np.empty(len(X), dtype=np.float64)
+        for lo in range(0, len(X), BATCH_ROWS):
+            hi = min(lo + BATCH_ROWS, len(X))
+            out[lo:hi] = self.booster_.inplace_predict(
+                fill_missing(X[lo:hi]), iteration_range=(0, self.best_iteration_ + 1),
+                predict_type="margin", missing=np.nan)
+        return out
 
     def trees_json(self) -> list:
         dump = self.booster_.get_dump(dump_format="json")[: self.best_iteration_ + 1]

@@ -19,6 +19,8 @@ gaps of any size.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -196,7 +198,7 @@ def lambdaloss_lambdas(scores, labels, weighting: str = "lambdarank", sigma: flo
     return lambdas, _hessian(scores, labels, sigma, W)
 
 
-# --------------------------------------------------------------------------- tree objective
+# --------------------------------------------------------------------------- blocks of pairs
 
 #: Per-query normalisations of the tree objective: ``pairs`` scales a query's lambdas and
 #: hessians by log2(1 + L) / L with L = sum over pairs of 2 |lambda_ij| (LightGBM's and
@@ -205,218 +207,290 @@ def lambdaloss_lambdas(scores, labels, weighting: str = "lambdarank", sigma: flo
 QUERY_NORMALIZATIONS = ("pairs", "documents", None)
 
 
-class RankPairs:
-    """Lambdas and hessians of every document of a training set for the tree objective,
-    vectorised over one flat list of pairs (no Python loop over queries or pairs per round).
+@functools.lru_cache(maxsize=512)
+def _position_weights(r0: int, r1: int, n: int, weighting: str, k: int | None, mu: float,
+                      dtype: str) -> np.ndarray:
+    """The part of W_ab that depends on rank positions only, for positions r0 <= a < r1
+    (rows) and b < n (columns): 0 unless b > a (each unordered pair once, the
+    better-ranked position first). Read-only; cached per shape."""
+    a = np.arange(r0, r1)[:, None]
+    b = np.arange(n)[None, :]
+    upper = b > a
+    if weighting == "ranknet":
+        w = upper.astype(np.float64)
+    else:
+        disc = 1.0 / np.log2(np.arange(max(r1, n)) + 2.0)
+        if k is not None:
+            disc[k:] = 0.0
+        dd = np.abs(disc[r0:r1, None] - disc[None, :n])
+        delta = loss2_discount(b - a)
+        if k is not None:
+            delta = delta * ((a < k) | (b < k))
+        w = {"lambdarank": dd, "ndcg-loss2": delta,
+             "ndcg-loss2++": dd + mu * delta}[weighting] * upper
+    w = w.astype(dtype)
+    w.flags.writeable = False
+    return w
 
-    Pairs are held as pairs of *rank positions* (a, b), a < b, inside a query: with a
-    truncation k only a < k (at least one document in the current top k), otherwise all.
-    Everything that depends on positions only (the discount part of W) is computed once.
-    Every round sorts the documents of each query by score, reads labels, gains and scores
-    at the two positions of each pair, and sums ``W_ab lambda_ab`` into position a and
-    ``-W_ab lambda_ab`` into position b (``np.bincount``), then maps positions back to
-    documents. The numbers are those of :func:`lambdaloss_lambdas` query by query
+
+def _block(ys, Gs, ss, lengths, Wpos, r0, sigma, ranknet, score_normalization, hessian=True):
+    """Lambdas of the pairs (a, b), r0 <= a < r0 + len(Wpos), b > a, of a block of queries
+    whose documents are sorted by descending score: ``ys``, ``Gs``, ``ss`` are [B, n]
+    (labels, normalised gains, scores; padding after each query's ``lengths`` documents,
+    with finite scores). Returns ([B, n] lambdas, [B, n] hessians or None, [B] sum of
+    |lambda_ab| over the block's pairs). A few passes over [B, rows, n] arrays, in place."""
+    r1 = r0 + Wpos.shape[0]
+    n = ys.shape[1]
+    dt = ys.dtype.type
+    sig = dt(sigma)
+    sign = np.subtract(ys[:, r0:r1, None], ys[:, None, :])
+    np.sign(sign, out=sign)                              # +1 where a is the better one
+    if ranknet:
+        W = np.abs(sign)
+    else:
+        W = np.subtract(Gs[:, r0:r1, None], Gs[:, None, :])
+        np.abs(W, out=W)
+    W *= Wpos
+    if np.any(lengths < n):
+        W *= (np.arange(n) < lengths[:, None])[:, None, :]
+    gap = np.subtract(ss[:, r0:r1, None], ss[:, None, :])   # >= 0 where b > a
+    if score_normalization:
+        # xgboost's rank:ndcg: W / (|s_a - s_b| + 0.01), unless all the query's scores tie
+        last = np.take_along_axis(ss, np.maximum(lengths - 1, 0)[:, None], axis=1)[:, 0]
+        flat = (ss[:, 0] - last) <= 0
+        if not flat.all():
+            d = np.abs(gap)
+            d += dt(0.01)
+            if flat.any():
+                d[flat] = 1.0
+            W /= d
+            del d
+    # p = 1 / (1 + exp(sigma (s_better - s_worse))), finite for any gap
+    p = gap
+    p *= sign
+    if sig != 1:
+        p *= sig
+    np.clip(p, -50.0, 50.0, out=p)
+    np.exp(p, out=p)
+    p += dt(1.0)
+    np.reciprocal(p, out=p)
+    lam = W                                              # |lambda_ab| = sigma W p
+    lam *= p
+    if sig != 1:
+        lam *= sig
+    total = lam.sum(axis=(1, 2), dtype=np.float64)
+    hess = None
+    if hessian:
+        h = np.subtract(dt(1.0), p, out=p)               # sigma^2 W p (1 - p) = sigma lam (1 - p)
+        h *= lam
+        if sig != 1:
+            h *= sig
+        hess = h.sum(axis=1)
+        hess[:, r0:r1] += h.sum(axis=2)
+    signed = lam
+    signed *= sign                                       # the better one gets -|lambda_ab|
+    grad = signed.sum(axis=1)                            # b's side: + over a
+    grad[:, r0:r1] -= signed.sum(axis=2)                 # a's side: - over b
+    return grad, hess, total
+
+
+def _sorted_rows(scores_pad, lengths, *arrays):
+    """Sort each row by descending score (ties by position: stable), padding last with
+    the row's lowest real score (finite, so no inf - inf); the other arrays follow."""
+    n = scores_pad.shape[1]
+    real = np.arange(n) < lengths[:, None]
+    s = np.where(real, scores_pad, -np.inf)
+    order = np.argsort(-s, axis=1, kind="stable")
+    s = np.take_along_axis(s, order, axis=1)
+    low = np.take_along_axis(s, np.maximum(lengths - 1, 0)[:, None], axis=1)
+    s = np.where(real, s, low)
+    return (order, s, *(np.take_along_axis(a, order, axis=1) for a in arrays))
+
+
+class RankPairs:
+    """Lambdas and hessians of every document of a training set for the tree objective.
+
+    Pairs are pairs of *rank positions* (a, b), a < b, inside a query in the current
+    score order: with a truncation k only a < k (at least one document in the current top
+    k), otherwise all. Queries of similar size are padded into blocks of at most ``chunk``
+    pair cells ([B queries, k rows, n columns]); a query too large for one block is split
+    by rows. Each round sorts every block's rows by score and computes all its pairs at
+    once (``_block``): per-document lambdas are row and column sums, so no pair list is
+    ever stored and memory is O(documents + chunk), whatever the query sizes.
+    The numbers are those of :func:`lambdaloss_lambdas` query by query
     (``tests/test_lambdaloss.py``), optionally scaled per query (:data:`QUERY_NORMALIZATIONS`).
     ``score_normalization`` divides every pair weight by ``|s_a - s_b| + 0.01`` as xgboost's
     ``rank:ndcg`` does: pairs the model barely separates weigh more (the lambdas are then
     no longer the gradient of a fixed-weight loss). Pair arithmetic runs in ``dtype``
-    (float32 by default: xgboost keeps gradients in float32), sums in float64.
+    (float32 by default: xgboost keeps gradients in float32).
     """
 
     def __init__(self, labels, offsets, weighting: str = "lambdarank", sigma: float = 1.0,
                  k: int | None = None, mu: float = DEFAULT_MU,
                  normalization: str | None = "pairs", score_normalization: bool = False,
-                 gain=exp_gain, dtype=np.float32, chunk: int = 1 << 21):
+                 gain=exp_gain, dtype=np.float32, chunk: int = 1 << 18):
         check_weighting(weighting)
         if normalization not in QUERY_NORMALIZATIONS:
             raise ValueError(f"query normalization must be one of {QUERY_NORMALIZATIONS}")
         y = np.asarray(labels, dtype=np.float64)
         offsets = np.asarray(offsets, dtype=np.int64)
         sizes = np.diff(offsets)
-        self.n = int(offsets[-1])
+        self.n = int(offsets[-1]) if len(offsets) else 0
         self.n_queries = len(sizes)
         self.sigma = float(sigma)
+        self.k = None if k is None else int(k)
+        self.mu = float(mu)
         self.normalization = normalization
         self.score_normalization = bool(score_normalization)
         self.weighting = weighting
         self.dtype = np.dtype(dtype)
         self.chunk = int(chunk)
-        self.y = y
-        self.row_query = np.repeat(np.arange(self.n_queries), sizes)
-        self._tiebreak = np.arange(self.n)
         # gains normalised by the query's IDCG@k (a query without any gain: 0)
         g = gain(y)
-        idcg = np.array([ideal_dcg(g[offsets[q]:offsets[q + 1]], k) for q in range(self.n_queries)])
+        useful = sizes >= 2          # and with two different labels: others have no pair
+        if useful.any():
+            lo = np.minimum(offsets[:-1], self.n - 1)
+            useful &= np.maximum.reduceat(y, lo) > np.minimum.reduceat(y, lo)
+        idcg = np.zeros(self.n_queries)
+        for q in np.flatnonzero(useful):
+            idcg[q] = ideal_dcg(g[offsets[q]:offsets[q + 1]], self.k)
         inv = np.divide(1.0, idcg, out=np.zeros_like(idcg), where=idcg > 0)
-        self.G = g * inv[self.row_query]
-        n_max = int(sizes.max()) if len(sizes) else 0
-        disc = 1.0 / np.log2(np.arange(n_max) + 2.0)
-        if k is not None:
-            disc[k:] = 0.0
-        A, B, W, starts, queries = [], [], [], [], []
-        count = 0
-        for q, n in enumerate(sizes.tolist()):
-            if n < 2 or np.ptp(y[offsets[q]:offsets[q + 1]]) == 0:
-                continue          # no pair with different labels: zero lambdas
-            m = n if (k is None or weighting == "ranknet") else min(int(k), n)
-            a, b = np.triu_indices(n, 1, m=n)
-            keep = a < m
-            a, b = a[keep], b[keep]
-            if weighting == "ranknet":
-                w = np.ones(len(a))
-            elif weighting == "lambdarank":
-                w = np.abs(disc[a] - disc[b])
-            elif weighting == "ndcg-loss2":
-                w = loss2_discount(b - a)
-            else:
-                w = np.abs(disc[a] - disc[b]) + mu * loss2_discount(b - a)
-            nz = w > 0             # positions whose weight is 0 whatever the labels
-            A.append(a[nz] + offsets[q])
-            B.append(b[nz] + offsets[q])
-            W.append(w[nz])
-            starts.append(count)
-            queries.append(q)
-            count += int(nz.sum())
-        cat = (lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt))
-        self.A, self.B = cat(A, np.int64), cat(B, np.int64)
-        self.Wpos = cat(W, self.dtype)
-        self._starts = np.asarray(starts, dtype=np.int64)
-        self._queries = np.asarray(queries, dtype=np.int64)
-        if self.score_normalization:
-            # per pair: positions of its query's first and last document
-            qa = np.searchsorted(offsets, self.A, side="right") - 1
-            self._first, self._last = offsets[qa], offsets[qa + 1] - 1
+        G = g * np.repeat(inv, sizes)
+        # blocks: queries with label variance, by size, B * rows * n_max <= chunk
+        self.blocks = []
+        queries = np.flatnonzero(useful)
+        queries = queries[np.argsort(sizes[queries], kind="stable")]
+        start = 0
+        while start < len(queries):
+            n_max = int(sizes[queries[start]])
+            end = start + 1
+            while end < len(queries):
+                n_new = int(sizes[queries[end]])
+                if (end - start + 1) * self._rows(n_new) * n_new > self.chunk:
+                    break
+                end += 1
+            self._add_block(queries[start:end], sizes, offsets, y, G)
+            start = end
+        self.n_pairs = int(sum(b["pairs"] for b in self.blocks))
 
-    @property
-    def n_pairs(self) -> int:
-        return len(self.A)
+    def _rows(self, n: int) -> int:
+        return n if (self.k is None or self.weighting == "ranknet") else min(self.k, n)
+
+    def _add_block(self, qs, sizes, offsets, y, G):
+        lengths = sizes[qs]
+        n_max = int(lengths.max())
+        col = np.arange(n_max)
+        idx = offsets[qs][:, None] + np.minimum(col[None, :], lengths[:, None] - 1)
+        m = self._rows(n_max)
+        step = max(1, self.chunk // n_max) if len(qs) == 1 else m
+        rows = [(r0, min(m, r0 + step)) for r0 in range(0, m, step)]
+        mq = np.minimum(lengths, m)
+        pairs = int(np.sum(mq * (lengths - 1) - mq * (mq - 1) // 2))
+        self.blocks.append({"queries": qs, "lengths": lengths, "idx": idx, "rows": rows,
+                            "y": y[idx].astype(self.dtype), "G": G[idx].astype(self.dtype),
+                            "n_max": n_max, "pairs": pairs})
 
     def grad_hess(self, scores):
         """(lambdas, diagonal hessians) of every document for the current scores."""
         s = np.asarray(scores, dtype=np.float64)
-        # positions: documents by (query, descending score); ties by input position
-        order = np.lexsort((self._tiebreak, -s, self.row_query))
-        ys, Gs = self.y[order].astype(self.dtype), self.G[order].astype(self.dtype)
-        ss = s[order].astype(self.dtype)
-        sig = self.dtype.type(self.sigma)
-        pos_grad = np.zeros(self.n)
-        pos_hess = np.zeros(self.n)
-        pair_total = []
-        for lo in range(0, self.n_pairs, self.chunk):
-            hi = min(lo + self.chunk, self.n_pairs)
-            a, b = self.A[lo:hi], self.B[lo:hi]
-            sign = np.sign(ys[a] - ys[b])          # +1 where a is the better one
-            if self.weighting == "ranknet":
-                W = np.abs(sign)
-            else:
-                W = np.abs(Gs[a] - Gs[b]) * self.Wpos[lo:hi]
-            gap = ss[a] - ss[b]                   # >= 0: a is ranked above b
-            if self.score_normalization:
-                # xgboost's rank:ndcg: W / (|s_a - s_b| + 0.01), unless the query's
-                # scores are all equal (its first and last positions tie)
-                spread = ss[self._first[lo:hi]] - ss[self._last[lo:hi]]
-                W = np.where(spread > 0, W / (gap + self.dtype.type(0.01)), W)
-            # p = 1 / (1 + exp(sigma (s_better - s_worse))), finite for any gap
-            z = np.clip(sig * sign * gap, -50.0, 50.0)
-            p = 1.0 / (1.0 + np.exp(z))
-            lam = sig * W * p                      # |lambda_ab|; the better one gets -lam
-            h = sig * lam * (1.0 - p)              # sigma^2 W p (1 - p)
-            signed = sign * lam
-            pos_grad -= np.bincount(a, signed, minlength=self.n)
-            pos_grad += np.bincount(b, signed, minlength=self.n)
-            pos_hess += np.bincount(a, h, minlength=self.n)
-            pos_hess += np.bincount(b, h, minlength=self.n)
-            if self.normalization == "pairs":
-                pair_total.append(lam)
-        grad = np.empty(self.n)
-        hess = np.empty(self.n)
-        grad[order] = pos_grad
-        hess[order] = pos_hess
-        if self.normalization is not None:
-            if self.normalization == "pairs":
-                total = np.zeros(self.n_queries)
-                if self.n_pairs:
-                    lam_all = np.concatenate(pair_total).astype(np.float64)
-                    total[self._queries] = 2.0 * np.add.reduceat(lam_all, self._starts)
-            else:
-                total = np.bincount(self.row_query, np.abs(grad), minlength=self.n_queries)
-            scale = np.divide(np.log2(1.0 + total), total, out=np.zeros_like(total), where=total > 0)
-            grad *= scale[self.row_query]
-            hess *= scale[self.row_query]
+        grad = np.zeros(self.n)
+        hess = np.zeros(self.n)
+        for blk in self.blocks:
+            lengths, n_max = blk["lengths"], blk["n_max"]
+            order, ss, ys, Gs, idx = _sorted_rows(s[blk["idx"]].astype(self.dtype), lengths,
+                                                  blk["y"], blk["G"], blk["idx"])
+            g = np.zeros(ys.shape, dtype=np.float64)
+            h = np.zeros(ys.shape, dtype=np.float64)
+            total = np.zeros(len(lengths))
+            for r0, r1 in blk["rows"]:
+                Wpos = _position_weights(r0, r1, n_max, self.weighting, self.k, self.mu,
+                                         self.dtype.name)
+                gb, hb, lb = _block(ys, Gs, ss, lengths, Wpos, r0, self.sigma,
+                                    self.weighting == "ranknet", self.score_normalization)
+                g += gb
+                h += hb
+                total += lb
+            if self.normalization is not None:
+                if self.normalization == "pairs":
+                    total = 2.0 * total
+                else:
+                    real = np.arange(n_max) < lengths[:, None]
+                    total = np.where(real, np.abs(g), 0.0).sum(axis=1)
+                scale = np.divide(np.log2(1.0 + total), total, out=np.zeros_like(total),
+                                  where=total > 0)
+                g *= scale[:, None]
+                h *= scale[:, None]
+            real = np.arange(n_max) < lengths[:, None]
+            grad[idx[real]] = g[real]
+            hess[idx[real]] = h[real]
         return grad, hess
 
 
-# --------------------------------------------------------------------------- batches
-
-# --------------------------------------------------------------------------- training cache
+# --------------------------------------------------------------------------- networks
 
 class QueryPairs:
-    """The label-only parts of one query's pair computation, computed once per query
-    and reused at every step (the labels never change during training).
-
-    ``U_ij = 1/2 (1 - S_ij)`` on pairs with different labels (1 where i is the worse
-    document), ``A_ij`` marks those pairs, ``Wg_ij = |G_i - G_j|`` (gains over IDCG@k) for
-    the NDCG weightings. A step then costs a handful of n x n operations in the dtype of
-    the scores. :meth:`lambdas` gives any weighting of :data:`WEIGHTINGS`.
-    """
+    """One query's lambdas for the networks' factorised step, any weighting of
+    :data:`WEIGHTINGS`: the query's labels and normalised gains are kept (O(n)); every
+    call sorts by score and computes the pairs with a document in the current top k (all
+    pairs for RankNet or without k) in one block (``_block``), so nothing n x n outlives
+    a step. The numbers are those of :func:`lambdaloss_lambdas`."""
 
     def __init__(self, labels, sigma: float = 1.0, k: int | None = None, gain=exp_gain,
                  dtype=np.float64, mu: float = DEFAULT_MU):
         y = np.asarray(labels, dtype=np.float64)
         self.n = len(y)
         self.sigma = float(sigma)
-        self.k = k
+        self.k = None if k is None else int(k)
         self.mu = float(mu)
         self.dtype = np.dtype(dtype)
-        S = pair_signs(y)
-        self.A = (S != 0).astype(self.dtype)
-        self.U = (0.5 * (1.0 - S) * (S != 0)).astype(self.dtype)
-        self.c = self.sigma * self.U.sum(axis=1)
         g = gain(y)
-        idcg = float(ideal_dcg(g, k))
-        self.Wg = (np.abs(g[:, None] - g[None, :]) * (1.0 / idcg if idcg > 0 else 0.0)).astype(self.dtype)
-        disc = 1.0 / np.log2(np.arange(self.n) + 2.0)
-        if k is not None:
-            disc[k:] = 0.0
-        self._disc_by_rank = disc.astype(self.dtype)
-        self._delta_by_distance = loss2_discount(np.arange(self.n)).astype(self.dtype)
-
-    def _p(self, scores, rows=None):
-        """1 / (1 + exp(sigma (s_i - s_j))) for i in ``rows`` (all by default), every j."""
-        s = np.asarray(scores, dtype=self.dtype)
-        x = self.sigma * ((s if rows is None else s[rows])[:, None] - s[None, :])
-        # 1 / (1 + exp(sigma (s_i - s_j))), stable
-        return 0.5 * (1.0 - np.tanh(0.5 * x))
+        idcg = float(ideal_dcg(g, k)) if self.n else 0.0
+        self.y = y.astype(self.dtype)
+        self.G = (g * (1.0 / idcg if idcg > 0 else 0.0)).astype(self.dtype)
+        self._lengths = np.array([self.n])
+        # RankNet's label-only parts, documents grouped by label: how many are better,
+        # how many have another label, where each label's group starts and ends
+        self._by_label = np.argsort(y, kind="stable")
+        ys = y[self._by_label]
+        lo, hi = np.searchsorted(ys, ys, side="left"), np.searchsorted(ys, ys, side="right")
+        self._better = (self.n - hi).astype(self.dtype)
+        self._count = (self.n - (hi - lo)).astype(self.dtype)
+        edges = np.flatnonzero(np.diff(ys)) + 1
+        self._groups = list(zip([0, *edges.tolist()], [*edges.tolist(), self.n]))
 
     def ranknet(self, scores) -> np.ndarray:
-        p = self._p(scores)
-        return self.c - self.sigma * np.einsum("ij,ij->i", self.A, p)
-
-    def _weights(self, s, weighting: str = "lambdarank") -> np.ndarray:
-        order = np.argsort(-s, kind="stable")
-        D = np.empty(self.n, dtype=self.dtype)
-        D[order] = self._disc_by_rank
-        if weighting == "lambdarank":
-            return self.Wg * np.abs(D[:, None] - D[None, :])
-        ranks = np.empty(self.n, dtype=np.int64)
-        ranks[order] = np.arange(self.n)
-        delta = self._delta_by_distance[np.abs(ranks[:, None] - ranks[None, :])]
-        if self.k is not None and self.k < self.n:
-            top = ranks < self.k
-            delta = delta * (top[:, None] | top[None, :])
-        if weighting == "ndcg-loss2":
-            return self.Wg * delta
-        return self.Wg * (np.abs(D[:, None] - D[None, :]) + self.dtype.type(self.mu) * delta)
-
+        """RankNet's lambdas without sorting by score: over every ordered pair with
+        different labels, ``lambda_i = sigma sum_j (U_ij - p_ij)``, U_ij = 1 where j is the
+        better one, ``p_ij = 1/(1 + exp(sigma (s_i - s_j))) = (1 - t_ij) / 2`` with
+        ``t_ij = tanh(sigma (s_i - s_j) / 2)``. The U part is a count (labels only); the t
+        part is one n x n pass, minus its diagonal blocks (documents grouped by label)."""
+        s = np.asarray(scores, dtype=self.dtype)[self._by_label]
+        t = np.subtract(s[:, None], s[None, :])
+        t *= self.dtype.type(0.5 * self.sigma)
+        np.tanh(t, out=t)
+        rows = t.sum(axis=1)
+        for lo, hi in self._groups:           # at most one block per grade
+            rows[lo:hi] -= t[lo:hi, lo:hi].sum(axis=1)
+        lam = np.empty(self.n, dtype=self.dtype)
+        lam[self._by_label] = self.sigma * (self._better - 0.5 * (self._count - rows))
+        return lam
     def lambdarank(self, scores) -> np.ndarray:
         return self.lambdas(scores, "lambdarank")
 
     def lambdas(self, scores, weighting: str = "lambdarank") -> np.ndarray:
-        """One lambda per document for a weighting of :data:`WEIGHTINGS`."""
+        """One lambda per document (in input order) for a weighting of :data:`WEIGHTINGS`."""
+        check_weighting(weighting)
+        out = np.zeros(self.n, dtype=self.dtype)
+        if self.n < 2:
+            return out
         if weighting == "ranknet":
             return self.ranknet(scores)
-        check_weighting(weighting)
         s = np.asarray(scores, dtype=self.dtype)
-        W = self._weights(s, weighting)
-        p = self._p(s)
-        return self.sigma * np.einsum("ij,ij->i", W, self.U - p)
+        order = np.argsort(-s, kind="stable")
+        ss, ys, Gs = s[order][None, :], self.y[order][None, :], self.G[order][None, :]
+        m = self.n if (self.k is None or weighting == "ranknet") else min(self.k, self.n)
+        Wpos = _position_weights(0, m, self.n, weighting, self.k, self.mu, self.dtype.name)
+        g, _, _ = _block(ys, Gs, ss, self._lengths, Wpos, 0, self.sigma,
+                         weighting == "ranknet", False, hessian=False)
+        out[order] = g[0]
+        return out
