@@ -117,8 +117,10 @@ def systems():
     out["toolkit lambdamart, RankNet weights"] = toolkit(weighting="ranknet")
     out["toolkit lambdamart, NDCG-Loss2"] = toolkit(weighting="ndcg-loss2")
     out["toolkit lambdamart, NDCG-Loss2++ (mu 1)"] = toolkit(weighting="ndcg-loss2++", mu=1.0)
-    out["toolkit lambdamart, previous defaults"] = toolkit(truncation="k", min_child_weight=0.0,
-                                                           query_normalization="documents")
+    out["toolkit lambdamart, exact hessian (hessian_scale 1)"] = toolkit(hessian_scale=1.0)
+    out["toolkit lambdamart, first defaults"] = toolkit(truncation="k", min_child_weight=0.0,
+                                                        query_normalization="documents",
+                                                        score_normalization=False, hessian_scale=1.0)
     out["lambdarank-nn (defaults)"] = network("lambdarank-nn")
     out["ranknet-nn (defaults)"] = network("ranknet-nn")
     return out

@@ -277,3 +277,14 @@ def test_pair_objectives_keep_no_pair_matrices(weighting):
     assert _stored_bytes(qp) < 64 * 3000
     g, h = rp.grad_hess(rng.normal(size=off[-1]))
     assert np.isfinite(g).all() and np.isfinite(h).all() and np.abs(g).sum() > 0
+
+
+def test_hessian_scale_multiplies_the_hessians_only():
+    s, y, off = _batch(4)
+    one = L.RankPairs(y, off, "lambdarank", k=6, score_normalization=True, dtype=np.float64)
+    two = L.RankPairs(y, off, "lambdarank", k=6, score_normalization=True, dtype=np.float64,
+                      hessian_scale=2.0)
+    (g1, h1), (g2, h2) = one.grad_hess(s), two.grad_hess(s)
+    np.testing.assert_array_equal(g1, g2)
+    np.testing.assert_allclose(h2, 2.0 * h1, rtol=1e-15)
+    assert np.abs(h1).sum() > 0

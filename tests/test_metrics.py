@@ -77,3 +77,20 @@ def test_perfect_and_worst_orders():
     assert M.ndcg(y, y, off, 10)[0] == pytest.approx(1.0)
     assert M.ndcg(-y, y, off, 10)[0] < 0.7
     assert M.ndcg(np.zeros(4), np.zeros(4), off, 10)[0] == 0.0
+
+
+def test_metrics_are_the_same_computed_in_chunks_of_queries(monkeypatch):
+    """Padded arrays are built for runs of queries (bounded memory with one long query):
+    the per-query values do not depend on the chunking."""
+    from ltr_toolkit.rank import metrics as M
+    rng = np.random.default_rng(3)
+    sizes = np.array([5, 400, 3, 17, 1, 60, 9])
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    s = rng.normal(size=off[-1])
+    y = rng.integers(0, 5, size=off[-1]).astype(float)
+    whole = {f.__name__: f(s, y, off) for f in (M.ndcg, M.err, M.average_precision,
+                                                 M.reciprocal_rank, M.precision)}
+    monkeypatch.setattr(M, "CHUNK_CELLS", 100)
+    assert len(M._query_chunks(sizes)) > 3
+    for f in (M.ndcg, M.err, M.average_precision, M.reciprocal_rank, M.precision):
+        np.testing.assert_allclose(f(s, y, off), whole[f.__name__], rtol=1e-12, atol=0)

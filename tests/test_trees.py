@@ -59,7 +59,8 @@ def test_native_mirroring_matches_rank_ndcg_split_for_split(K, seed):
 @pytest.mark.parametrize("algo,fn", [("lambdamart", lambdarank_lambdas), ("ranknet-tree", ranknet_lambdas)])
 def test_objective_gives_the_toolkit_lambdas(algo, fn):
     ds = _small(3)
-    m = LambdaMART(algo=algo, k=5, truncation="k", query_normalization=None, score_normalization=False)
+    m = LambdaMART(algo=algo, k=5, truncation="k", query_normalization=None, score_normalization=False,
+                   hessian_scale=1.0)
     obj = m.objective(ds)
     preds = np.random.default_rng(0).normal(size=ds.n_docs).astype(np.float32)
     grad, hess = obj(preds, None)
@@ -120,7 +121,7 @@ def test_objective_weightings_give_the_lambdaloss_lambdas(weighting):
     from ltr_toolkit.rank.lambdas import lambdaloss_lambdas
     ds = _small(7)
     m = LambdaMART(weighting=weighting, mu=3.0, truncation=4, sigma=1.5, query_normalization=None,
-                   score_normalization=False)
+                   score_normalization=False, hessian_scale=1.0)
     preds = np.random.default_rng(1).normal(size=ds.n_docs).astype(np.float32)
     grad, hess = m.objective(ds)(preds, None)
     for q in range(ds.n_queries):

@@ -15,8 +15,12 @@ with a document in the current top ``truncation`` = 32 (truncating at the metric
 lost the most), pair weights over ``|s_i - s_j| + 0.01`` (``score_normalization``, as
 xgboost's rank:ndcg), LightGBM/xgboost's per-query normalisation over pairs,
 ``min_child_weight`` 1 (xgboost's default; 0 overfits the normalised hessians and is
-slower), sigma 1, and the exact hessian ``sigma^2 W p (1 - p)`` (xgboost doubles it, which
-halves every leaf: slower learning at the same learning rate).
+slower), sigma 1, and the hessian ``sigma^2 W p (1 - p)`` times ``hessian_scale`` = 2, as
+xgboost's rank:ndcg: the same trees as the exact hessian with half the learning rate,
+reg_lambda and min_child_weight, a more cautious Newton step. In that cross-validation
+(3 x 5 folds over the 43 training queries, 300 trees, no early stopping) the factor 2 added
++0.013 NDCG@10 (positive in every repeat); untruncated discounts (native's) made no
+difference (+0.0001), nor did min_child_weight 0.1 or all pairs.
 xgboost's default evaluation metric is disabled: the validation NDCG@k (named ``ndcg@k``)
 is the only metric, the one early stopping watches.
 """
@@ -62,7 +66,9 @@ class LambdaMART(EstimatorParams):
     by default the algorithm's own; ``mu``: NDCG-Loss2++'s mixing weight;
     ``query_normalization``: ``rank.lambdas.QUERY_NORMALIZATIONS`` (True, in artifacts
     written before it took names, is "documents"); ``score_normalization``: every pair
-    weight over ``|s_i - s_j| + 0.01`` (as xgboost's rank:ndcg)."""
+    weight over ``|s_i - s_j| + 0.01`` (as xgboost's rank:ndcg); ``hessian_scale``: the
+    diagonal hessians times this factor (2, as xgboost's rank:ndcg; 1: the exact
+    second derivative of the weighted pair loss)."""
 
     def __init__(self, algo: str = "lambdamart", n_estimators: int = 300, max_depth: int = 6,
                  learning_rate: float = 0.1, k: int = 10, sigma: float = 1.0,
@@ -72,7 +78,7 @@ class LambdaMART(EstimatorParams):
                  subsample: float = 1.0, colsample_bytree: float = 1.0,
                  query_normalization: str | None = "pairs", truncation: int | None | str = 32,
                  weighting: str | None = None, mu: float = DEFAULT_MU,
-                 score_normalization: bool = True):
+                 score_normalization: bool = True, hessian_scale: float = 2.0):
         self.algo = algo
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -94,6 +100,7 @@ class LambdaMART(EstimatorParams):
         self.weighting = weighting
         self.mu = mu
         self.score_normalization = score_normalization
+        self.hessian_scale = hessian_scale
 
     # ------------------------------------------------------------------ resolved parameters
     @property
@@ -134,7 +141,7 @@ class LambdaMART(EstimatorParams):
         if self.pairs is not None and not callable(self.pairs):
             raise ValueError("pairs must be None or a callable (labels of one query) -> "
                              "an object with grad_hess(scores)")
-        for name in ("learning_rate", "sigma"):
+        for name in ("learning_rate", "sigma", "hessian_scale"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"{name} must be > 0")
         for name in ("min_child_weight", "reg_lambda", "mu"):
@@ -172,7 +179,8 @@ class LambdaMART(EstimatorParams):
             return other
         pairs = RankPairs(train.y, train.offsets, self._weighting(), float(self.sigma),
                           self._truncation(), float(self.mu), self._query_normalization(),
-                          score_normalization=bool(self.score_normalization))
+                          score_normalization=bool(self.score_normalization),
+                          hessian_scale=float(self.hessian_scale))
 
         def obj(preds, dtrain):
             return pairs.grad_hess(preds)
@@ -276,6 +284,7 @@ class LambdaMART(EstimatorParams):
         # artifacts from before these were parameters: what the objective did then
         params.setdefault("truncation", "k")
         params.setdefault("score_normalization", False)
+        params.setdefault("hessian_scale", 1.0)
         m = cls(**params)
         m.booster_ = xgb.Booster()
         m.booster_.load_model(bytearray(json.dumps(state["booster"]).encode()))

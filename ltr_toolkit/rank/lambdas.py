@@ -321,14 +321,16 @@ class RankPairs:
     (``tests/test_lambdaloss.py``), optionally scaled per query (:data:`QUERY_NORMALIZATIONS`).
     ``score_normalization`` divides every pair weight by ``|s_a - s_b| + 0.01`` as xgboost's
     ``rank:ndcg`` does: pairs the model barely separates weigh more (the lambdas are then
-    no longer the gradient of a fixed-weight loss). Pair arithmetic runs in ``dtype``
+    no longer the gradient of a fixed-weight loss). ``hessian_scale`` multiplies the
+    hessians (xgboost's rank:ndcg uses 2). Pair arithmetic runs in ``dtype``
     (float32 by default: xgboost keeps gradients in float32).
     """
 
     def __init__(self, labels, offsets, weighting: str = "lambdarank", sigma: float = 1.0,
                  k: int | None = None, mu: float = DEFAULT_MU,
                  normalization: str | None = "pairs", score_normalization: bool = False,
-                 gain=exp_gain, dtype=np.float32, chunk: int = 1 << 18):
+                 gain=exp_gain, dtype=np.float32, chunk: int = 1 << 18,
+                 hessian_scale: float = 1.0):
         check_weighting(weighting)
         if normalization not in QUERY_NORMALIZATIONS:
             raise ValueError(f"query normalization must be one of {QUERY_NORMALIZATIONS}")
@@ -345,6 +347,7 @@ class RankPairs:
         self.weighting = weighting
         self.dtype = np.dtype(dtype)
         self.chunk = int(chunk)
+        self.hessian_scale = float(hessian_scale)
         # gains normalised by the query's IDCG@k (a query without any gain: 0)
         g = gain(y)
         useful = sizes >= 2          # and with two different labels: others have no pair
@@ -420,6 +423,8 @@ class RankPairs:
                                   where=total > 0)
                 g *= scale[:, None]
                 h *= scale[:, None]
+            if self.hessian_scale != 1.0:
+                h *= self.hessian_scale
             real = np.arange(n_max) < lengths[:, None]
             grad[idx[real]] = g[real]
             hess[idx[real]] = h[real]

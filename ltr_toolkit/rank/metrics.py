@@ -1,4 +1,6 @@
-"""Ranking metrics, vectorised over queries (padded [Q, n_max] arrays).
+"""Ranking metrics, vectorised over queries (padded [Q, n_max] arrays, built for chunks
+of consecutive queries of at most ``CHUNK_CELLS`` cells: memory stays bounded when one
+query is much longer than the others).
 
 Definitions follow trec_eval / ir-measures: documents sorted by descending score, ties
 broken by input position; a document is relevant when its label >= ``rel`` (default 1).
@@ -12,9 +14,43 @@ broken by input position; a document is relevant when its label >= ``rel`` (defa
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .lambdas import exp_gain, ideal_dcg
+
+
+#: Padded cells per chunk of queries (8 MB per float64 array).
+CHUNK_CELLS = 1 << 20
+
+
+def _query_chunks(sizes: np.ndarray):
+    """[(first, end)] runs of consecutive queries with len(run) * max size <= CHUNK_CELLS
+    (a single larger query is a run of its own)."""
+    runs, start, n_max = [], 0, 0
+    for q, n in enumerate(sizes.tolist()):
+        if q > start and (q - start + 1) * max(n_max, n) > CHUNK_CELLS:
+            runs.append((start, q))
+            start, n_max = q, 0
+        n_max = max(n_max, n)
+    if len(sizes):
+        runs.append((start, len(sizes)))
+    return runs
+
+
+def _per_query(fn):
+    """Apply a per-query metric ``fn(scores, labels, offsets, ...)`` chunk by chunk."""
+    @functools.wraps(fn)
+    def chunked(scores, labels, offsets, *args, **kw):
+        scores, labels = np.asarray(scores), np.asarray(labels)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        runs = _query_chunks(np.diff(offsets))
+        if len(runs) <= 1:
+            return fn(scores, labels, offsets, *args, **kw)
+        return np.concatenate([fn(scores[offsets[a]:offsets[b]], labels[offsets[a]:offsets[b]],
+                                  offsets[a:b + 1] - offsets[a], *args, **kw) for a, b in runs])
+    return chunked
 
 
 def pad(values: np.ndarray, offsets: np.ndarray, fill: float = 0.0):
@@ -38,6 +74,7 @@ def _sorted_labels(scores, labels, offsets):
     return np.where(ms, ys, 0.0), ms, y, mask
 
 
+@_per_query
 def ndcg(scores, labels, offsets, k: int | None = 10, gain: str = "exp") -> np.ndarray:
     """NDCG@k per query."""
     gf = exp_gain if gain == "exp" else (lambda v: np.asarray(v, dtype=np.float64))
@@ -52,10 +89,15 @@ def ndcg(scores, labels, offsets, k: int | None = 10, gain: str = "exp") -> np.n
 
 
 def err(scores, labels, offsets, k: int | None = 10, max_grade: float | None = None) -> np.ndarray:
-    """Expected reciprocal rank @k per query."""
-    ys, ms, _, _ = _sorted_labels(scores, labels, offsets)
+    """Expected reciprocal rank @k per query (``max_grade``: by default the largest label)."""
     if max_grade is None:
         max_grade = float(np.max(labels)) if len(labels) else 1.0
+    return _err(scores, labels, offsets, k, max_grade)
+
+
+@_per_query
+def _err(scores, labels, offsets, k, max_grade) -> np.ndarray:
+    ys, ms, _, _ = _sorted_labels(scores, labels, offsets)
     R = np.where(ms, (np.power(2.0, ys) - 1.0) / np.power(2.0, max_grade), 0.0)
     if k is not None:
         R = R[:, :k]
@@ -65,6 +107,7 @@ def err(scores, labels, offsets, k: int | None = 10, max_grade: float | None = N
     return (reach * R / ranks).sum(axis=1)
 
 
+@_per_query
 def average_precision(scores, labels, offsets, rel: float = 1.0, k: int | None = None) -> np.ndarray:
     """AP per query; with ``k``, over the top k only (trec_eval's map_cut), still divided
     by every relevant document of the query."""
@@ -77,6 +120,7 @@ def average_precision(scores, labels, offsets, rel: float = 1.0, k: int | None =
     return np.divide(s, n_rel, out=np.zeros_like(s, dtype=np.float64), where=n_rel > 0)
 
 
+@_per_query
 def reciprocal_rank(scores, labels, offsets, rel: float = 1.0, k: int | None = None) -> np.ndarray:
     """1 / rank of the first relevant document (within the top k when given), else 0."""
     ys, ms, _, _ = _sorted_labels(scores, labels, offsets)
@@ -85,6 +129,7 @@ def reciprocal_rank(scores, labels, offsets, rel: float = 1.0, k: int | None = N
     return np.where(relv.any(axis=1), 1.0 / (first + 1.0), 0.0)
 
 
+@_per_query
 def precision(scores, labels, offsets, k: int = 10, rel: float = 1.0) -> np.ndarray:
     ys, ms, _, _ = _sorted_labels(scores, labels, offsets)
     relv = ((ys >= rel) & ms)[:, :k]
