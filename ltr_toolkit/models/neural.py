@@ -199,7 +199,7 @@ class NeuralRanker(EstimatorParams):
         dtype), computed in batches of rows: no float64 copy of the whole matrix."""
         X = np.asarray(X)
         out = np.empty(X.shape, dtype=self._dtype())
-        for lo, hi in _batches(len(X)):
+        for lo, hi in row_batches(len(X)):
             Z = fill_missing(X[lo:hi])
             if self.standardize:
                 Z -= self.mean_
@@ -278,14 +278,14 @@ class NeuralRanker(EstimatorParams):
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X)
         out = np.empty(len(X), dtype=np.float64)
-        for lo, hi in _batches(len(X)):
+        for lo, hi in row_batches(len(X)):
             out[lo:hi] = self.net_.forward(self._transform(X[lo:hi]))
         return out
 
     def _forward(self, Xt: np.ndarray) -> np.ndarray:
         """Scores of rows already transformed (``_transform``), in batches."""
         out = np.empty(len(Xt), dtype=np.float64)
-        for lo, hi in _batches(len(Xt)):
+        for lo, hi in row_batches(len(Xt)):
             out[lo:hi] = self.net_.forward(Xt[lo:hi])
         return out
 
@@ -311,7 +311,8 @@ class NeuralRanker(EstimatorParams):
 BATCH_ROWS = 1 << 16
 
 
-def _batches(n: int):
+def row_batches(n: int):
+    """(lo, hi) ranges of at most :data:`BATCH_ROWS` rows covering n rows."""
     return ((lo, min(lo + BATCH_ROWS, n)) for lo in range(0, n, BATCH_ROWS))
 
 
@@ -320,11 +321,11 @@ def _column_moments(X: np.ndarray):
     passes over batches of rows in float64."""
     n = len(X)
     total = np.zeros(X.shape[1])
-    for lo, hi in _batches(n):
+    for lo, hi in row_batches(n):
         total += fill_missing(X[lo:hi]).sum(axis=0)
     mean = total / n
     sq = np.zeros(X.shape[1])
-    for lo, hi in _batches(n):
+    for lo, hi in row_batches(n):
         d = fill_missing(X[lo:hi]) - mean
         sq += np.einsum("ij,ij->j", d, d)
     return mean, np.sqrt(sq / n)

@@ -35,7 +35,7 @@ from ..data.dataset import RankingDataset
 from ..rank.lambdas import (DEFAULT_MU, QUERY_NORMALIZATIONS, RankPairs,
                             check_weighting)
 from ..rank.metrics import ndcg
-from .neural import EstimatorParams, training_sets
+from .neural import EstimatorParams, row_batches, training_sets
 
 ALGOS = {"lambdamart": "lambdarank", "ranknet-tree": "ranknet"}
 
@@ -44,9 +44,6 @@ ALGOS = {"lambdamart": "lambdarank", "ranknet-tree": "ranknet"}
 #: test is ``threshold > value``, false for NaN, whatever the node's ``missing`` says).
 #: Training on it makes xgboost learn trees that treat missing exactly as served.
 MISSING_AS = np.float32(1e30)
-
-#: Rows per batch when handing features to xgboost (training matrix, predictions).
-BATCH_ROWS = 1 << 16
 
 
 def fill_missing(X: np.ndarray) -> np.ndarray:
@@ -201,20 +198,18 @@ class LambdaMART(EstimatorParams):
 
         class Batches(xgb.DataIter):
             def __init__(self):
-                self._lo = 0
+                self._todo = row_batches(len(X))
                 super().__init__()
 
             def next(self, input_data):
-                if self._lo >= len(X):
+                lo, hi = next(self._todo, (None, None))
+                if lo is None:
                     return False
-                hi = min(self._lo + BATCH_ROWS, len(X))
-                input_data(data=fill_missing(X[self._lo:hi]), label=y[self._lo:hi],
-                           qid=qid[self._lo:hi])
-                self._lo = hi
+                input_data(data=fill_missing(X[lo:hi]), label=y[lo:hi], qid=qid[lo:hi])
                 return True
 
             def reset(self):
-                self._lo = 0
+                self._todo = row_batches(len(X))
         return xgb.QuantileDMatrix(Batches(), max_bin=int(self.max_bin), nthread=int(self.nthread),
                                    missing=np.nan, ref=ref)
 
@@ -259,8 +254,7 @@ class LambdaMART(EstimatorParams):
         rows: memory beyond the input is O(batch)."""
         X = np.asarray(X)
         out = np.empty(len(X), dtype=np.float64)
-        for lo in range(0, len(X), BATCH_ROWS):
-            hi = min(lo + BATCH_ROWS, len(X))
+        for lo, hi in row_batches(len(X)):
             out[lo:hi] = self.booster_.inplace_predict(
                 fill_missing(X[lo:hi]), iteration_range=(0, self.best_iteration_ + 1),
                 predict_type="margin", missing=np.nan)
