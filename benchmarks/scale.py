@@ -160,8 +160,8 @@ def main():
         f"QuantileDMatrix (built in {rounds['qdm']:.0f} s); {ROUNDS} rounds per run, {REPEATS} runs "
         "interleaved, median seconds / round; native = objective rank:ndcg with its defaults "
         "(top-32 pairs), toolkit = LambdaMART() defaults",
-        f"network epochs: the training pass over every query ({EPOCHS} epochs, median), BLAS "
-        "threads as numpy's default; the per-epoch NDCG of the monitor set is not included",
+        f"network epochs: the training pass over every query ({EPOCHS} epochs, median), one BLAS "
+        "thread (NeuralRanker.fit's choice); the per-epoch NDCG of the monitor set is not included",
         f"whole run {total / 60:.1f} min on {os.cpu_count()} cores",
     ]
     write_table("scale", ["measure", "value", "ratio", "target", "status"], rows, notes)
