@@ -47,11 +47,12 @@ def check_algorithm(algo: str) -> None:
 def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
                 hidden=(64, 16), epochs=50, lr=None, optimizer="adam", sigma=1.0, k=10,
                 patience=10, seed=42, on_epoch=None, trees=300, depth=6,
-                truncation="default") -> dict:
+                truncation="default", hessian_scale=None) -> dict:
     """Train on datasets (``train.meta["sidecar"]`` describes logged data) and return the
     self-describing model artifact. ``lr`` None: the family's default (1e-3 networks,
     0.1 trees); ``truncation`` "default": the family's default (the metric's k for
-    networks, 32 for trees), else "k", None (all pairs) or an integer."""
+    networks, 32 for trees), else "k", None (all pairs) or an integer; ``hessian_scale``
+    (trees) None: LambdaMART's default."""
     check_algorithm(algo)
     if lr is None:
         lr = 0.1 if algo in TREE_ALGOS else 1e-3
@@ -78,7 +79,8 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     else:
         model = LambdaMART(algo=algo, n_estimators=trees, max_depth=depth, learning_rate=lr,
                            k=k, sigma=sigma, early_stopping_rounds=patience, seed=seed,
-                           **({} if truncation == "default" else {"truncation": truncation}))
+                           **({} if truncation == "default" else {"truncation": truncation}),
+                           **({} if hessian_scale is None else {"hessian_scale": hessian_scale}))
         cb = []
         if on_epoch is not None:
             import xgboost as xgb
