@@ -46,11 +46,12 @@ def check_algorithm(algo: str) -> None:
 
 def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
                 hidden=(64, 16), epochs=50, lr=None, optimizer="adam", sigma=1.0, k=10,
-                patience=10, seed=42, on_epoch=None, trees=300, depth=6,
+                patience=None, seed=42, on_epoch=None, trees=300, depth=6,
                 truncation="default", hessian_scale=None) -> dict:
     """Train on datasets (``train.meta["sidecar"]`` describes logged data) and return the
     self-describing model artifact. ``lr`` None: the family's default (1e-3 networks,
-    0.1 trees); ``truncation`` "default": the family's default (the metric's k for
+    0.1 trees); ``patience`` None: the family's early stopping (10 epochs for networks, 30
+    rounds for trees); ``truncation`` "default": the family's default (the metric's k for
     networks, 32 for trees), else "k", None (all pairs) or an integer; ``hessian_scale``
     (trees) None: LambdaMART's default."""
     check_algorithm(algo)
@@ -70,7 +71,8 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     warnings = grade_variation_check(train, data)
     if algo in NEURAL_ALGOS:
         model = NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
-                             sigma=sigma, k=k, patience=patience, seed=seed,
+                             sigma=sigma, k=k, seed=seed,
+                             **({} if patience is None else {"patience": patience}),
                              **({} if truncation == "default" else {"truncation": truncation}))
         model.fit(train, splits.get("valid"), on_epoch=on_epoch)
         normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
@@ -78,7 +80,8 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
         extra = {"output_map": output_map(model, train.X)} if algo != "linear" else {}
     else:
         model = LambdaMART(algo=algo, n_estimators=trees, max_depth=depth, learning_rate=lr,
-                           k=k, sigma=sigma, early_stopping_rounds=patience, seed=seed,
+                           k=k, sigma=sigma, seed=seed,
+                           **({} if patience is None else {"early_stopping_rounds": patience}),
                            **({} if truncation == "default" else {"truncation": truncation}),
                            **({} if hessian_scale is None else {"hessian_scale": hessian_scale}))
         cb = []
