@@ -5,8 +5,8 @@ never read): 3 repeats x 5 folds over its 43 queries; each configuration trains 
 depth 6, learning rate 0.1, no early stopping (what ``ltr train`` does without
 ``--valid``), and is scored by NDCG@10 on the held-out fold. The grid crosses the
 objective's choices that xgboost's native ``rank:ndcg`` makes differently or that the
-issue named (hessian factor, score normalisation, truncation); native runs on the same
-folds. Two worker processes, one thread per model. Table + PNG in benchmarks/results/.
+issue named (hessian factor, score normalisation, truncation), then the truncation and the
+LambdaLoss weighting around the best of them; native runs on the same folds. Two worker processes, one thread per model. Table + PNG in benchmarks/results/.
 """
 
 from __future__ import annotations
@@ -28,6 +28,13 @@ GRID = {f"hessian x{h:g}, {'top-32 pairs' if t else 'all pairs'}, "
         f"score normalisation {'on' if sn else 'off'}": dict(hessian_scale=h, truncation=t,
                                                              score_normalization=sn)
         for h, t, sn in itertools.product((2.0, 1.0), (32, None), (True, False))}
+# around the best of those: the truncation and the LambdaLoss weighting
+GRID.update({
+    "hessian x2, top-16 pairs, score normalisation on": dict(hessian_scale=2.0, truncation=16),
+    "hessian x2, top-64 pairs, score normalisation on": dict(hessian_scale=2.0, truncation=64),
+    "hessian x2, top-32, NDCG-Loss2++ (mu 1)": dict(hessian_scale=2.0, weighting="ndcg-loss2++", mu=1.0),
+    "hessian x2, top-32, NDCG-Loss2++ (mu 10)": dict(hessian_scale=2.0, weighting="ndcg-loss2++", mu=10.0),
+})
 
 
 def _data():
