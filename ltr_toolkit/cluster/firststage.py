@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, UserError
-from ..io.text import read_text
+from ..io.text import read_json
 
 VAR = re.compile(r"\{\{\{?\s*([A-Za-z_][\w.]*)\s*\}?\}\}")
 SECTION = re.compile(r"\{\{\s*[#^/>!&]")
@@ -55,11 +55,7 @@ class FirstStage:
     @classmethod
     def from_file(cls, path) -> "FirstStage":
         path = Path(path)
-        text = read_text(path)
-        try:
-            body = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+        body, text = read_json(path)
         if not isinstance(body, dict) or set(body) != {"query"} or not isinstance(body["query"], dict):
             raise InputError(path, 1, 'a first-stage template is {"query": {...}} with '
                                       'Mustache variables such as "{{keywords}}"')

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..versions import PLUGIN_MAX_FEATURES
 from ..errors import InputError
-from ..io.text import read_text
+from ..io.text import read_json
 
 MAX_FEATURES = PLUGIN_MAX_FEATURES
 _MUSTACHE_VAR = re.compile(r"{{\s*[#^/&{]?\s*([A-Za-z_][\w.]*)\s*}?}}")
@@ -25,11 +25,7 @@ def _line_of(text: str, needle: str, start: int = 0) -> int:
 
 def load_featureset(path) -> dict:
     path = Path(path)
-    text = read_text(path)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(path, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    doc, text = read_json(path)
     return validate_featureset(doc, path, text)
 
 

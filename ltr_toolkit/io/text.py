@@ -3,6 +3,7 @@ model artifacts): one place for the "cannot read" and "not UTF-8" errors."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..errors import InputError
@@ -20,3 +21,13 @@ def read_text(path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(path, data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
+
+
+def read_json(path):
+    """(parsed JSON, text) of ``path``, or an InputError with the line and column of the
+    first syntax error."""
+    text = read_text(path)
+    try:
+        return json.loads(text), text
+    except json.JSONDecodeError as exc:
+        raise InputError(Path(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
