@@ -72,8 +72,8 @@ def native(train, valid, seed, early):
     bst = xgb.train(params, dm(train), TREES, evals=[(dm(valid), "valid")], verbose_eval=False,
                     custom_metric=lambda p, d: (f"ndcg@{K}", score(p)), callbacks=cbs)
     last = bst.best_iteration + 1 if early else TREES
-    return lambda X: bst.predict(xgb.DMatrix(fill_missing(X), nthread=1), output_margin=True,
-                                 iteration_range=(0, last))
+    return (lambda X: bst.predict(xgb.DMatrix(fill_missing(X), nthread=1), output_margin=True,
+                                  iteration_range=(0, last))), bst.num_boosted_rounds()
 
 
 def lightgbm(train, valid, seed, early):
@@ -88,7 +88,7 @@ def lightgbm(train, valid, seed, early):
     bst = lgb.train(params, dtrain, TREES, valid_sets=[dvalid], valid_names=["valid"],
                     feval=lambda p, d: (f"ndcg@{K}", score(p), True), callbacks=cbs)
     best = bst.best_iteration if early and bst.best_iteration > 0 else TREES
-    return lambda X: bst.predict(X, num_iteration=best)
+    return (lambda X: bst.predict(X, num_iteration=best)), bst.current_iteration()
 
 
 def toolkit(**kw):
@@ -96,14 +96,14 @@ def toolkit(**kw):
         m = LambdaMART(nthread=1, seed=seed, n_estimators=TREES, max_depth=DEPTH,
                        learning_rate=ETA, early_stopping_rounds=PATIENCE if early else None, **kw)
         m.fit(train, valid)
-        return m.predict
+        return m.predict, m.booster_.num_boosted_rounds()
     return run
 
 
 def network(algo):
     def run(train, valid, seed, early):
         m = NeuralRanker(algo=algo, seed=seed).fit(train, valid)
-        return m.predict
+        return m.predict, len(m.history)          # epochs
     return run
 
 
@@ -145,6 +145,7 @@ def main():
             if early or name not in NETWORKS]
     per_query = {key: [] for key in keys}       # key -> [seed] -> test NDCG@10 per query
     times = {key: [] for key in keys}
+    rounds = {key: [] for key in keys}
     t_start = time.perf_counter()
     with _one_thread():
         # warm-up (library loading, first-call set-up), untimed
@@ -157,8 +158,9 @@ def main():
             train, valid = full.subset(np.sort(q[VALID_QUERIES:])), full.subset(np.sort(q[:VALID_QUERIES]))
             for name, early in keys:
                 t0 = time.perf_counter()
-                predict = runs[name](train, valid, seed, early)
+                predict, n_rounds = runs[name](train, valid, seed, early)
                 times[(name, early)].append(time.perf_counter() - t0)
+                rounds[(name, early)].append(n_rounds)
                 v = ndcg(np.asarray(predict(test.X), dtype=np.float64), test.y, test.offsets, K)
                 per_query[(name, early)].append(v)
                 print(f"seed {seed} {_label(name, early)}: NDCG@10 {v.mean():.4f} "
@@ -184,12 +186,16 @@ def main():
         t_ref = statistics.median(times[ref])
         label = _label(name, early)
         diff = boot_means - ref_boot
+        # seconds per round (tree) against native's, each over its own fits
+        per_round = (float("nan") if name in NETWORKS else
+                     statistics.median(np.divide(times[key], rounds[key]))
+                     / statistics.median(np.divide(times[ref], rounds[ref])))
         rows.append([label, float(seed_means.mean()), float(seed_means.std()),
                      float(boot_means.std()), float((seed_means - ref_seed).mean()),
-                     float(diff.std()), t, t / t_ref])
+                     float(diff.std()), t, t / t_ref, statistics.median(rounds[key]), per_round])
         summary[label] = (float(seed_means.mean()), float(boot_means.std()), t)
         diffs[label] = rows[-1][4]
-    rows.append(["random ranker", random_ndcg, 0.0, 0.0, float("nan"), 0.0, 0.0, 0.0])
+    rows.append(["random ranker", random_ndcg, 0.0, 0.0, float("nan"), 0.0, 0.0, 0.0, 0, float("nan")])
 
     def mean(name, early):
         return summary[_label(name, early)][0]
@@ -213,19 +219,25 @@ def main():
         "with early stopping)",
         f"trees: {TREES} trees, depth {DEPTH}, learning rate {ETA}, everything else each library's "
         "default (LightGBM: num_leaves 2^depth); networks: 64-16, Adam 1e-3, <= 50 epochs; one "
-        "thread per model; time = median fit time over the seeds (including per-round validation)",
+        "thread per model; time = median fit time over the seeds (including per-round validation "
+        "and, with early stopping, the rounds after the best one)",
         f"toolkit defaults vs native: {mean(DEFAULTS, True) - mean(NATIVE, True):+.4f} with early "
         f"stopping (time ratio {tmed(DEFAULTS, True) / tmed(NATIVE, True):.2f}), "
         f"{mean(DEFAULTS, False) - mean(NATIVE, False):+.4f} with {TREES} trees (time ratio "
         f"{tmed(DEFAULTS, False) / tmed(NATIVE, False):.2f}); toolkit defaults with early stopping vs "
         f"native with its defaults ({TREES} trees): {mean(DEFAULTS, True) - mean(NATIVE, False):+.4f} "
         f"(time ratio {tmed(DEFAULTS, True) / tmed(NATIVE, False):.2f})",
+        "time per round / native's: median seconds per boosting round over the seeds, "
+        "against native's (early stopping trains different numbers of rounds: with it, the "
+        f"toolkit's defaults trained {statistics.median(rounds[(DEFAULTS, True)]):.0f} rounds "
+        f"(median), native {statistics.median(rounds[(NATIVE, True)]):.0f})",
         f"best LambdaLoss variant: {best_ll[0]} ({best_ll[1]:.4f}, {best_ll[4]:+.4f} vs native)",
         f"whole run {total / 60:.1f} min",
     ]
     write_table("quality", ["system", f"test NDCG@{K} mean", "std seeds", "std seeds x bootstrap",
                             "minus native (paired)", "std of difference", "train time s (median)",
-                            "time / native"], rows, notes)
+                            "time / native", "rounds or epochs trained (median)",
+                            "time per round / native's"], rows, notes)
     plt = pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 6.5), gridspec_kw={"width_ratios": [3, 2]})
     labels = list(summary)[::-1]
