@@ -304,7 +304,7 @@ def _sorted_rows(scores_pad, lengths, *arrays):
     s = np.take_along_axis(s, order, axis=1)
     low = np.take_along_axis(s, np.maximum(lengths - 1, 0)[:, None], axis=1)
     s = np.where(real, s, low)
-    return (order, s, *(np.take_along_axis(a, order, axis=1) for a in arrays))
+    return (s, *(np.take_along_axis(a, order, axis=1) for a in arrays))
 
 
 class RankPairs:
@@ -365,7 +365,6 @@ class RankPairs:
         queries = queries[np.argsort(sizes[queries], kind="stable")]
         start = 0
         while start < len(queries):
-            n_max = int(sizes[queries[start]])
             end = start + 1
             while end < len(queries):
                 n_new = int(sizes[queries[end]])
@@ -389,7 +388,7 @@ class RankPairs:
         rows = [(r0, min(m, r0 + step)) for r0 in range(0, m, step)]
         mq = np.minimum(lengths, m)
         pairs = int(np.sum(mq * (lengths - 1) - mq * (mq - 1) // 2))
-        self.blocks.append({"queries": qs, "lengths": lengths, "idx": idx, "rows": rows,
+        self.blocks.append({"lengths": lengths, "idx": idx, "rows": rows,
                             "y": y[idx].astype(self.dtype), "G": G[idx].astype(self.dtype),
                             "n_max": n_max, "pairs": pairs})
 
@@ -400,7 +399,8 @@ class RankPairs:
         hess = np.zeros(self.n)
         for blk in self.blocks:
             lengths, n_max = blk["lengths"], blk["n_max"]
-            order, ss, ys, Gs, idx = _sorted_rows(s[blk["idx"]].astype(self.dtype), lengths,
+            real = np.arange(n_max) < lengths[:, None]
+            ss, ys, Gs, idx = _sorted_rows(s[blk["idx"]].astype(self.dtype), lengths,
                                                   blk["y"], blk["G"], blk["idx"])
             g = np.zeros(ys.shape, dtype=np.float64)
             h = np.zeros(ys.shape, dtype=np.float64)
@@ -417,7 +417,6 @@ class RankPairs:
                 if self.normalization == "pairs":
                     total = 2.0 * total
                 else:
-                    real = np.arange(n_max) < lengths[:, None]
                     total = np.where(real, np.abs(g), 0.0).sum(axis=1)
                 scale = np.divide(np.log2(1.0 + total), total, out=np.zeros_like(total),
                                   where=total > 0)
@@ -425,7 +424,6 @@ class RankPairs:
                 h *= scale[:, None]
             if self.hessian_scale != 1.0:
                 h *= self.hessian_scale
-            real = np.arange(n_max) < lengths[:, None]
             grad[idx[real]] = g[real]
             hess[idx[real]] = h[real]
         return grad, hess
