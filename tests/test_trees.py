@@ -56,11 +56,53 @@ def test_native_mirroring_matches_rank_ndcg_split_for_split(K, seed):
         _same_structure(a, b)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_default_objective_is_rank_ndcg_gradient(seed):
+    """LambdaMART()'s own lambdas (RankPairs blocks) with its defaults are xgboost's
+    rank:ndcg gradient and hessian, as reproduced pair by pair in benchmarks/reference.py:
+    queries longer and shorter than the truncation 32, tied scores, a query of one grade."""
+    rng = np.random.default_rng(seed)
+    sizes = np.array([50, 7, 33, 90, 5, 40])
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    y = rng.integers(0, 5, size=off[-1]).astype(float)
+    y[off[4]:off[5]] = 2.0                           # no pair in this query
+    X = rng.normal(size=(off[-1], 3)).astype(np.float32)
+    ds = RankingDataset(X=X, y=y, offsets=off, qids=[str(q) for q in range(len(sizes))])
+    preds = rng.normal(size=off[-1]).astype(np.float32)
+    preds[off[1]:off[1] + 4] = 0.5                   # ties keep their order
+    grad, hess = LambdaMART().objective(ds)(preds, None)
+    for q in range(len(sizes)):
+        sl = ds.query(q)
+        if np.ptp(y[sl]) == 0:
+            assert not grad[sl].any() and not hess[sl].any()
+            continue
+        g, h = NativeTopKPairs(y[sl], 32).grad_hess(preds[sl])
+        np.testing.assert_allclose(grad[sl], g, rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(hess[sl], h, rtol=1e-4, atol=1e-7)
+    # and NDCG@32's truncated discounts, the option, are not that
+    alt, _ = LambdaMART(truncate_discounts=True).objective(ds)(preds, None)
+    assert not np.allclose(alt[ds.query(0)], grad[ds.query(0)], rtol=1e-3)
+
+
+def test_defaults_grow_native_rank_ndcg_trees_split_for_split():
+    """Same data, trees, depth and learning rate: LambdaMART() and xgboost's rank:ndcg
+    with its defaults grow the same trees."""
+    ds = _small(12, n_q=10, n_d=45, f=5)
+    m = LambdaMART(n_estimators=8, max_depth=4, early_stopping_rounds=None, nthread=1).fit(ds)
+    params = dict(m.booster_params(), objective="rank:ndcg")
+    native = xgb.train(params, m._dmatrix(ds), 8)
+    mine = [json.loads(t) for t in m.booster_.get_dump(dump_format="json")]
+    theirs = [json.loads(t) for t in native.get_dump(dump_format="json")]
+    assert len(mine) == len(theirs) == 8
+    for a, b in zip(mine, theirs):
+        _same_structure(a, b)
+
+
 @pytest.mark.parametrize("algo,fn", [("lambdamart", lambdarank_lambdas), ("ranknet-tree", ranknet_lambdas)])
 def test_objective_gives_the_toolkit_lambdas(algo, fn):
     ds = _small(3)
     m = LambdaMART(algo=algo, k=5, truncation="k", query_normalization=None, score_normalization=False,
-                   hessian_scale=1.0)
+                   hessian_scale=1.0, truncate_discounts=True)
     obj = m.objective(ds)
     preds = np.random.default_rng(0).normal(size=ds.n_docs).astype(np.float32)
     grad, hess = obj(preds, None)
@@ -121,7 +163,7 @@ def test_objective_weightings_give_the_lambdaloss_lambdas(weighting):
     from ltr_toolkit.rank.lambdas import lambdaloss_lambdas
     ds = _small(7)
     m = LambdaMART(weighting=weighting, mu=3.0, truncation=4, sigma=1.5, query_normalization=None,
-                   score_normalization=False, hessian_scale=1.0)
+                   score_normalization=False, hessian_scale=1.0, truncate_discounts=True)
     preds = np.random.default_rng(1).normal(size=ds.n_docs).astype(np.float32)
     grad, hess = m.objective(ds)(preds, None)
     for q in range(ds.n_queries):

@@ -1,7 +1,7 @@
 """LambdaMART (and RankNet-on-trees) through a custom xgboost objective.
 
 The gradient and hessian of every boosting round come from ``rank.lambdas`` (the same
-factorised lambdas as the neural rankers, summed per document over a flat list of pairs:
+factorised lambdas as the neural rankers, summed per document over blocks of pairs:
 ``RankPairs``): ``xgboost.train(obj=...)``. ``weighting`` picks the pair weights
 (RankNet, LambdaRank's |delta NDCG|, LambdaLoss's NDCG-Loss2 / NDCG-Loss2++ with ``mu``).
 ``base_score`` is 0, so the model's score is exactly the sum of its leaves — what the LTR
@@ -9,18 +9,22 @@ plugin computes (it ignores base_score). ``pairs`` swaps in another per-query ob
 (a callable: labels -> object with ``grad_hess(scores)``), e.g. the NumPy reproduction of
 xgboost's own ``rank:ndcg`` in benchmarks/reference.py, to compare the two like for like.
 
-Defaults, chosen on the MSLR 5k extract by 5-fold cross-validation over the *training*
-queries (benchmarks/quality.py reports the test set): LambdaRank weights over the pairs
-with a document in the current top ``truncation`` = 32 (truncating at the metric's k = 10
-lost the most), pair weights over ``|s_i - s_j| + 0.01`` (``score_normalization``, as
-xgboost's rank:ndcg), LightGBM/xgboost's per-query normalisation over pairs,
-``min_child_weight`` 1 (xgboost's default; 0 overfits the normalised hessians and is
-slower), sigma 1, and the hessian ``sigma^2 W p (1 - p)`` times ``hessian_scale`` = 2, as
-xgboost's rank:ndcg: the same trees as the exact hessian with half the learning rate,
-reg_lambda and min_child_weight, a more cautious Newton step. In that cross-validation
-(3 x 5 folds over the 43 training queries, 300 trees, no early stopping) the factor 2 added
-+0.013 NDCG@10 (positive in every repeat); untruncated discounts (native's) made no
-difference (+0.0001), nor did min_child_weight 0.1 or all pairs.
+Defaults: the toolkit's lambdas computed the way xgboost's ``rank:ndcg`` computes its
+gradient, so that with the same trees, depth and learning rate the two grow the same trees
+(``tests/test_trees.py``; up to float32 rounding, which can flip a near-tied split after
+many rounds: benchmarks/results/quality.md counts the seeds whose models stay identical):
+LambdaRank weights over the pairs with a document in the current top ``truncation`` = 32,
+|delta DCG| with untruncated discounts over the IDCG@32, pair weights over
+``|s_i - s_j| + 0.01`` (``score_normalization``), the per-query normalisation over pairs
+log2(1 + L) / L, ``min_child_weight`` 1, sigma 1, and the hessian ``sigma^2 W p (1 - p)``
+times ``hessian_scale`` = 2 (the same trees as the exact hessian with half the learning
+rate, reg_lambda and min_child_weight: a more cautious Newton step).
+Each of these was measured against the alternatives (benchmarks/defaults.py: 5-fold
+cross-validation over the 43 *training* queries; benchmarks/quality.py: the test set).
+Truncating at the metric's k = 10, the exact hessian (factor 1), no score normalisation
+and normalising by the net per-document lambdas each scored lower. No variant, the
+LambdaLoss weightings included, beat these by more than the spread between folds or
+seeds, NDCG@32's truncated discounts (``truncate_discounts``, the default before) neither.
 xgboost's default evaluation metric is disabled: the validation NDCG@k (named ``ndcg@k``)
 is the only metric, the one early stopping watches.
 """
@@ -65,7 +69,9 @@ class LambdaMART(EstimatorParams):
     written before it took names, is "documents"); ``score_normalization``: every pair
     weight over ``|s_i - s_j| + 0.01`` (as xgboost's rank:ndcg); ``hessian_scale``: the
     diagonal hessians times this factor (2, as xgboost's rank:ndcg; 1: the exact
-    second derivative of the weighted pair loss)."""
+    second derivative of the weighted pair loss); ``truncate_discounts``: the swap's
+    |delta DCG| with NDCG@truncation's discounts (0 from that rank on) rather than the
+    untruncated ones (xgboost's rank:ndcg: the truncation then only selects the pairs)."""
 
     def __init__(self, algo: str = "lambdamart", n_estimators: int = 300, max_depth: int = 6,
                  learning_rate: float = 0.1, k: int = 10, sigma: float = 1.0,
@@ -75,7 +81,8 @@ class LambdaMART(EstimatorParams):
                  subsample: float = 1.0, colsample_bytree: float = 1.0,
                  query_normalization: str | None = "pairs", truncation: int | None | str = 32,
                  weighting: str | None = None, mu: float = DEFAULT_MU,
-                 score_normalization: bool = True, hessian_scale: float = 2.0):
+                 score_normalization: bool = True, hessian_scale: float = 2.0,
+                 truncate_discounts: bool = False):
         self.algo = algo
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -98,6 +105,7 @@ class LambdaMART(EstimatorParams):
         self.mu = mu
         self.score_normalization = score_normalization
         self.hessian_scale = hessian_scale
+        self.truncate_discounts = truncate_discounts
 
     # ------------------------------------------------------------------ resolved parameters
     @property
@@ -122,8 +130,9 @@ class LambdaMART(EstimatorParams):
         if self.algo not in ALGOS:
             raise ValueError(f"algo must be one of {sorted(ALGOS)}, not {self.algo!r}")
         check_weighting(self._weighting())
-        if self.score_normalization not in (True, False, 0, 1):
-            raise ValueError(f"score_normalization must be a bool, not {self.score_normalization!r}")
+        for name in ("score_normalization", "truncate_discounts"):
+            if getattr(self, name) not in (True, False, 0, 1):
+                raise ValueError(f"{name} must be a bool, not {getattr(self, name)!r}")
         if self._query_normalization() not in QUERY_NORMALIZATIONS:
             raise ValueError(f"query_normalization must be one of {QUERY_NORMALIZATIONS}, "
                              f"not {self.query_normalization!r}")
@@ -177,7 +186,8 @@ class LambdaMART(EstimatorParams):
         pairs = RankPairs(train.y, train.offsets, self._weighting(), float(self.sigma),
                           self._truncation(), float(self.mu), self._query_normalization(),
                           score_normalization=bool(self.score_normalization),
-                          hessian_scale=float(self.hessian_scale))
+                          hessian_scale=float(self.hessian_scale),
+                          truncate_discounts=bool(self.truncate_discounts))
 
         def obj(preds, dtrain):
             return pairs.grad_hess(preds)
@@ -279,6 +289,7 @@ class LambdaMART(EstimatorParams):
         params.setdefault("truncation", "k")
         params.setdefault("score_normalization", False)
         params.setdefault("hessian_scale", 1.0)
+        params.setdefault("truncate_discounts", True)
         m = cls(**params)
         m.booster_ = xgb.Booster()
         m.booster_.load_model(bytearray(json.dumps(state["booster"]).encode()))

@@ -209,10 +209,12 @@ QUERY_NORMALIZATIONS = ("pairs", "documents", None)
 
 @functools.lru_cache(maxsize=512)
 def _position_weights(r0: int, r1: int, n: int, weighting: str, k: int | None, mu: float,
-                      dtype: str) -> np.ndarray:
+                      dtype: str, truncate: bool = True) -> np.ndarray:
     """The part of W_ab that depends on rank positions only, for positions r0 <= a < r1
     (rows) and b < n (columns): 0 unless b > a (each unordered pair once, the
-    better-ranked position first). Read-only; cached per shape."""
+    better-ranked position first). ``truncate``: discounts are 0 from rank k on (NDCG@k's
+    swap); otherwise the untruncated DCG's (k then only selects the pairs, as xgboost's
+    rank:ndcg). Read-only; cached per shape."""
     a = np.arange(r0, r1)[:, None]
     b = np.arange(n)[None, :]
     upper = b > a
@@ -220,7 +222,7 @@ def _position_weights(r0: int, r1: int, n: int, weighting: str, k: int | None, m
         w = upper.astype(np.float64)
     else:
         disc = 1.0 / np.log2(np.arange(max(r1, n)) + 2.0)
-        if k is not None:
+        if k is not None and truncate:
             disc[k:] = 0.0
         dd = np.abs(disc[r0:r1, None] - disc[None, :n])
         delta = loss2_discount(b - a)
@@ -322,7 +324,10 @@ class RankPairs:
     ``score_normalization`` divides every pair weight by ``|s_a - s_b| + 0.01`` as xgboost's
     ``rank:ndcg`` does: pairs the model barely separates weigh more (the lambdas are then
     no longer the gradient of a fixed-weight loss). ``hessian_scale`` multiplies the
-    hessians (xgboost's rank:ndcg uses 2). Pair arithmetic runs in ``dtype``
+    hessians (xgboost's rank:ndcg uses 2). ``truncate_discounts``: |delta DCG| with the
+    discounts of NDCG@k (0 from rank k on); False: the untruncated discounts, k then only
+    selecting the pairs and the IDCG@k (xgboost's rank:ndcg; with score normalisation,
+    pairs normalisation and hessian_scale 2 these are its gradient and hessian). Pair arithmetic runs in ``dtype``
     (float32 by default: xgboost keeps gradients in float32).
     """
 
@@ -330,7 +335,7 @@ class RankPairs:
                  k: int | None = None, mu: float = DEFAULT_MU,
                  normalization: str | None = "pairs", score_normalization: bool = False,
                  gain=exp_gain, dtype=np.float32, chunk: int = 1 << 18,
-                 hessian_scale: float = 1.0):
+                 hessian_scale: float = 1.0, truncate_discounts: bool = True):
         check_weighting(weighting)
         if normalization not in QUERY_NORMALIZATIONS:
             raise ValueError(f"query normalization must be one of {QUERY_NORMALIZATIONS}")
@@ -348,6 +353,7 @@ class RankPairs:
         self.dtype = np.dtype(dtype)
         self.chunk = int(chunk)
         self.hessian_scale = float(hessian_scale)
+        self.truncate_discounts = bool(truncate_discounts)
         # gains normalised by the query's IDCG@k (a query without any gain: 0)
         g = gain(y)
         useful = sizes >= 2          # and with two different labels: others have no pair
@@ -407,7 +413,7 @@ class RankPairs:
             total = np.zeros(len(lengths))
             for r0, r1 in blk["rows"]:
                 Wpos = _position_weights(r0, r1, n_max, self.weighting, self.k, self.mu,
-                                         self.dtype.name)
+                                         self.dtype.name, self.truncate_discounts)
                 gb, hb, lb = _block(ys, Gs, ss, lengths, Wpos, r0, self.sigma,
                                     self.weighting == "ranknet", self.score_normalization)
                 g += gb
