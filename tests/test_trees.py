@@ -40,6 +40,14 @@ def _same_structure(a: dict, b: dict, path="") -> None:
         _same_structure(ca[k], cb[k], f"{path}/{k}")
 
 
+def _same_trees(model: LambdaMART, native, n_trees: int) -> None:
+    mine = [json.loads(t) for t in model.booster_.get_dump(dump_format="json")]
+    theirs = [json.loads(t) for t in native.get_dump(dump_format="json")]
+    assert len(mine) == len(theirs) == n_trees
+    for a, b in zip(mine, theirs):
+        _same_structure(a, b)
+
+
 @pytest.mark.parametrize("K", [4, 32])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_native_mirroring_matches_rank_ndcg_split_for_split(K, seed):
@@ -48,12 +56,7 @@ def test_native_mirroring_matches_rank_ndcg_split_for_split(K, seed):
                    nthread=1).fit(ds)
     params = dict(m.booster_params(), objective="rank:ndcg", lambdarank_pair_method="topk",
                   lambdarank_num_pair_per_sample=K)
-    native = xgb.train(params, m._dmatrix(ds), 6)
-    mine = [json.loads(t) for t in m.booster_.get_dump(dump_format="json")]
-    theirs = [json.loads(t) for t in native.get_dump(dump_format="json")]
-    assert len(mine) == len(theirs) == 6
-    for a, b in zip(mine, theirs):
-        _same_structure(a, b)
+    _same_trees(m, xgb.train(params, m._dmatrix(ds), 6), 6)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -90,12 +93,7 @@ def test_defaults_grow_native_rank_ndcg_trees_split_for_split():
     ds = _small(12, n_q=10, n_d=45, f=5)
     m = LambdaMART(n_estimators=8, max_depth=4, early_stopping_rounds=None, nthread=1).fit(ds)
     params = dict(m.booster_params(), objective="rank:ndcg")
-    native = xgb.train(params, m._dmatrix(ds), 8)
-    mine = [json.loads(t) for t in m.booster_.get_dump(dump_format="json")]
-    theirs = [json.loads(t) for t in native.get_dump(dump_format="json")]
-    assert len(mine) == len(theirs) == 8
-    for a, b in zip(mine, theirs):
-        _same_structure(a, b)
+    _same_trees(m, xgb.train(params, m._dmatrix(ds), 8), 8)
 
 
 @pytest.mark.parametrize("algo,fn", [("lambdamart", lambdarank_lambdas), ("ranknet-tree", ranknet_lambdas)])
