@@ -426,6 +426,26 @@ def model_delete(ctx: typer.Context, name: str, store: StoreOpt = None):
     out.print(f"deleted model {name}")
 
 
+@model_app.command("prune")
+def model_prune(ctx: typer.Context, base: Annotated[str, typer.Argument(help="The name ltr upload versioned: BASE-v1, BASE-v2, ...")],
+                keep: Annotated[int, typer.Option("--keep", min=1, help="How many of the newest versions to keep.")] = 3,
+                store: StoreOpt = None,
+                yes: Annotated[bool, typer.Option("--yes", help="Confirm: the older versions are deleted.")] = False):
+    """Delete all but the newest --keep versions BASE-vN of a model (lists them without --yes)."""
+    from .cluster.model_store import prune_versions
+    conn = _ltr_conn(ctx)
+    kept, doomed = prune_versions(conn, base, keep, store, dry_run=not yes)
+    if not doomed:
+        out.print(f"nothing to prune: {len(kept)} version(s) of {base}, keeping {keep}")
+        return
+    out.print(f"keep: {', '.join(kept)}")
+    if not yes:
+        out.print(f"would delete: {', '.join(doomed)}")
+        raise UserError(f"pruning {base} deletes {len(doomed)} model(s); nothing deleted",
+                        "pass --yes to confirm")
+    out.print(f"deleted: {', '.join(doomed)}")
+
+
 # --------------------------------------------------------------------------- search / evaluate
 
 @app.command("search")

@@ -1,4 +1,5 @@
-"""Models in the plugin's store: upload (versioned, validated, checked), list, show, delete.
+"""Models in the plugin's store: upload (versioned, validated, checked), list, show,
+delete, prune old versions.
 
 Models are immutable in the plugin (re-creating a name fails with HTTP 405): an upload
 either takes an explicit new name, or — with ``versioned`` — the next free ``{base}-v{n}``.
@@ -13,16 +14,15 @@ from ..errors import UserError
 from .client import Connection, request
 from .featurelog import featureset_info
 from .params import DERIVED, NO_DOC
-from .store import get_document, store_path
+from .store import get_document, list_elements, store_path
 
 
-def list_models(conn: Connection, store: str | None = None) -> list[dict]:
-    resp = request(conn, "GET", f"{store_path(store)}/_model", params={"size": 1000}, store=store)
-    return [h.get("_source", {}) for h in resp.get("hits", {}).get("hits", [])]
+def list_models(conn: Connection, store: str | None = None, prefix: str | None = None) -> list[dict]:
+    return list_elements(conn, "_model", store, prefix)
 
 
-def model_names(conn: Connection, store: str | None = None) -> list[str]:
-    return [m.get("name") for m in list_models(conn, store)]
+def model_names(conn: Connection, store: str | None = None, prefix: str | None = None) -> list[str]:
+    return [m.get("name") for m in list_models(conn, store, prefix)]
 
 
 def get_model(conn: Connection, name: str, store: str | None = None) -> dict | None:
@@ -36,10 +36,33 @@ def delete_model(conn: Connection, name: str, store: str | None = None) -> bool:
     return True
 
 
-def next_version(base: str, existing: list[str]) -> str:
+def _versions(base: str, names: list[str]) -> list[tuple[int, str]]:
+    """(n, name) of every ``{base}-v{n}`` among names, oldest first."""
     pat = re.compile(rf"^{re.escape(base)}-v(\d+)$")
-    taken = [int(m.group(1)) for n in existing if (m := pat.match(n or ""))]
-    return f"{base}-v{max(taken, default=0) + 1}"
+    return sorted((int(m.group(1)), n) for n in names if (m := pat.match(n or "")))
+
+
+def next_version(base: str, existing: list[str]) -> str:
+    taken = _versions(base, existing)
+    return f"{base}-v{taken[-1][0] + 1 if taken else 1}"
+
+
+def prune_versions(conn: Connection, base: str, keep: int, store: str | None = None,
+                   dry_run: bool = False) -> tuple[list[str], list[str]]:
+    """Delete all but the newest ``keep`` (>= 1) versions ``{base}-v{n}`` of a model;
+    other names (``{base}`` itself, ``{base}-v2-old``, ``{base}x-v1``) are never touched.
+    Returns (kept, deleted) names, oldest first; ``dry_run`` deletes nothing. The plugin
+    does not refresh its store after a delete, so a listing may show a deleted model for
+    about a second; a model already gone is skipped."""
+    if int(keep) < 1:
+        raise UserError(f"--keep {keep}: keep at least 1 version (ltr model delete removes one)")
+    versions = [n for _, n in _versions(base, model_names(conn, store, prefix=base))]
+    cut = max(0, len(versions) - int(keep))
+    doomed, kept = versions[:cut], versions[cut:]
+    if not dry_run:
+        for name in doomed:
+            delete_model(conn, name, store)
+    return kept, doomed
 
 
 def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,

@@ -75,9 +75,33 @@ def get_featureset(conn: Connection, name: str, store: str | None = None) -> dic
     return get_document(conn, f"{store_path(store)}/_featureset/{name}", store)
 
 
+#: Elements per listing request; the plugin's own default is 20.
+LIST_PAGE = 1000
+#: The store index's result window (OpenSearch's index.max_result_window default).
+LIST_MAX = 10_000
+
+
+def list_elements(conn: Connection, kind: str, store: str | None = None,
+                  prefix: str | None = None) -> list[dict]:
+    """Every ``_featureset`` or ``_model`` of a store (optionally those whose name starts
+    with ``prefix``, as the plugin matches it), paged with the plugin's from/size."""
+    out: list[dict] = []
+    params = {"prefix": prefix} if prefix else {}
+    while True:
+        if len(out) + LIST_PAGE > LIST_MAX:
+            raise UserError(f"store {store or '(default)'} holds more than {LIST_MAX} {kind.strip('_')}s, "
+                            "more than the plugin can list",
+                            "delete old versions (ltr model prune) or use another store")
+        resp = request(conn, "GET", f"{store_path(store)}/{kind}", store=store,
+                       params=dict(params, **{"from": len(out), "size": LIST_PAGE}))
+        hits = resp.get("hits", {}).get("hits", [])
+        out += [h.get("_source", {}) for h in hits]
+        if len(hits) < LIST_PAGE:
+            return out
+
+
 def list_featuresets(conn: Connection, store: str | None = None) -> list[dict]:
-    resp = request(conn, "GET", f"{store_path(store)}/_featureset", store=store)
-    return [h.get("_source", {}) for h in resp.get("hits", {}).get("hits", [])]
+    return list_elements(conn, "_featureset", store)
 
 
 def sltr(params: dict, featureset: str | None = None, model: str | None = None,

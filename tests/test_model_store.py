@@ -1,0 +1,80 @@
+"""Listing and pruning a store's models, live against the real plugin: listings page
+past the plugin's default of 20 elements, and ``ltr model prune`` deletes exactly the
+older versions of one base name."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from ltr_toolkit.cluster import model_store as ms
+from ltr_toolkit.cluster import store as st
+from ltr_toolkit.cluster.client import request
+
+pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
+
+FEATURE = {"name": "title_match", "params": ["keywords"], "template_language": "mustache",
+           "template": {"match": {"title": "{{keywords}}"}}}
+
+
+@pytest.fixture
+def store(ltr_cluster):
+    conn = ltr_cluster.conn()
+    name = f"p{uuid.uuid4().hex[:8]}"
+    st.init_store(conn, name)
+    st.upload_featureset(conn, {"name": "fs", "features": [FEATURE]}, name)
+    yield conn, name
+    st.drop_store(conn, name)
+
+
+def _create(conn, store, names):
+    for n in names:
+        request(conn, "POST", f"{st.store_path(store)}/_featureset/fs/_createmodel", store=store,
+                body={"model": {"name": n, "model": {"type": "model/linear",
+                                                     "definition": {"title_match": 1.0}}}})
+
+
+def test_listing_pages_through_every_model(store, monkeypatch):
+    conn, name = store
+    made = [f"m{i}" for i in range(23)]                  # more than the plugin's default 20
+    _create(conn, name, made)                            # the plugin refreshes on create
+    assert sorted(ms.model_names(conn, name)) == sorted(made)
+    monkeypatch.setattr(st, "LIST_PAGE", 5)              # 5 pages, the last one partial
+    assert sorted(ms.model_names(conn, name)) == sorted(made)
+    assert sorted(ms.model_names(conn, name, prefix="m1")) == sorted(["m1", *(f"m1{i}" for i in range(10))])
+
+
+def test_prune_keeps_the_newest_versions_and_nothing_else(store, cli, ltr_cluster):
+    conn, name = store
+    base = "ranker"
+    versions = [f"{base}-v{n}" for n in (1, 2, 3, 9, 10)]           # v10 sorts after v9
+    others = [base, f"{base}-v2-old", f"{base}x-v1", f"{base}-vx"]
+    _create(conn, name, versions + others)
+    url = ("--url", ltr_cluster.url)
+
+    r = cli(*url, "model", "prune", base, "--keep", "2", "--store", name)   # no --yes
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "nothing deleted" in r.stderr and "--yes" in r.stderr and "Traceback" not in r.stderr
+    assert "ranker-v1, ranker-v2, ranker-v3" in r.stdout.replace("\n", " ")
+    assert sorted(ms.model_names(conn, name)) == sorted(versions + others)
+
+    r = cli(*url, "model", "prune", base, "--keep", "2", "--store", name, "--yes")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "deleted: ranker-v1, ranker-v2, ranker-v3" in r.stdout.replace("\n", " ")
+    for name_ in versions[:3]:                       # gone now (GET by id is real-time)
+        assert ms.get_model(conn, name_, name) is None
+    want = sorted([f"{base}-v9", f"{base}-v10", *others])
+    deadline = time.monotonic() + 10                 # listings see deletes after a refresh
+    while sorted(ms.model_names(conn, name)) != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sorted(ms.model_names(conn, name)) == want
+    assert ms.next_version(base, ms.model_names(conn, name)) == f"{base}-v11"
+
+    r = cli(*url, "model", "prune", base, "--keep", "2", "--store", name, "--yes")
+    assert r.returncode == 0 and "nothing to prune" in r.stdout, r.stdout
+
+    r = cli(*url, "model", "prune", base, "--keep", "0", "--store", name, "--yes")
+    assert r.returncode == 2 and "--keep" in r.stderr
+    assert len(ms.model_names(conn, name)) == 2 + len(others)
