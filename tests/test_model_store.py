@@ -44,6 +44,17 @@ def test_listing_pages_through_every_model(store, monkeypatch):
     monkeypatch.setattr(st, "LIST_PAGE", 5)              # 5 pages, the last one partial
     assert sorted(ms.model_names(conn, name)) == sorted(made)
     assert sorted(ms.model_names(conn, name, prefix="m1")) == sorted(["m1", *(f"m1{i}" for i in range(10))])
+    for i in range(22):                                  # feature sets list the same way
+        st.upload_featureset(conn, {"name": f"fs{i}", "features": [FEATURE]}, name)
+    assert len(st.list_featuresets(conn, name)) == 23
+
+
+def test_listing_at_the_default_page_would_have_stopped_at_20(store):
+    """What the plugin answers without paging: 20 of them (the reason for the pages)."""
+    conn, name = store
+    _create(conn, name, [f"m{i}" for i in range(23)])
+    resp = request(conn, "GET", f"{st.store_path(name)}/_model", store=name)
+    assert len(resp["hits"]["hits"]) == 20 and resp["hits"]["total"]["value"] == 23
 
 
 def test_prune_keeps_the_newest_versions_and_nothing_else(store, cli, ltr_cluster):
