@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 
+import numpy as np
 import pytest
 
 from ltr_toolkit.cluster import model_store as ms
@@ -89,3 +90,25 @@ def test_prune_keeps_the_newest_versions_and_nothing_else(store, cli, ltr_cluste
     r = cli(*url, "model", "prune", base, "--keep", "0", "--store", name, "--yes")
     assert r.returncode == 2 and "--keep" in r.stderr
     assert len(ms.model_names(conn, name)) == 2 + len(others)
+
+
+def test_uploads_version_and_prune_keeps_the_newest(store, cli, ltr_cluster, tmp_path):
+    """The user's loop: ltr upload twice (-v1, -v2), --exact refuses a taken name, ltr
+    model prune --keep 1 leaves the newest."""
+    conn, name = store
+    rng = np.random.default_rng(0)
+    data = tmp_path / "train.txt"
+    data.write_text("".join(f"{rng.integers(0, 3)} qid:{q} 1:{rng.random():.4f}\n"
+                            for q in range(6) for _ in range(5)))
+    model = tmp_path / "m.json"
+    assert cli("train", str(data), "--algo", "linear", "--epochs", "2", "-o", str(model)).returncode == 0
+    url = ("--url", ltr_cluster.url)
+    up = ("upload", str(model), "--name", "lin", "--featureset", "fs", "--store", name)
+    for v in (1, 2):
+        r = cli(*url, *up)
+        assert r.returncode == 0 and f"lin-v{v}" in r.stdout, (r.stdout, r.stderr)
+    r = cli(*url, *up[:3], "lin-v2", *up[4:], "--exact")
+    assert r.returncode == 2 and "already exists" in r.stderr, r.stderr
+    r = cli(*url, "model", "prune", "lin", "--keep", "1", "--store", name, "--yes")
+    assert r.returncode == 0, r.stderr
+    assert ms.get_model(conn, "lin-v1", name) is None and ms.get_model(conn, "lin-v2", name)

@@ -78,7 +78,7 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
             all(re.fullmatch(r"f\d+", n) for n in art["feature_names"]):
         art["feature_names"] = names   # unnamed training data: the set's ordinal order
     body, info = plugin_model(art, model, featureset_names=names)
-    existing = model_names(conn, store)
+    existing = model_names(conn, store, prefix=name)   # the name and its -vN versions
     if versioned:
         final = next_version(name, existing)
     else:
