@@ -606,12 +606,11 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
             json_report: Annotated[bool, typer.Option("--json", help="Print the run's manifest as JSON on stdout.")] = False):
     """Run a feature-logging job once: lock, log (resumable), publish a snapshot
     atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
-    from .cluster.client import Connection
-    from .cluster.jobs import load_job, run_job
+    from click.core import ParameterSource
+    from .cluster.jobs import job_connection, load_job, run_job
     spec = load_job(job)
-    given = ctx.obj
-    conn = Connection(url=spec.url or given.url, ca_certs=spec.ca_certs or given.ca_certs,
-                      insecure=spec.insecure or given.insecure, timeout=spec.timeout)
+    explicit = ctx.find_root().get_parameter_source("timeout") is not ParameterSource.DEFAULT
+    conn = job_connection(spec, ctx.obj, explicit_timeout=explicit)
     from .cluster import client as cl
     cl.check_ltr(conn)
     manifest = run_job(spec, conn, log=lambda m: err.print(m, markup=False))

@@ -34,6 +34,9 @@ def _job(tmp_path, url, fs, index, judgments, **extra) -> Path:
 
 # ----------------------------------------------------------------- job files (offline)
 
+_MIN = '[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\n[output]\ndirectory = "o"\n'
+
+
 @pytest.mark.parametrize("body,line,fragment", [
     ('[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\nbogus = 1\n[output]\ndirectory = "o"\n', 5, "unknown key 'bogus'"),
     ('[cluster]\npassword = "hunter2"\n', 2, "unknown key"),
@@ -42,6 +45,14 @@ def _job(tmp_path, url, fs, index, judgments, **extra) -> Path:
     ('[cluster]\nurl = "https://u:p@h:9200"\n[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\n[output]\ndirectory = "o"\n', 2, "credentials"),
     ('[logging\n', 1, "invalid TOML"),
     ('[extra]\na = 1\n', 1, "unknown section"),
+    # values of the wrong type: no silent coercion ("false" is not false)
+    ('[cluster]\ninsecure = "false"\n' + _MIN, 2, "expected true or false"),
+    ('[cluster]\ntimeout = "60s"\n' + _MIN, 2, "number of seconds"),
+    ('[cluster]\ntimeout = 0\n' + _MIN, 2, "number of seconds"),
+    (_MIN.replace('judgments = "j"', 'judgments = "j"\nformat = "qrels"'), 5, "'trec'"),
+    (_MIN.replace('judgments = "j"', 'judgments = "j"\nunjudged = "skip"'), 5, "'drop'"),
+    (_MIN.replace('judgments = "j"', 'judgments = "j"\njudged_outside = true'), 5, "'include'"),
+    (_MIN.replace('directory = "o"', 'directory = "o"\nincremental = "false"'), 7, "expected true or false"),
 ])
 def test_bad_job_files_name_file_and_line(tmp_path, body, line, fragment):
     p = tmp_path / "job.toml"
@@ -49,6 +60,30 @@ def test_bad_job_files_name_file_and_line(tmp_path, body, line, fragment):
     with pytest.raises(InputError) as info:
         jobs.load_job(p)
     assert info.value.line == line and fragment in str(info.value), str(info.value)
+
+
+def test_job_connection_timeout_and_tls(tmp_path):
+    from ltr_toolkit.cluster.client import Connection
+    p = tmp_path / "job.toml"
+    p.write_text(_MIN)
+    given = Connection(url="http://cli:9200", timeout=120.0)
+    job = jobs.load_job(p)
+    assert job.timeout is None
+    assert jobs.job_connection(job, given, explicit_timeout=True).timeout == 120.0
+    assert jobs.job_connection(job, given).timeout == jobs.DEFAULT_TIMEOUT
+    p.write_text('[cluster]\ntimeout = 5\ninsecure = false\n' + _MIN)
+    conn = jobs.job_connection(jobs.load_job(p), given, explicit_timeout=True)
+    assert (conn.timeout, conn.url, conn.insecure) == (5.0, "http://cli:9200", False)
+
+
+def test_job_file_types_as_written_are_kept(tmp_path):
+    p = tmp_path / "job.toml"
+    p.write_text('[cluster]\ninsecure = false\ntimeout = 12.5\n' + _MIN.replace(
+        'judgments = "j"', 'judgments = "j"\nformat = "csv"\nunjudged = "drop"')
+        .replace('directory = "o"', 'directory = "o"\nincremental = true'))
+    job = jobs.load_job(p)
+    assert (job.insecure, job.timeout, job.fmt, job.unjudged, job.incremental) == \
+        (False, 12.5, "csv", "drop", True)
 
 
 def test_bad_job_file_through_the_cli(tmp_path, cli):

@@ -54,11 +54,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
+from ..data.judgments import FORMATS as JUDGMENT_FORMATS
 from ..errors import InputError, UserError
 from ..io.atomic import write_json
 from ..io.text import read_text
+from .candidates import JUDGED_OUTSIDE, UNJUDGED
+from .client import Connection
 
 SNAPSHOT_PREFIX = "run-"
+
+
+#: A job's request timeout when neither its file nor ``ltr --timeout`` gives one, seconds.
+DEFAULT_TIMEOUT = 60.0
 
 
 @dataclass
@@ -67,7 +74,7 @@ class Job:
     url: str | None
     ca_certs: str | None
     insecure: bool
-    timeout: float
+    timeout: float | None      # None: not in the file (``ltr --timeout``, else DEFAULT_TIMEOUT)
     featureset: str
     index: str
     judgments: Path
@@ -142,6 +149,24 @@ def load_job(path) -> Job:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise InputError(path, line_of(key), f"[{section}] {key} = {value!r}: expected a whole number >= {minimum}")
         return value
+    def flag(section, key, value):
+        # a quoted "false" would be truthy: TLS checks silently off
+        if not isinstance(value, bool):
+            raise InputError(path, line_of(key), f"[{section}] {key} = {value!r}: expected true or "
+                             "false (TOML booleans, without quotes)")
+        return value
+
+    def seconds(section, key, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise InputError(path, line_of(key), f"[{section}] {key} = {value!r}: expected a number "
+                             "of seconds > 0 (no unit, no quotes)")
+        return float(value)
+
+    def one_of(section, key, value, allowed):
+        if value not in allowed:
+            raise InputError(path, line_of(key), f"[{section}] {key} = {value!r}: expected one of "
+                             + ", ".join(repr(a) for a in allowed))
+        return value
     fields = lg.get("fields")
     if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
         raise InputError(path, line_of("fields"), "fields = [...] must be a list of field names")
@@ -149,16 +174,31 @@ def load_job(path) -> Job:
         raise InputError(path, line_of("first_stage"), "give fields or first_stage, not both")
     return Job(
         path=path, url=cl.get("url"), ca_certs=str(rel(cl["ca_certs"])) if cl.get("ca_certs") else None,
-        insecure=bool(cl.get("insecure", False)), timeout=float(cl.get("timeout", 60)),
+        insecure=flag("cluster", "insecure", cl.get("insecure", False)),
+        timeout=seconds("cluster", "timeout", cl["timeout"]) if "timeout" in cl else None,
         featureset=str(lg["featureset"]), index=str(lg["index"]), judgments=rel(lg["judgments"]),
-        fmt=lg.get("format"), queries=rel(lg.get("queries")), store=lg.get("store") or None,
+        fmt=one_of("logging", "format", lg.get("format"), (None, *JUDGMENT_FORMATS)),
+        queries=rel(lg.get("queries")), store=lg.get("store") or None,
         fields=fields, first_stage=rel(lg.get("first_stage")),
         candidates=positive("logging", "candidates", lg["candidates"]) if "candidates" in lg else None,
-        unjudged=str(lg.get("unjudged", "zero")), judged_outside=str(lg.get("judged_outside", "exclude")),
+        unjudged=one_of("logging", "unjudged", lg.get("unjudged", "zero"), UNJUDGED),
+        judged_outside=one_of("logging", "judged_outside", lg.get("judged_outside", "exclude"),
+                              JUDGED_OUTSIDE),
         batch=positive("logging", "batch", lg.get("batch", 25)),
         parallel=positive("logging", "parallel", lg.get("parallel", 1)),
         directory=rel(out["directory"]), keep=positive("output", "keep", out.get("keep", 7)),
-        incremental=bool(out.get("incremental", False)), raw=raw)
+        incremental=flag("output", "incremental", out.get("incremental", False)), raw=raw)
+
+
+def job_connection(job: Job, given: Connection, explicit_timeout: bool = False) -> Connection:
+    """The job's connection: the file's settings over the command line's (``given``); the
+    timeout from the file, else from ``ltr --timeout`` when given explicitly, else
+    :data:`DEFAULT_TIMEOUT`. TLS verification is off only if either says so."""
+    timeout = job.timeout
+    if timeout is None:
+        timeout = given.timeout if explicit_timeout else DEFAULT_TIMEOUT
+    return Connection(url=job.url or given.url, ca_certs=job.ca_certs or given.ca_certs,
+                      insecure=job.insecure or given.insecure, timeout=timeout)
 
 
 @contextlib.contextmanager

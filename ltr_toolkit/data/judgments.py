@@ -236,6 +236,10 @@ def _non_empty(jl: JudgmentList, path) -> JudgmentList:
     return jl
 
 
+#: The judgment file formats :func:`load_judgments` reads.
+FORMATS = ("ranklib", "trec", "csv", "jsonl")
+
+
 def load_judgments(path, fmt: str | None = None, queries=None) -> JudgmentList:
     path = Path(path)
     fmt = fmt or _guess(path, queries)
@@ -245,7 +249,7 @@ def load_judgments(path, fmt: str | None = None, queries=None) -> JudgmentList:
         return read_trec(path, queries)
     readers = {"ranklib": read_ranklib, "csv": read_csv, "jsonl": read_jsonl}
     if fmt not in readers:
-        raise InputError(path, None, f"unknown judgment format {fmt!r} (ranklib, trec, csv, jsonl)")
+        raise InputError(path, None, f"unknown judgment format {fmt!r} ({', '.join(FORMATS)})")
     return readers[fmt](path)
 
 
