@@ -217,8 +217,8 @@ def main():
         f"msn1.fold1.train.5k, drawn per seed; valid: the other {VALID_QUERIES}; test: "
         f"msn1.fold1.test.5k ({test.n_queries} queries, {test.n_docs} docs). [early stopping]: "
         f"stop when the validation NDCG@{K} has not improved for {PATIENCE} rounds, keep the best "
-        f"round (LambdaMART()'s default with validation data); [{TREES} trees]: no early stopping "
-        "(xgboost's and LightGBM's default, and `ltr train` without --valid); networks: "
+        f"round (early_stopping_rounds=30 for LambdaMART); [{TREES} trees]: no early stopping "
+        "(xgboost's, LightGBM's and LambdaMART()'s default, and `ltr train`'s for trees); networks: "
         "NeuralRanker defaults (early stopping on "
         "the validation NDCG@10, patience 10 epochs)",
         f"seeds {SEEDS} (query split and model seed); {BOOTSTRAPS} bootstrap resamples of the test "

@@ -543,7 +543,7 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
           optimizer: Annotated[Optimizer, typer.Option("--optimizer")] = Optimizer.adam,
           sigma: Annotated[float, typer.Option("--sigma")] = 1.0,
           k: Annotated[int, typer.Option("--k", min=1, help="NDCG@k for LambdaRank weights and early stopping.")] = 10,
-          patience: Annotated[Optional[int], typer.Option("--patience", min=1, help="Early stopping (with --valid): epochs for networks (default 10), rounds for trees (default 30).")] = None,
+          patience: Annotated[Optional[int], typer.Option("--patience", min=1, help="Early stopping (with --valid): epochs for networks (default 10), rounds for trees (default: none, all --trees are kept; the validation NDCG is still shown).")] = None,
           truncation: Annotated[str, typer.Option("--truncation", help="Pairs with a document in the current top T: default (k for networks, weighted by |dNDCG@k|; 32 for trees, as xgboost's rank:ndcg), k (same as --k), an integer, or all.")] = "default",
           seed: Annotated[int, typer.Option("--seed")] = 42):
     """Train a ranker with the factorised lambda objective and write a model artifact."""

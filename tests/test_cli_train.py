@@ -68,8 +68,8 @@ def test_train_lambdamart_and_predict(tmp_path, cli, mslr_paths):
 
 def test_train_model_takes_each_familys_early_stopping_by_default():
     """Without a patience, networks stop after 10 epochs without improvement and trees
-    after 30 rounds (LambdaMART's own default: a round is a much smaller step than an
-    epoch); a given patience applies to either."""
+    do not stop (LambdaMART's default, as xgboost's: benchmarks/early_stopping.py); a given
+    patience applies to either."""
     from ltr_toolkit.data.dataset import RankingDataset
     from ltr_toolkit.pipeline.train import train_model
     rng = np.random.default_rng(0)
@@ -78,7 +78,7 @@ def test_train_model_takes_each_familys_early_stopping_by_default():
     ds = RankingDataset(X=X, y=y, offsets=np.arange(0, 121, 12), qids=[str(q) for q in range(10)])
     params = {algo: train_model(ds, algo, ds, epochs=2, trees=3)["hyper_parameters"]
               for algo in ("lambdamart", "linear")}
-    assert params["lambdamart"]["early_stopping_rounds"] == 30
+    assert params["lambdamart"]["early_stopping_rounds"] is None
     assert params["linear"]["patience"] == 10
     given = train_model(ds, "lambdamart", ds, trees=3, patience=4)["hyper_parameters"]
     assert given["early_stopping_rounds"] == 4

@@ -26,7 +26,8 @@ and normalising by the net per-document lambdas each scored lower. No variant, t
 LambdaLoss weightings included, beat these by more than the spread between folds or
 seeds, NDCG@32's truncated discounts (``truncate_discounts``, the default before) neither.
 xgboost's default evaluation metric is disabled: the validation NDCG@k (named ``ndcg@k``)
-is the only metric, the one early stopping watches.
+is the only metric, the one early stopping (``early_stopping_rounds``, off by default)
+watches.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class LambdaMART(EstimatorParams):
 
     def __init__(self, algo: str = "lambdamart", n_estimators: int = 300, max_depth: int = 6,
                  learning_rate: float = 0.1, k: int = 10, sigma: float = 1.0,
-                 early_stopping_rounds: int | None = 30, min_child_weight: float = 1.0,
+                 early_stopping_rounds: int | None = None, min_child_weight: float = 1.0,
                  reg_lambda: float = 1.0, tree_method: str = "hist", max_bin: int = 256,
                  nthread: int = 2, seed: int = 0, pairs=None,
                  subsample: float = 1.0, colsample_bytree: float = 1.0,
@@ -234,9 +235,11 @@ class LambdaMART(EstimatorParams):
         """``fit(train_dataset[, valid_dataset])`` or ``fit(X, y, qid=...[, valid=(X, y, qid)])``.
 
         With validation data, the validation NDCG@k (``metric_name``) is evaluated every
-        round — xgboost's default metric is disabled — and early stopping watches it by
-        name (``early_stopping_rounds``); ``best_iteration_`` is its best round, and
-        ``predict`` uses the trees up to it."""
+        round — xgboost's default metric is disabled. With ``early_stopping_rounds``, early
+        stopping watches it by name; ``best_iteration_`` is its best round, and ``predict``
+        uses the trees up to it. By default (None, xgboost's and LightGBM's default) every
+        tree is kept: on the MSLR 5k extract, stopping on a validation fifth of the training
+        queries lost NDCG@10 at every patience tried (benchmarks/early_stopping.py)."""
         import xgboost as xgb
         train, valid = training_sets(X, y, qid, valid)
         self._validate()

@@ -50,8 +50,8 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
                 truncation="default", hessian_scale=None) -> dict:
     """Train on datasets (``train.meta["sidecar"]`` describes logged data) and return the
     self-describing model artifact. ``lr`` None: the family's default (1e-3 networks,
-    0.1 trees); ``patience`` None: the family's early stopping (10 epochs for networks, 30
-    rounds for trees); ``truncation`` "default": the family's default (the metric's k for
+    0.1 trees); ``patience`` None: the family's early stopping (10 epochs for networks;
+    none for trees, every tree kept); ``truncation`` "default": the family's default (the metric's k for
     networks, 32 for trees), else "k", None (all pairs) or an integer; ``hessian_scale``
     (trees) None: LambdaMART's default."""
     check_algorithm(algo)
