@@ -26,7 +26,7 @@ ALGOS = {
     "lambdarank-nn": dict(epochs=60, lr=1e-3, hidden=(16, 4), patience=15),
     # small trees for 225 short queries, on the exact hessian (LambdaMART's default
     # hessian_scale 2 halves the step); the rest LambdaMART's defaults
-    "lambdamart": dict(trees=200, depth=3, lr=0.05, patience=30, hessian_scale=1.0),
+    "lambdamart": dict(trees=200, depth=3, lr=0.05, hessian_scale=1.0),
 }
 
 
