@@ -84,3 +84,28 @@ def test_other_arguments_refused(tmp_path):
     ck.commit("a\n", {})
     with pytest.raises(UserError, match="other arguments"):
         CheckpointedOutput(out, "k2").resume()
+
+
+@pytest.mark.parametrize("how", ["killed between rename and checkpoint removal", "partial removed by hand"])
+def test_missing_partial_starts_over_and_never_pads(tmp_path, how):
+    """A checkpoint whose partial file is gone (or short) cannot be resumed: the run starts
+    over, and a finished OUT is never replaced by zero padding."""
+    out = tmp_path / "o.txt"
+    ck = CheckpointedOutput(out, "k")
+    ck.resume()
+    ck.commit("a\n", {"n": 1})
+    ck.commit("b\n", {"n": 2})
+    if how.startswith("killed"):
+        os.replace(ck.partial, out)          # finish() got as far as its rename
+        assert out.read_text() == "a\nb\n" and ck.ckpt.exists()
+    else:
+        ck.partial.unlink()
+    again = CheckpointedOutput(out, "k")
+    assert again.resume() == 0 and again.state == {}
+    if how.startswith("killed"):
+        assert out.read_text() == "a\nb\n"   # untouched until the new run finishes
+    again.commit("a\n", {"n": 1})
+    again.commit("b\n", {"n": 2})
+    again.finish()
+    assert out.read_bytes() == b"a\nb\n"
+    assert not again.ckpt.exists() and not again.partial.exists()

@@ -37,14 +37,20 @@ class CheckpointedOutput:
             if ck.get("run_key") != self.run_key:
                 raise UserError(f"{self.ckpt} belongs to a run with other arguments or inputs",
                                 "rerun with the same arguments, or delete the checkpoint to start over")
-            with open(self.partial, "r+b" if self.partial.exists() else "w+b") as fh:
-                fh.truncate(ck["bytes"])
-            self.units_done = int(ck["units"])
-            self.state = ck.get("state", {})
-        else:
-            with open(self.partial, "wb"):
-                pass
-            self.units_done, self.state = 0, {}
+            size = self.partial.stat().st_size if self.partial.is_file() else -1
+            if size >= int(ck["bytes"]):
+                with open(self.partial, "r+b") as fh:
+                    fh.truncate(ck["bytes"])         # drop what was written after the checkpoint
+                self.units_done = int(ck["units"])
+                self.state = ck.get("state", {})
+                return self.units_done
+            # the partial file is gone or short (killed between finish's rename and the
+            # checkpoint's removal, or removed by hand): start over; OUT stays as it is
+            # until this run finishes
+            self.ckpt.unlink()
+        with open(self.partial, "wb"):
+            pass
+        self.units_done, self.state = 0, {}
         return self.units_done
 
     def commit(self, text: str, state: dict) -> None:
