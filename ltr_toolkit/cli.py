@@ -321,6 +321,14 @@ def _first_stage(fields: Optional[str], template: Optional[Path]):
     return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None)
 
 
+def _writable(*paths: Optional[Path]) -> None:
+    """Refuse an output path that cannot be written before any work (one line, exit 2)."""
+    from .io.atomic import check_writable
+    for p in paths:
+        if p is not None:
+            check_writable(p)
+
+
 #: exit code of a run that completed with some queries failed (listed in the sidecar/report)
 EXIT_PARTIAL = 3
 
@@ -344,6 +352,7 @@ def log_cmd(ctx: typer.Context, judgments: Path,
     from .cluster.candidates import candidate_judgments
     from .cluster.featurelog import log_features, log_incremental
     from .data.judgments import load_judgments
+    _writable(output)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     fs_stage = _first_stage(fields, first_stage)
     conn = _ltr_conn(ctx)
@@ -497,13 +506,16 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  workdir: Annotated[Path, typer.Option("--workdir", help="With --cv: where candidates go.")] = Path("ltr-cv"),
                  seed: Annotated[int, typer.Option("--seed")] = 42,
                  json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
-                 plot: Annotated[Optional[Path], typer.Option("--plot", help="Per-query delta chart (PNG).")] = None):
+                 plot: Annotated[Optional[Path], typer.Option("--plot", help="Per-query delta chart (PNG).")] = None,
+                 fmt: Annotated[Optional[Format], typer.Option("--format", help="Judgment format; guessed from the name when omitted.")] = None,
+                 queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None):
     """Every judged query live: the first stage alone vs each reranker, paired tests.
     With --cv K: every query reranked by a fold model that never saw it."""
     from .data.judgments import load_judgments
     from .evaluation.live import evaluate_live
     from .io.atomic import write_json
-    jl = load_judgments(judgments)
+    _writable(json_out, plot)
+    jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     stage = _first_stage(fields, first_stage)
     conn = _conn(ctx)
     if folds:
@@ -636,6 +648,7 @@ def demo(ctx: typer.Context,
     from .cluster import localnode
     from .pipeline.demo import run_demo
     from .io.atomic import write_json
+    _writable(json_out)
     conn = _conn(ctx)
     t0 = time.monotonic()
     if not conn.url:

@@ -99,3 +99,39 @@ def test_cli_search_baseline_table(cluster, cli, index):
 def test_unknown_first_stage_field_is_refused_before_searching(cluster, cli, index):
     r = cli("--url", cluster.url, "search", "flutter", "--index", index, "--fields", "title,nonesuch")
     assert r.returncode == 2 and "'nonesuch'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_evaluate_reads_trec_qrels_like_ranklib(cluster, cli, tmp_path, index):
+    """The same judgments as TREC qrels + queries file (--format trec --queries) give the
+    same report as the RankLib file."""
+    jl = cranfield.split_judgments("test")
+    j = tmp_path / "test.txt"
+    assert cli("judgments", "cranfield", "--split", "test", "-o", str(j)).returncode == 0
+    qrels, queries = tmp_path / "qrels", tmp_path / "queries.tsv"
+    qrels.write_text("".join(f"{q} 0 {d} {int(g)}\n" for q, docs in jl.by_query().items() for d, g in docs))
+    queries.write_text("".join(f"{q}\t{jl.queries[q]}\n" for q in jl.judged_qids()))
+    reports = []
+    for args in ([str(j)], [str(qrels), "--format", "trec", "--queries", str(queries)]):
+        out = tmp_path / f"r{len(reports)}.json"
+        r = cli("--url", cluster.url, "evaluate", *args, "--index", index, "--json", str(out))
+        assert r.returncode == 0, r.stderr
+        reports.append(json.loads(out.read_text()))
+    assert reports[0]["systems"] == reports[1]["systems"] and reports[0]["queries"] == 45
+
+
+@pytest.mark.parametrize("cmd", [
+    ["log", "j.txt", "--featureset", "fs", "-o", "{dir}"],
+    ["evaluate", "j.txt", "--json", "{dir}"],
+    ["evaluate", "j.txt", "--plot", "{dir}"],
+    ["demo", "--json", "{dir}"],
+])
+def test_unwritable_outputs_are_refused_before_any_work(cli, tmp_path, cmd):
+    """An output that is a directory is refused at once (exit 2, one line), before any
+    connection: the URL here answers nothing, and no partial file appears."""
+    d = tmp_path / "out"
+    d.mkdir()
+    r = cli("--url", "http://127.0.0.1:9", *[a.format(dir=d) for a in cmd])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "it is a directory" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not any(d.iterdir())

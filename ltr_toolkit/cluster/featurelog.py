@@ -35,7 +35,7 @@ from ..data.judgments import JudgmentList
 from ..data.svmlight import MISSING_ABSENT
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
-from ..io.atomic import write_json
+from ..io.atomic import check_writable, write_json
 from .client import Connection, item_error, msearch_items
 from .firststage import FirstStage
 from .params import check_params, derived_depth, featureset_params, with_first_stage_ids
@@ -104,6 +104,7 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     once; items the node rejects for load (429) are retried with backoff (counted in the
     sidecar's ``retried_items``)."""
     out = Path(out)
+    check_writable(out)         # a directory or a read-only place: before any search
     fsinfo = featureset_info(conn, featureset, store)
     nf = len(fsinfo["feature_names"])
     first_stage = first_stage or FirstStage.from_fields()
