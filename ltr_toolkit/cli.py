@@ -346,7 +346,7 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             unjudged: Annotated[Unjudged, typer.Option("--unjudged", help="With --candidates: unjudged documents as grade 0, or dropped.")] = Unjudged.zero,
             judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="With --candidates: judged documents outside the top K.")] = JudgedOutside.exclude,
             fields: FieldsOpt = None, first_stage: TemplateOpt = None,
-            incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet, and append them.")] = False):
+            incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
     from .cluster.candidates import candidate_judgments

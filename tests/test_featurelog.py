@@ -84,6 +84,28 @@ def test_ltr_log_killed_and_resumed_is_identical(logged_setup, tmp_path, ltr_clu
     assert side["featureset"] == fs["name"]
 
 
+def test_incremental_takes_new_grades_and_drops_unjudged_pairs(logged_setup, tmp_path):
+    """A judging round changed a grade and withdrew a pair: the incremental run's OUT is
+    what a full re-log of the new judgments gives (features of kept rows reused)."""
+    import copy
+    conn, index, fs = logged_setup
+    from ltr_toolkit.cluster.featurelog import log_incremental
+    old = cranfield.split_judgments("valid")
+    out = tmp_path / "inc.txt"
+    log_incremental(conn, old, fs["name"], index, out)
+    new = copy.deepcopy(old)
+    (q1, d1), (q2, d2) = list(new.grades)[:2]
+    new.grades[(q1, d1)] = new.grades[(q1, d1)] + 1          # regraded
+    del new.grades[(q2, d2)]                                 # withdrawn
+    side = log_incremental(conn, new, fs["name"], index, out)
+    ref = tmp_path / "ref.txt"
+    log_features(conn, new, fs["name"], index, ref)
+    assert sorted(out.read_text().splitlines()) == sorted(ref.read_text().splitlines())
+    assert (side["regraded"], side["dropped"]) == (1, 1)
+    assert side["rows"] + len(side["missing_docs"]) == len(new)
+    assert side["judgments"]["sha256"] == new.content_hash()
+
+
 def test_incremental_logs_only_new_pairs(logged_setup, tmp_path):
     conn, index, fs = logged_setup
     from ltr_toolkit.cluster.featurelog import log_incremental

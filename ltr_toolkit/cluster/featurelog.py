@@ -157,7 +157,7 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
                     missing.append([q, d])
                     continue
                 vals = _values(hits[d], nf)
-                gs = str(int(g)) if float(g).is_integer() else repr(g)
+                gs = _grade_text(g)
                 feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(vals) if v is not None)
                 rows.append(f"{gs} qid:{q}{feats} # {d}\n")
         return "".join(rows), missing, failures, failed_pairs
@@ -199,6 +199,32 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     return sidecar
 
 
+def _grade_text(g) -> str:
+    return str(int(g)) if float(g).is_integer() else repr(g)
+
+
+def _regrade(text: str, grades: dict) -> tuple[str, int, int]:
+    """OUT's rows with the grades of the current judgments (``grades``: (qid, docid) ->
+    grade); rows of pairs no longer judged are dropped. Returns (text, regraded, dropped)."""
+    kept, regraded, dropped = [], 0, 0
+    for line in text.splitlines(keepends=True):
+        body, _, comment = line.partition("#")
+        parts = body.split(maxsplit=2)
+        if len(parts) < 2 or not parts[1].startswith("qid:") or not comment.strip():
+            kept.append(line)
+            continue
+        key = (parts[1][4:], comment.split()[0])
+        if key not in grades:
+            dropped += 1
+            continue
+        g = _grade_text(grades[key])
+        if g != parts[0]:
+            regraded += 1
+            line = g + line[len(parts[0]):] if line.startswith(parts[0]) else line
+        kept.append(line)
+    return "".join(kept), regraded, dropped
+
+
 def _logged_pairs(path: Path) -> set[tuple[str, str]]:
     pairs = set()
     for line in path.read_text().splitlines():
@@ -213,8 +239,10 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
                     store: str | None = None, batch: int = 25, progress=None,
                     first_stage: FirstStage | None = None, candidates: dict | None = None) -> dict:
     """Log only the pairs OUT does not hold yet (documents that were missing, and queries
-    that failed, before are tried again), and append them to OUT atomically. Without OUT,
-    a full run."""
+    that failed, before are tried again), and append them to OUT atomically. Rows OUT
+    already holds take the current judgments' grades, and rows of pairs the judgments no
+    longer hold are dropped (counted in the sidecar: ``regraded``, ``dropped``), so OUT
+    always matches the judgments its sidecar names. Without OUT, a full run."""
     out = Path(out)
     side_path = out.with_suffix(out.suffix + ".json")
     if not out.exists():
@@ -232,17 +260,19 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
             new.queries.setdefault(q, jl.queries[q])
             new.grades[(q, d)] = g
     inc = out.with_name(out.name + ".increment")
+    kept, regraded, dropped = _regrade(out.read_text(), jl.grades)
     if new.grades:
         log_features(conn, new, featureset, index, inc, store, batch, progress, first_stage,
                      candidates)
         inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
-        merged = out.read_bytes() + inc.read_bytes()
-        from ..io.atomic import atomic_write
-        with atomic_write(out, "wb") as fh:
-            fh.write(merged)
+        kept += inc.read_text()
         missing, failed = inc_side["missing_docs"], inc_side["failed_queries"]
     else:
         missing, failed = [], []
+    if new.grades or regraded or dropped:
+        from ..io.atomic import atomic_write
+        with atomic_write(out, "w") as fh:
+            fh.write(kept)
     rows = len(_logged_pairs(out))
     sidecar = dict(old or {}, featureset=featureset, featureset_sha256=fsinfo["sha256"],
                    store=store, feature_names=fsinfo["feature_names"], index=index,
@@ -250,6 +280,7 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
                               "queries": len(jl.judged_qids()),
                               "pairs": len(jl)},
                    rows=rows, missing_docs=missing, failed_queries=failed,
+                   regraded=regraded, dropped=dropped,
                    added=len(new) - len(missing)
                    - sum(len(new.docs_of(q)) for q, _ in failed))
     write_json(side_path, sidecar)
