@@ -250,6 +250,52 @@ def test_job_killed_at_random_moments_resumes_byte_identical(cranfield_job, tmp_
 
 @pytest.mark.cluster
 @pytest.mark.ltr
+def test_killed_run_resumes_its_own_inputs_after_the_judgments_change(cranfield_job, tmp_path):
+    """Killed after logging committed rounds; the judgments file is then replaced (a new
+    judging round). The resumed run finishes with the inputs it started with (exit 0, not a
+    checkpoint mismatch for ever), byte-identical to an uninterrupted run over them; the
+    next run reads the new file."""
+    from ltr_toolkit.data.judgments import load_judgments, save_ranklib
+    url, fs, index, judg = cranfield_job
+    mine = tmp_path / "judgments.txt"
+    mine.write_bytes(judg.read_bytes())
+    extra = dict(candidates=50, batch=3)
+    ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
+    for d in (ref_dir, run_dir):
+        d.mkdir()
+    cmd = [sys.executable, "-m", "ltr_toolkit.cli", "job", "run"]
+    subprocess.run(cmd + [str(_job(ref_dir, url, fs, index, mine, **extra))], check=True,
+                   capture_output=True)
+    job = _job(run_dir, url, fs, index, mine, **extra)
+    ckpt = run_dir / "out" / ".work" / "features.txt.ckpt.json"
+    p = subprocess.Popen(cmd + [str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not ckpt.exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p.poll() is None, "finished before it could be killed"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    ref = jobs.snapshots(ref_dir / "out")[-1]
+    ref_rows = (ref / "features.txt").read_text().splitlines()
+    new = load_judgments(mine)
+    logged = [(r.split()[1][4:], r.split("#")[1].split()[0]) for r in ref_rows]
+    q, d = next(k for k in logged if k in new.grades)      # a judged pair the job logs
+    new.grades[(q, d)] += 1
+    save_ranklib(new, mine)
+    r = subprocess.run(cmd + [str(job), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)
+    assert (Path(m["snapshot"]) / "features.txt").read_text().splitlines() == ref_rows
+    r = subprocess.run(cmd + [str(job), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = (Path(json.loads(r.stdout)["snapshot"]) / "features.txt").read_text().splitlines()
+    changed = [(a, b) for a, b in zip(ref_rows, rows) if a != b]
+    assert len(rows) == len(ref_rows) and len(changed) == 1
+    assert changed[0][1].startswith(f"{new.grades[(q, d)]:g} qid:{q} ")
+
+
+@pytest.mark.cluster
+@pytest.mark.ltr
 def test_429s_are_retried_and_nothing_is_lost(cranfield_job, tmp_path, monkeypatch):
     """A second node whose search pool has 1 thread and a queue of 1: parallel _msearch
     requests get real 429s, per request and per item."""

@@ -29,7 +29,9 @@ A run:
 1. takes ``DIR/.lock`` (``flock``; held by a live run -> exit 2 naming its pid; the kernel
    releases the lock of a killed run, so a stale lock is simply taken over);
 2. logs into ``DIR/.work/`` (checkpointed: a run killed at any moment resumes there and
-   produces byte-identical output);
+   produces byte-identical output). The judgments it read and the candidates it fetched
+   are frozen in ``.work/inputs.json`` when it starts: a resumed run logs those, even if
+   the judgments file or the index changed in between (the next run reads the new ones);
 3. publishes: the snapshot is assembled in ``DIR/.work/stage-RUNID/`` (``features.txt``,
    its sidecar, ``manifest.json``), then renamed to ``DIR/RUNID/`` in one step and
    ``DIR/latest`` is switched atomically. A kill during publish leaves the previous
@@ -274,7 +276,7 @@ def prune(directory: Path, keep: int) -> list[str]:
 
 def run_job(job: Job, conn, log=lambda msg: None) -> dict:
     """Run the job once (see the module docstring). Returns the manifest."""
-    from ..data.judgments import load_judgments
+    from ..data.judgments import JudgmentList, load_judgments
     from .candidates import candidate_judgments
     from .featurelog import log_features, log_incremental
     from .firststage import FirstStage
@@ -298,12 +300,20 @@ def run_job(job: Job, conn, log=lambda msg: None) -> dict:
             shutil.rmtree(work)
             manifest = json.loads((done / "manifest.json").read_text())
             return dict(manifest, snapshot=str(done), pruned=[])
-        jl = load_judgments(job.judgments, job.fmt, job.queries)
         stage_fs = FirstStage.resolve(job.first_stage, job.fields)
-        info = None
-        if job.candidates:
-            jl, info = candidate_judgments(conn, job.index, jl, job.candidates, stage_fs,
-                                           job.unjudged, job.judged_outside)
+        frozen = work / "inputs.json"
+        if frozen.is_file():
+            # a resumed run logs the judgments and candidates its first attempt saw, even
+            # if the file or the index changed since: its checkpoint stays valid
+            inputs = json.loads(frozen.read_text())
+            jl, info = JudgmentList.from_dict(inputs["judgments"]), inputs["candidates"]
+        else:
+            jl = load_judgments(job.judgments, job.fmt, job.queries)
+            info = None
+            if job.candidates:
+                jl, info = candidate_judgments(conn, job.index, jl, job.candidates, stage_fs,
+                                               job.unjudged, job.judged_outside)
+            write_json(frozen, {"judgments": jl.to_dict(), "candidates": info}, indent=None)
         features = work / "features.txt"
         t_log = time.monotonic()
         latest = snapshots(directory)[-1:] if job.incremental else []

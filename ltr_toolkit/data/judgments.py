@@ -109,6 +109,18 @@ class JudgmentList:
     def __len__(self) -> int:
         return len(self.grades)
 
+    def to_dict(self) -> dict:
+        """A JSON-ready copy (order kept, so :meth:`content_hash` survives the round trip)."""
+        return {"source": self.source, "queries": [[q, t] for q, t in self.queries.items()],
+                "grades": [[q, d, g] for (q, d), g in self.grades.items()],
+                "params": self.params}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JudgmentList":
+        return cls(queries={q: t for q, t in data["queries"]},
+                   grades={(q, d): float(g) for q, d, g in data["grades"]},
+                   source=data.get("source"), params=dict(data.get("params") or {}))
+
 
 def _grade(text: str, path, line) -> float:
     try:
