@@ -82,3 +82,35 @@ def test_train_model_takes_each_familys_early_stopping_by_default():
     assert params["linear"]["patience"] == 10
     given = train_model(ds, "lambdamart", ds, trees=3, patience=4)["hyper_parameters"]
     assert given["early_stopping_rounds"] == 4
+
+
+def _logged(path, sha, names, seed):
+    rng = np.random.default_rng(seed)
+    path.write_text("".join(f"{rng.integers(0, 3)} qid:{q} " + " ".join(
+        f"{i + 1}:{rng.random():.4f}" for i in range(len(names))) + f" # d{q}-{j}\n"
+        for q in range(8) for j in range(6)))
+    path.with_name(path.name + ".json").write_text(json.dumps(
+        {"featureset": "fs", "featureset_sha256": sha, "feature_names": names}))
+    return path
+
+
+def test_data_logged_with_other_features_is_refused(tmp_path, cli):
+    """Validation, test and prediction files must come from the feature set version the
+    training data (the model) was logged with: same count of columns is not enough."""
+    names = ["title", "body", "year"]
+    train = _logged(tmp_path / "train.txt", "a" * 64, names, 0)
+    same = _logged(tmp_path / "same.txt", "a" * 64, names, 1)
+    other = _logged(tmp_path / "other.txt", "b" * 64, names, 2)        # edited feature set
+    renamed = _logged(tmp_path / "renamed.txt", "a" * 64, ["body", "title", "year"], 3)
+    model = tmp_path / "m.json"
+    base = ("train", str(train), "--algo", "linear", "--epochs", "2")
+    assert cli(*base, "--valid", str(same), "-o", str(model)).returncode == 0
+    for bad, why in ((other, "another version of feature set fs"), (renamed, "other features")):
+        for flag in ("--valid", "--test"):
+            r = cli(*base, flag, str(bad), "-o", str(tmp_path / "x.json"))
+            assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
+            assert str(bad) in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        r = cli("predict", str(model), str(bad), "-o", str(tmp_path / "s.txt"))
+        assert r.returncode == 2 and why in r.stderr, r.stderr
+    assert not (tmp_path / "x.json").exists() and not (tmp_path / "s.txt").exists()
+    assert cli("predict", str(model), str(same), "-o", str(tmp_path / "s.txt")).returncode == 0

@@ -33,6 +33,9 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
     nf = train.n_features
     v = load_logged(valid, n_features=nf) if valid else None
     t = load_logged(test, n_features=nf) if test else None
+    for other in (v, t):
+        if other is not None:
+            check_same_features(data, train.meta["sidecar"], other.source, other.meta["sidecar"])
     artifact = train_model(train, algo, v, t, source=str(data), **params)
     if output:
         write_json(output, artifact)
@@ -112,6 +115,7 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
         "n_features": nf,
         "feature_names": side.get("feature_names") or [f"f{i + 1}" for i in range(nf)],
         "featureset": side.get("featureset"),
+        "featureset_sha256": side.get("featureset_sha256"),
         "normalisation": normalisation,
         "missing_features": side.get("missing_features"),
         "first_stage": side.get("first_stage"),
@@ -158,6 +162,22 @@ def load_model(path):
         raise InputError(path, None, f"broken model artifact: {exc}") from None
 
 
+def check_same_features(ref_name, ref: dict, path, side: dict) -> None:
+    """Refuse data logged with other features than ``ref`` (a sidecar, or a model artifact):
+    another version of the feature set (its sha256), or other feature names. What either
+    does not record is not compared (files without sidecars, older artifacts)."""
+    a, b = ref.get("featureset_sha256"), side.get("featureset_sha256")
+    if a and b and a != b:
+        raise UserError(f"{path} was logged with another version of feature set "
+                        f"{side.get('featureset') or '?'} than {ref_name}",
+                        "log both with the same feature set version")
+    a, b = ref.get("feature_names"), side.get("feature_names")
+    if a and b and a != b:
+        raise UserError(f"{path} has other features than {ref_name} "
+                        f"({len(b)}: {', '.join(b[:3])}... vs {len(a)}: {', '.join(a[:3])}...)",
+                        "log both with the same feature set")
+
+
 def model_from_artifact(art: dict):
     """The fitted model an artifact holds."""
     if art["algorithm"] in NEURAL_ALGOS:
@@ -173,6 +193,10 @@ def predict_file(model_path, data_path, output) -> int:
     check_writable(output)
     art, model = load_model(model_path)
     ds = load_logged(data_path, n_features=art["n_features"])
+    side = ds.meta["sidecar"]
+    check_same_features(model_path, {"featureset_sha256": art.get("featureset_sha256"),
+                                     "feature_names": art["feature_names"] if art.get("featureset") else None},
+                        data_path, side)
     scores = plugin_scores(art, model, ds.X)
     perm = ds.meta.get("input_rows")
     if perm is not None:          # rows were regrouped by query: back to input order
