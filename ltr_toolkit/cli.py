@@ -460,7 +460,7 @@ def model_prune(ctx: typer.Context, base: Annotated[str, typer.Argument(help="Th
 @app.command("search")
 def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option("--index")] = "cranfield",
                model: Annotated[Optional[str], typer.Option("--model", help="Rerank with this stored model.")] = None,
-               window: Annotated[int, typer.Option("--window", min=1)] = 100, size: Annotated[int, typer.Option("--size", min=1)] = 10,
+               window: Annotated[int, typer.Option("--window", min=1, help="Rerank the first stage's top WINDOW (OpenSearch's rescore window: per shard).")] = 100, size: Annotated[int, typer.Option("--size", min=1)] = 10,
                store: StoreOpt = None,
                param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
                fields: FieldsOpt = None, first_stage: TemplateOpt = None):
@@ -497,7 +497,7 @@ def _report_table(report: dict) -> Table:
 def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  index: Annotated[str, typer.Option("--index")] = "cranfield",
                  model: Annotated[Optional[List[str]], typer.Option("--model", help="Stored model(s) to rerank with.")] = None,
-                 k: Annotated[int, typer.Option("--k", min=1)] = 10, window: Annotated[int, typer.Option("--window", min=1)] = 100,
+                 k: Annotated[int, typer.Option("--k", min=1)] = 10, window: Annotated[int, typer.Option("--window", min=1, help="Rerank the first stage's top WINDOW (OpenSearch's rescore window: per shard).")] = 100,
                  store: StoreOpt = None,
                  fields: FieldsOpt = None, first_stage: TemplateOpt = None,
                  folds: Annotated[Optional[int], typer.Option("--cv", min=2, help="Cross-validate: K folds over all judged queries; needs --featureset and --algo.")] = None,

@@ -23,7 +23,9 @@ def rescore_clause(model: str, params: dict, window: int = 100, query_weight: fl
     """The ``rescore`` part of a search request that reranks the top ``window`` hits of the
     first stage with an LTR model. With ``query_weight`` 0 the model's score alone orders
     the window (the usual LTR setting); documents below the window keep their first-stage
-    order after it."""
+    order after it. OpenSearch applies ``window_size`` per shard: on an index of S shards,
+    each shard's top ``window`` is rescored (up to S x window documents), while logged
+    candidates (``--candidates K``) are the global top K; on one shard they are the same."""
     return {"window_size": int(window),
             "query": {"rescore_query": sltr(params, model=model, store=store,
                                             active_features=active_features),
