@@ -85,7 +85,7 @@ def test_node_scores_equal_ltr_predict(logged, algo):
     local = np.loadtxt(scores_path)
     ds = load_logged(serve)
     where = {(q, doc): i for i, (q, doc) in enumerate(zip(ds.qids[ds.row_query], ds.doc_ids))}
-    compared = 0
+    compared, worst = 0, 0.0
     for q in test_jl.judged_qids():
         hits, node = _served(conn, index, res["name"], test_jl, q)
         rows = [where[(q, h["_id"])] for h in hits]
@@ -94,6 +94,9 @@ def test_node_scores_equal_ltr_predict(logged, algo):
         # the node's ranking is the local one: sorted by local score, ties kept by the node
         assert np.all(np.diff(local[rows]) <= 0), f"{algo}, query {q}: order differs"
         compared += len(rows)
+        rel = np.abs(node - local[rows]) / np.maximum(np.abs(local[rows]), 1e-30)
+        worst = max(worst, float(rel.max()))
+    print(f"{algo}: {compared} served scores vs ltr predict, max relative difference {worst:.3g}")
     assert compared >= 8 * 50
 
 
