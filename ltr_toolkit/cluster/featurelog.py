@@ -35,7 +35,7 @@ from ..data.judgments import JudgmentList
 from ..data.svmlight import MISSING_ABSENT
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
-from ..io.atomic import check_writable, write_json
+from ..io.atomic import atomic_write, check_writable, write_json
 from .client import Connection, item_error, msearch_items
 from .firststage import FirstStage
 from .params import check_params, derived_depth, featureset_params, with_first_stage_ids
@@ -220,7 +220,7 @@ def _regrade(text: str, grades: dict) -> tuple[str, int, int]:
         g = _grade_text(grades[key])
         if g != parts[0]:
             regraded += 1
-            line = g + line[len(parts[0]):] if line.startswith(parts[0]) else line
+            line = line.replace(parts[0], g, 1)     # the first token is the grade
         kept.append(line)
     return "".join(kept), regraded, dropped
 
@@ -270,7 +270,6 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
     else:
         missing, failed = [], []
     if new.grades or regraded or dropped:
-        from ..io.atomic import atomic_write
         with atomic_write(out, "w") as fh:
             fh.write(kept)
     rows = len(_logged_pairs(out))

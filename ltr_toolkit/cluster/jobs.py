@@ -151,6 +151,7 @@ def load_job(path) -> Job:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise InputError(path, line_of(key), f"[{section}] {key} = {value!r}: expected a whole number >= {minimum}")
         return value
+
     def flag(section, key, value):
         # a quoted "false" would be truthy: TLS checks silently off
         if not isinstance(value, bool):

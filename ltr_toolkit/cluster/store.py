@@ -88,15 +88,16 @@ def list_elements(conn: Connection, kind: str, store: str | None = None,
     out: list[dict] = []
     params = {"prefix": prefix} if prefix else {}
     while True:
-        if len(out) + LIST_PAGE > LIST_MAX:
-            raise UserError(f"store {store or '(default)'} holds more than {LIST_MAX} {kind.strip('_')}s, "
-                            "more than the plugin can list",
-                            "delete old versions (ltr model prune) or use another store")
         resp = request(conn, "GET", f"{store_path(store)}/{kind}", store=store,
                        params=dict(params, **{"from": len(out), "size": LIST_PAGE}))
+        total = resp.get("hits", {}).get("total", {})
+        if total.get("relation") == "gte":     # counted up to the result window only
+            raise UserError(f"store {store or '(default)'} holds more than {LIST_MAX} "
+                            f"{kind.strip('_')}s, more than the plugin can list",
+                            "delete old versions (ltr model prune) or use another store")
         hits = resp.get("hits", {}).get("hits", [])
         out += [h.get("_source", {}) for h in hits]
-        if len(hits) < LIST_PAGE:
+        if len(hits) < LIST_PAGE or len(out) >= total.get("value", float("inf")):
             return out
 
 
