@@ -203,36 +203,37 @@ def _grade_text(g) -> str:
     return str(int(g)) if float(g).is_integer() else repr(g)
 
 
+def _row_key(line: str) -> tuple[str | None, tuple[str, str] | None]:
+    """(grade token, (qid, docid)) of a logged row ``grade qid:N ... # docid``; (None, None)
+    for any other line."""
+    body, _, comment = line.partition("#")
+    parts = body.split(maxsplit=2)
+    if len(parts) < 2 or not parts[1].startswith("qid:") or not comment.strip():
+        return None, None
+    return parts[0], (parts[1][4:], comment.split()[0])
+
+
 def _regrade(text: str, grades: dict) -> tuple[str, int, int]:
     """OUT's rows with the grades of the current judgments (``grades``: (qid, docid) ->
     grade); rows of pairs no longer judged are dropped. Returns (text, regraded, dropped)."""
     kept, regraded, dropped = [], 0, 0
     for line in text.splitlines(keepends=True):
-        body, _, comment = line.partition("#")
-        parts = body.split(maxsplit=2)
-        if len(parts) < 2 or not parts[1].startswith("qid:") or not comment.strip():
-            kept.append(line)
-            continue
-        key = (parts[1][4:], comment.split()[0])
-        if key not in grades:
-            dropped += 1
-            continue
-        g = _grade_text(grades[key])
-        if g != parts[0]:
-            regraded += 1
-            line = line.replace(parts[0], g, 1)     # the first token is the grade
+        grade, key = _row_key(line)
+        if key is not None:
+            if key not in grades:
+                dropped += 1
+                continue
+            g = _grade_text(grades[key])
+            if g != grade:
+                regraded += 1
+                line = line.replace(grade, g, 1)     # the first token is the grade
         kept.append(line)
     return "".join(kept), regraded, dropped
 
 
 def _logged_pairs(path: Path) -> set[tuple[str, str]]:
-    pairs = set()
-    for line in path.read_text().splitlines():
-        body, _, comment = line.partition("#")
-        parts = body.split()
-        if len(parts) >= 2 and parts[1].startswith("qid:") and comment.strip():
-            pairs.add((parts[1][4:], comment.split()[0]))
-    return pairs
+    return {key for line in path.read_text().splitlines()
+            if (key := _row_key(line)[1]) is not None}
 
 
 def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,

@@ -193,10 +193,9 @@ def predict_file(model_path, data_path, output) -> int:
     check_writable(output)
     art, model = load_model(model_path)
     ds = load_logged(data_path, n_features=art["n_features"])
-    side = ds.meta["sidecar"]
     check_same_features(model_path, {"featureset_sha256": art.get("featureset_sha256"),
                                      "feature_names": art["feature_names"] if art.get("featureset") else None},
-                        data_path, side)
+                        data_path, ds.meta["sidecar"])
     scores = plugin_scores(art, model, ds.X)
     perm = ds.meta.get("input_rows")
     if perm is not None:          # rows were regrouped by query: back to input order
