@@ -1,11 +1,15 @@
 """The package as users install it: a wheel built from this tree, installed into a fresh
-virtual environment (dependencies from the running interpreter's site-packages, so no
-download), runs `ltr demo --help` and an offline command that needs the bundled data."""
+virtual environment, runs `ltr demo --help` and an offline command that needs the bundled
+data. The new environment has no system site packages; its dependencies come from the
+running interpreter's own site-packages through a .pth file, so no download is needed and
+it works when the suite itself runs inside a virtual environment (``--system-site-packages``
+would then see the base interpreter, not the environment's packages)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -22,9 +26,16 @@ def test_wheel_ships_data_and_runs(tmp_path):
     assert "ltr_toolkit/datasets/cranfield/featureset.json" in names
     assert "ltr_toolkit/datasets/cranfield/cran.all.1400" in names
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
-    r = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
+    here = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # the running interpreter's packages, after the new environment's own (a .pth file
+    # adds folders but runs none of their .pth files: this tree's editable install stays out)
+    Path(site, "running_interpreter.pth").write_text("\n".join(sorted(here)) + "\n")
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps",
+                        "--no-index", str(wheel)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     ltr = venv / "bin" / "ltr"
