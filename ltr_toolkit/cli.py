@@ -37,8 +37,10 @@ app.add_typer(model_app, name="model")
 job_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Scheduled feature-logging jobs.")
 app.add_typer(job_app, name="job")
 
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
+# markup off: paths, model and feature-set names are echoed as they are (a name with
+# ``[/x]`` in it is text, not a Rich tag that would end a finished command with exit 1)
+out = Console(markup=False, highlight=False, soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
 
 # --------------------------------------------------------------------------- choices
@@ -86,15 +88,16 @@ def _global(ctx: typer.Context,
             url: Annotated[Optional[str], typer.Option("--url", envvar="LTR_URL", help="Cluster URL (default: the local node, else http://localhost:9200). Credentials come from LTR_USER / LTR_PASSWORD.")] = None,
             ca_certs: Annotated[Optional[Path], typer.Option("--ca-certs", help="CA bundle for TLS.")] = None,
             insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS certificates.")] = False,
-            timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Request timeout, seconds.")] = 30.0):
+            timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None):
     from .cluster.client import Connection, InsecureTLSWarning
     from .cluster.localnode import running_node
     _one_line_warnings(InsecureTLSWarning)
     if not url:                 # no --url / LTR_URL: the local node, when one runs
         node = running_node()
         url = node.url if node else None
-    ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None,
-                         insecure=insecure, timeout=timeout)
+    ctx.meta["timeout_given"] = timeout is not None
+    ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None, insecure=insecure,
+                         **({} if timeout is None else {"timeout": timeout}))
 
 
 def _one_line_warnings(*categories):
@@ -106,7 +109,7 @@ def _one_line_warnings(*categories):
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, categories):
-            err.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+            err.print(f"warning: {message}", soft_wrap=True)
         else:
             shown(message, category, filename, lineno, file, line)
     show.ltr_one_line = True
@@ -133,7 +136,7 @@ def _progress(label: str, total: int | None = None):
         if now - last[0] >= 2.0 or (total is not None and done >= total):
             last[0] = now
             of = f"/{total}" if total is not None else ""
-            err.print(f"{label}: {done}{of} {note}".rstrip(), markup=False, highlight=False)
+            err.print(f"{label}: {done}{of} {note}".rstrip())
     yield update
 
 
@@ -157,7 +160,7 @@ def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start p
     from .cluster import localnode
     t0 = time.monotonic()
     info, started = localnode.start(require_plugin=not no_ltr,
-                                    log=lambda m: err.print(m, markup=False, highlight=False))
+                                    log=lambda m: err.print(m))
     if not started:
         out.print(f"a node already runs: {info.url} (pid {info.pid}); nothing started")
         return
@@ -187,7 +190,7 @@ def cluster_status(ctx: typer.Context):
         health = cl.request(conn, "GET", "/_cluster/health")
         ltr = cl.ltr_plugin_version(conn)
     except ClusterError as exc:   # nothing (usable) answers: exit 1; bad settings stay exit 2
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        err.print(f"error: {exc}")
         raise typer.Exit(1)
     table = Table(show_header=False)
     table.add_row("url", conn.display_url)
@@ -362,18 +365,17 @@ def log_cmd(ctx: typer.Context, judgments: Path,
                                        judged_outside.value)
         err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
                   f"{info['unjudged']} unjudged{' (grade 0)' if unjudged is Unjudged.zero else ' (dropped)'}, "
-                  f"{info['judged_outside']} judged outside the top {candidates} added",
-                  markup=False)
+                  f"{info['judged_outside']} judged outside the top {candidates} added")
     with _progress("logging rounds") as update:
         run = log_incremental if incremental else log_features
         side = run(conn, jl, featureset, index, output, store, batch,
                    lambda d, t: update(d, t), fs_stage, info)
     out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
-              f"{len(side['missing_docs'])} documents not in {index}", markup=False)
+              f"{len(side['missing_docs'])} documents not in {index}")
     for q, d in side["missing_docs"][:10]:
-        err.print(f"missing: query {q}, doc {d}", markup=False)
+        err.print(f"missing: query {q}, doc {d}")
     for q, why in side.get("failed_queries", []):
-        err.print(f"failed: query {q}: {why}", markup=False)
+        err.print(f"failed: query {q}: {why}")
     if side.get("failed_queries"):
         raise typer.Exit(EXIT_PARTIAL)
 
@@ -396,9 +398,9 @@ def upload_cmd(ctx: typer.Context, model: Path,
         raise UserError("the model does not say which feature set it was trained on", "pass --featureset")
     conn = _ltr_conn(ctx)
     res = upload(conn, art, m, name, fs, store, index, versioned=not exact)
-    out.print(f"uploaded {res['name']} ({res['type']}) for feature set {fs}", markup=False)
+    out.print(f"uploaded {res['name']} ({res['type']}) for feature set {fs}")
     for w in res["warnings"]:
-        err.print(f"warning: {w}", markup=False)
+        err.print(f"warning: {w}")
 
 
 @model_app.command("list")
@@ -526,7 +528,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
         from .pipeline.crossval import cross_validate
         report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: {} for a in algo},
                                 workdir, folds, k, window, store, stage, seed,
-                                log=lambda m: err.print(m, markup=False))
+                                log=lambda m: err.print(m))
         qids = list(next(iter(report["per_query"].values())))
     else:
         report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage)
@@ -567,14 +569,15 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
     unit = "round" if algo in TREE_ALGOS else "epoch"
     with _progress(f"training {algo}", total) as update:
         def on_epoch(epoch, metric):
-            update(epoch + 1, total, f"{unit} {epoch + 1}: {monitor} ndcg@{k}={metric:.4f}")
+            shown = "" if metric is None else f": {monitor} ndcg@{k}={metric:.4f}"
+            update(epoch + 1, total, f"{unit} {epoch + 1}{shown}")
         artifact = train_from_files(
             data, algo=algo, valid=valid, test=test, output=output, hidden=hidden_sizes,
             epochs=epochs, lr=lr, optimizer=optimizer.value, sigma=sigma, k=k, patience=patience,
             seed=seed, on_epoch=on_epoch, trees=trees, depth=depth,
             truncation=_truncation(truncation))
     for w in artifact.get("warnings", []):
-        err.print(f"warning: {w}", markup=False)
+        err.print(f"warning: {w}")
     table = Table("split", f"NDCG@{k}", "queries")
     for split, m in artifact["metrics"].items():
         table.add_row(split, f"{m[f'ndcg@{k}']:.4f}", str(m["queries"]))
@@ -618,21 +621,20 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
             json_report: Annotated[bool, typer.Option("--json", help="Print the run's manifest as JSON on stdout.")] = False):
     """Run a feature-logging job once: lock, log (resumable), publish a snapshot
     atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
-    from click.core import ParameterSource
-    from .cluster.jobs import job_connection, load_job, run_job
+    from .cluster.jobfile import job_connection, load_job
+    from .cluster.jobs import run_job
     spec = load_job(job)
-    explicit = ctx.find_root().get_parameter_source("timeout") is not ParameterSource.DEFAULT
-    conn = job_connection(spec, ctx.obj, explicit_timeout=explicit)
+    conn = job_connection(spec, ctx.obj, explicit_timeout=ctx.meta.get("timeout_given", False))
     from .cluster import client as cl
     cl.check_ltr(conn)
-    manifest = run_job(spec, conn, log=lambda m: err.print(m, markup=False))
+    manifest = run_job(spec, conn, log=lambda m: err.print(m))
     if json_report:
         print(json.dumps(manifest, indent=2))
     else:
         out.print(f"snapshot {manifest['snapshot']} ({manifest['status']}): "
-                  f"{manifest['counts']['rows']} rows", markup=False)
+                  f"{manifest['counts']['rows']} rows")
     for q, why in manifest.get("failed_queries", []):
-        err.print(f"failed: query {q}: {why}", markup=False)
+        err.print(f"failed: query {q}: {why}")
     if manifest["status"] != "complete":
         raise typer.Exit(EXIT_PARTIAL)
 
@@ -652,10 +654,10 @@ def demo(ctx: typer.Context,
     conn = _conn(ctx)
     t0 = time.monotonic()
     if not conn.url:
-        info, started = localnode.start(log=lambda m: err.print(m, markup=False))
+        info, started = localnode.start(log=lambda m: err.print(m))
         conn.url = info.url
         out.print(f"local node {'started' if started else 'running'} at {info.url}")
-    report = run_demo(conn, workdir, log=lambda m: out.print(m, markup=False), folds=folds,
+    report = run_demo(conn, workdir, log=lambda m: out.print(m), folds=folds,
                       recreate=recreate)
     out.print(f"Cranfield: {report['queries']} queries, k={report['k']}, {report['evaluation']}")
     out.print(_report_table(report))
@@ -672,27 +674,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         if isinstance(rv, int):
             return rv
     except UserError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {exc}", soft_wrap=True)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
-        err.print("aborted", markup=False)
+        err.print("aborted")
         return 130
     except KeyboardInterrupt:
-        err.print("interrupted", markup=False)
+        err.print("interrupted")
         return 130
     except Exception as exc:
         # typer's own parsing errors (it vendors click: no import of click here)
         if type(exc).__name__ == "NoArgsIsHelpError":
-            out.print(exc.format_message(), markup=False, highlight=False)
+            out.print(exc.format_message())
             return getattr(exc, "exit_code", 2)
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             ctx = getattr(exc, "ctx", None)
             where = ctx.command_path if ctx is not None else "ltr"
             msg = " ".join(str(exc.format_message()).split())
-            err.print(f"error: {msg} (see `{where} --help`)", markup=False, highlight=False,
-                      soft_wrap=True)
+            err.print(f"error: {msg} (see `{where} --help`)")
             return int(exc.exit_code)
         return _unexpected(exc)
     return 0
@@ -706,8 +707,7 @@ def _unexpected(exc: BaseException) -> int:
     with open(fd, "w") as fh:
         fh.write(text)
     err.print(f"unexpected error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
-              f"(full trace in {path}; please report it)", markup=False, highlight=False,
-              soft_wrap=True)
+              f"(full trace in {path}; please report it)")
     return 1
 
 

@@ -114,3 +114,18 @@ def test_data_logged_with_other_features_is_refused(tmp_path, cli):
         assert r.returncode == 2 and why in r.stderr, r.stderr
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "s.txt").exists()
     assert cli("predict", str(model), str(same), "-o", str(tmp_path / "s.txt")).returncode == 0
+
+
+def test_tree_progress_without_valid_shows_rounds_not_nan(tmp_path, cli):
+    """Without --valid there is no validation NDCG: the progress names the round only
+    (it printed `valid ndcg@10=nan`); with --valid it shows the metric."""
+    data = tmp_path / "d.txt"
+    data.write_text("".join(f"{(d * 7 + q) % 3} qid:{q} 1:{d * 0.1 + q} 2:{(d * 3) % 5} # d{d}\n"
+                            for q in range(1, 9) for d in range(12)))
+    r = cli("train", str(data), "--algo", "lambdamart", "--trees", "4", "--depth", "2",
+            "-o", str(tmp_path / "m.json"))
+    assert r.returncode == 0, r.stderr
+    assert "round 4" in r.stderr and "nan" not in r.stderr, r.stderr
+    r = cli("train", str(data), "--algo", "lambdamart", "--trees", "4", "--depth", "2",
+            "--valid", str(data), "-o", str(tmp_path / "m2.json"))
+    assert r.returncode == 0 and "round 4: valid ndcg@10=" in r.stderr, r.stderr
