@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ltr_toolkit.cluster import jobs
+from ltr_toolkit.cluster import jobfile, jobs, snapshots
 from ltr_toolkit.errors import InputError, UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ _MIN = '[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\n[output]\ndir
 
 @pytest.mark.parametrize("body,line,fragment", [
     ('[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\nbogus = 1\n[output]\ndirectory = "o"\n', 5, "unknown key 'bogus'"),
-    ('[cluster]\npassword = "hunter2"\n', 2, "unknown key"),
+    ('[cluster]\npassword = "hunter2"\n', 2, "credentials never go"),
     ('[logging]\nfeatureset = "x"\nindex = "i"\n[output]\ndirectory = "o"\n', 1, "needs judgments"),
     ('[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\nbatch = 0\n[output]\ndirectory = "o"\n', 5, "batch = 0"),
     ('[cluster]\nurl = "https://u:p@h:9200"\n[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\n[output]\ndirectory = "o"\n', 2, "credentials"),
@@ -58,7 +58,7 @@ def test_bad_job_files_name_file_and_line(tmp_path, body, line, fragment):
     p = tmp_path / "job.toml"
     p.write_text(body)
     with pytest.raises(InputError) as info:
-        jobs.load_job(p)
+        jobfile.load_job(p)
     assert info.value.line == line and fragment in str(info.value), str(info.value)
 
 
@@ -67,12 +67,12 @@ def test_job_connection_timeout_and_tls(tmp_path):
     p = tmp_path / "job.toml"
     p.write_text(_MIN)
     given = Connection(url="http://cli:9200", timeout=120.0)
-    job = jobs.load_job(p)
+    job = jobfile.load_job(p)
     assert job.timeout is None
-    assert jobs.job_connection(job, given, explicit_timeout=True).timeout == 120.0
-    assert jobs.job_connection(job, given).timeout == jobs.DEFAULT_TIMEOUT
+    assert jobfile.job_connection(job, given, explicit_timeout=True).timeout == 120.0
+    assert jobfile.job_connection(job, given).timeout == jobfile.DEFAULT_TIMEOUT
     p.write_text('[cluster]\ntimeout = 5\ninsecure = false\n' + _MIN)
-    conn = jobs.job_connection(jobs.load_job(p), given, explicit_timeout=True)
+    conn = jobfile.job_connection(jobfile.load_job(p), given, explicit_timeout=True)
     assert (conn.timeout, conn.url, conn.insecure) == (5.0, "http://cli:9200", False)
 
 
@@ -81,7 +81,7 @@ def test_job_file_types_as_written_are_kept(tmp_path):
     p.write_text('[cluster]\ninsecure = false\ntimeout = 12.5\n' + _MIN.replace(
         'judgments = "j"', 'judgments = "j"\nformat = "csv"\nunjudged = "drop"')
         .replace('directory = "o"', 'directory = "o"\nincremental = true'))
-    job = jobs.load_job(p)
+    job = jobfile.load_job(p)
     assert (job.insecure, job.timeout, job.fmt, job.unjudged, job.incremental) == \
         (False, 12.5, "csv", "drop", True)
 
@@ -95,9 +95,9 @@ def test_bad_job_file_through_the_cli(tmp_path, cli):
 
 def test_lock_excludes_a_second_run_and_a_dead_runs_lock_is_taken_over(tmp_path):
     d = tmp_path / "out"
-    with jobs.job_lock(d):
+    with snapshots.job_lock(d):
         with pytest.raises(UserError, match=f"pid {os.getpid()}"):
-            with jobs.job_lock(d):
+            with snapshots.job_lock(d):
                 pass
     # a run killed while holding the lock: the kernel drops the flock with the process
     p = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
@@ -106,11 +106,11 @@ def test_lock_excludes_a_second_run_and_a_dead_runs_lock_is_taken_over(tmp_path)
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "held"
     with pytest.raises(UserError, match=f"pid {p.pid}"):
-        with jobs.job_lock(d):
+        with snapshots.job_lock(d):
             pass
     p.kill()
     p.wait()
-    with jobs.job_lock(d):   # stale lock taken over
+    with snapshots.job_lock(d):   # stale lock taken over
         assert (d / ".lock").read_text().strip() == str(os.getpid())
 
 
@@ -121,7 +121,7 @@ def test_publish_interrupted_leaves_the_previous_snapshot(tmp_path, monkeypatch)
     first.mkdir(parents=True)
     (first / "features.txt").write_text("old\n")
     (first / "manifest.json").write_text("{}")
-    jobs.publish(d, first, "1")
+    snapshots.publish(d, first, "1")
     second = d / ".work" / "stage-2"
     second.mkdir()
     (second / "features.txt").write_text("new\n")
@@ -129,14 +129,83 @@ def test_publish_interrupted_leaves_the_previous_snapshot(tmp_path, monkeypatch)
 
     def killed(*a, **k):
         raise KeyboardInterrupt("killed during publish")
-    monkeypatch.setattr(jobs.os, "rename", killed)
+    monkeypatch.setattr(snapshots.os, "rename", killed)
     with pytest.raises(KeyboardInterrupt):
-        jobs.publish(d, second, "2")
-    assert [p.name for p in jobs.snapshots(d)] == ["run-1"]
+        snapshots.publish(d, second, "2")
+    assert [p.name for p in snapshots.snapshots(d)] == ["run-1"]
     assert (d / "latest" / "features.txt").read_text() == "old\n"
     monkeypatch.undo()
-    jobs.publish(d, second, "2")
+    snapshots.publish(d, second, "2")
     assert (d / "latest" / "features.txt").read_text() == "new\n"
+
+
+def _published(d: Path, run_id: str, rows: str) -> Path:
+    snap = d / f"run-{run_id}"
+    snap.mkdir(parents=True)
+    (snap / "features.txt").write_text(rows)
+    (snap / "features.txt.json").write_text('{"featureset": "fs"}\n')
+    (snap / "manifest.json").write_text(json.dumps({"run_id": run_id, "status": "complete"}))
+    return snap
+
+
+def test_run_killed_between_rename_and_latest_finishes_publishing(tmp_path):
+    """The snapshot was renamed into place, then the run died before `latest` was
+    switched (its temporary link left behind). The resumed run switches `latest`,
+    prunes to keep = 1 without deleting what `latest` names, removes the leftover link,
+    and reports what it pruned: it needs no cluster for that."""
+    job_file = _job(tmp_path, "http://127.0.0.1:9", "fs", "idx", "j.txt")
+    job_file.write_text(job_file.read_text().replace("keep = 3", "keep = 1"))
+    job = jobfile.load_job(job_file)
+    d = job.directory
+    _published(d, "1", "old\n")
+    snapshots.point_latest(d, d / "run-1")
+    _published(d, "2", "new\n")                        # renamed, latest not switched
+    os.symlink("run-2", d / ".latest.4242")            # the dead run's temporary link
+    (d / ".work").mkdir()
+    (d / ".work" / "run.json").write_text(json.dumps({"run_id": "2", "started": "x"}))
+    from ltr_toolkit.cluster.client import Connection
+    manifest = jobs.run_job(job, Connection(url="http://127.0.0.1:9"))
+    assert os.readlink(d / "latest") == "run-2"
+    assert (d / "latest" / "features.txt").read_text() == "new\n"
+    assert manifest["pruned"] == ["run-1"] and manifest["snapshot"] == str(d / "run-2")
+    assert [p.name for p in snapshots.snapshots(d)] == ["run-2"]
+    assert not list(d.glob(".latest.*")) and not (d / ".work").exists()
+
+
+def test_prune_never_deletes_what_latest_names(tmp_path):
+    for run_id in ("1", "2", "3"):
+        _published(tmp_path, run_id, f"{run_id}\n")
+    snapshots.point_latest(tmp_path, tmp_path / "run-2")
+    assert snapshots.prune(tmp_path, 1) == ["run-1"]
+    assert os.path.isdir(tmp_path / "latest")
+
+
+def test_incremental_seed_is_atomic_and_needs_the_sidecar(tmp_path, monkeypatch):
+    job_file = _job(tmp_path, "http://127.0.0.1:9", "fs", "idx", "j.txt")
+    job = jobfile.load_job(job_file)
+    snap = _published(job.directory, "1", "".join(f"1 qid:1 1:{i} # d{i}\n" for i in range(5000)))
+    work = job.directory / ".work"
+    work.mkdir()
+    import shutil
+
+    def killed(fin, fout, length=0):
+        fout.write(fin.read(1000))
+        raise KeyboardInterrupt("killed mid-copy")
+    monkeypatch.setattr(shutil, "copyfileobj", killed)
+    with pytest.raises(KeyboardInterrupt):
+        jobs._seed_incremental(job, work, log=lambda m: None)
+    assert not (work / "features.txt").exists()       # no truncated base to resume from
+    assert not [p.name for p in work.iterdir() if p.name.startswith(".features.txt")]
+    monkeypatch.undo()
+    jobs._seed_incremental(job, work, log=lambda m: None)
+    assert (work / "features.txt").read_bytes() == (snap / "features.txt").read_bytes()
+    # a latest snapshot without its sidecar is no base: the run logs everything
+    for p in work.iterdir():
+        p.unlink()
+    (snap / "features.txt.json").unlink()
+    said = []
+    jobs._seed_incremental(job, work, log=said.append)
+    assert not (work / "features.txt").exists() and "no sidecar" in said[0]
 
 
 def test_scheduling_examples_parse():
@@ -191,17 +260,18 @@ def test_job_twice_gives_two_snapshots_with_identical_rows(cranfield_job, tmp_pa
     url, fs, index, judg = cranfield_job
     job = _job(tmp_path, url, fs, index, judg)
     manifests = []
-    for _ in range(2):
-        r = cli("job", "run", str(job), "--json")
+    for timeout in ([], ["--timeout", "7"]):   # the file names none: 60 s, else ltr --timeout
+        r = cli(*timeout, "job", "run", str(job), "--json")
         assert r.returncode == 0, r.stderr
         manifests.append(json.loads(r.stdout))
     a, b = manifests
+    assert (a["timeout_seconds"], b["timeout_seconds"]) == (jobfile.DEFAULT_TIMEOUT, 7.0)
     assert a["run_id"] != b["run_id"] and a["status"] == b["status"] == "complete"
     assert a["files"]["features.txt"] == b["files"]["features.txt"]
     assert a["counts"]["rows"] == b["counts"]["rows"] > 1000
     assert a["featureset"]["name"] == fs and len(a["judgments"]["sha256"]) == 64
     out = tmp_path / "out"
-    assert [p.name for p in jobs.snapshots(out)] == [f"run-{a['run_id']}", f"run-{b['run_id']}"]
+    assert [p.name for p in snapshots.snapshots(out)] == [f"run-{a['run_id']}", f"run-{b['run_id']}"]
     assert os.readlink(out / "latest") == f"run-{b['run_id']}"
     assert not (out / ".work").exists()
 
@@ -233,15 +303,15 @@ def test_job_killed_at_random_moments_resumes_byte_identical(cranfield_job, tmp_
         kills += 1
         with_progress += ckpt.exists()
         # whatever the moment, nothing half-published: every snapshot is complete
-        for snap in jobs.snapshots(run_dir / "out"):
+        for snap in snapshots.snapshots(run_dir / "out"):
             m = json.loads((snap / "manifest.json").read_text())
-            assert m["files"]["features.txt"] == jobs._sha256(snap / "features.txt")
+            assert m["files"]["features.txt"] == snapshots.sha256(snap / "features.txt")
     r = subprocess.run(cmd + [str(job), "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     print(f"kills: {kills} ({with_progress} after logging had committed rounds); full run {full:.1f}s")
     assert kills >= 5 and with_progress >= 1
-    ref = jobs.snapshots(ref_dir / "out")[-1]
-    got = jobs.snapshots(run_dir / "out")[-1]
+    ref = snapshots.snapshots(ref_dir / "out")[-1]
+    got = snapshots.snapshots(run_dir / "out")[-1]
     assert (got / "features.txt").read_bytes() == (ref / "features.txt").read_bytes()
     side = {k: v for k, v in json.loads((got / "features.txt.json").read_text()).items() if k != "retried_items"}
     ref_side = {k: v for k, v in json.loads((ref / "features.txt.json").read_text()).items() if k != "retried_items"}
@@ -275,7 +345,7 @@ def test_killed_run_resumes_its_own_inputs_after_the_judgments_change(cranfield_
     assert p.poll() is None, "finished before it could be killed"
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    ref = jobs.snapshots(ref_dir / "out")[-1]
+    ref = snapshots.snapshots(ref_dir / "out")[-1]
     ref_rows = (ref / "features.txt").read_text().splitlines()
     new = load_judgments(mine)
     logged = [(r.split()[1][4:], r.split("#")[1].split()[0]) for r in ref_rows]

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..io.checkpoint import CheckpointedOutput
 from ..data.judgments import JudgmentList
-from ..data.svmlight import MISSING_ABSENT
+from ..data.svmlight import MISSING_ABSENT, read_sidecar
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
 from ..io.atomic import atomic_write, check_writable, write_json
@@ -249,7 +249,10 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
     if not out.exists():
         return log_features(conn, jl, featureset, index, out, store, batch, progress,
                             first_stage, candidates)
-    old = json.loads(side_path.read_text()) if side_path.exists() else {}
+    if not side_path.exists():
+        raise UserError(f"{out} has no sidecar {side_path.name}: which feature set its rows "
+                        "were logged with is unknown", "restore the sidecar, or log to a new file")
+    old = read_sidecar(out)
     fsinfo = featureset_info(conn, featureset, store)
     if old.get("featureset_sha256") not in (None, fsinfo["sha256"]):
         raise UserError(f"{out} was logged with another version of feature set {featureset}",

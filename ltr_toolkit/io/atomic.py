@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
-import tempfile
+import secrets
+import shutil
 from pathlib import Path
 
 
 @contextlib.contextmanager
 def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
-    """Write to a temporary file beside ``path`` and rename it into place on success.
-    An existing file is replaced (the toolkit's one policy for outputs: they are results
-    a rerun recreates); a directory or an unwritable place is a one-line user error."""
+    """Write to a temporary file beside ``path`` and rename it into place on success,
+    then sync the folder so the rename survives a crash. An existing file is replaced
+    (the toolkit's one policy for outputs: they are results a rerun recreates); a
+    directory or an unwritable place is a one-line user error."""
     path = Path(path)
     fd, tmp = _temp_beside(path, ".tmp")
     try:
-        os.fchmod(fd, 0o666 & ~_umask())   # mkstemp makes 0600: honour the umask instead
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": ""}
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
@@ -28,6 +30,23 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    fsync_dir(path.parent)
+
+
+def atomic_copy(src, dst) -> None:
+    """Copy ``src`` to ``dst`` atomically: a kill mid-copy leaves ``dst`` absent (or as
+    it was), never truncated."""
+    with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def fsync_dir(path) -> None:
+    """Make the renames inside folder ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def check_writable(path) -> None:
@@ -40,22 +59,24 @@ def check_writable(path) -> None:
 
 def _temp_beside(path: Path, suffix: str) -> tuple[int, str]:
     """A new temporary file in ``path``'s folder (made if needed), or a one-line user
-    error: ``path`` is a directory, or the place is not writable."""
+    error: ``path`` is a directory, or the place is not writable. It is created with
+    mode 0666 and the kernel applies the process umask (the umask is never changed: other
+    threads may be creating files)."""
     from ..errors import UserError
     if path.is_dir():
         raise UserError(f"cannot write {path}: it is a directory", "name a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+        for _ in range(100):
+            tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}{suffix}"
+            try:
+                return os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), str(tmp)
+            except FileExistsError:
+                continue
+        raise FileExistsError(errno.EEXIST, "no free temporary name")
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror or exc}",
                         "choose a writable place for the output") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_json(path, obj, indent: int = 2) -> None:

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from ..errors import UserError
-from .atomic import write_json
+from .atomic import fsync_dir, write_json
 
 
 class CheckpointedOutput:
@@ -66,4 +66,5 @@ class CheckpointedOutput:
 
     def finish(self) -> None:
         os.replace(self.partial, self.out)
+        fsync_dir(self.out.parent)
         self.ckpt.unlink(missing_ok=True)
