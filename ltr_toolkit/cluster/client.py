@@ -280,21 +280,43 @@ def probe_store(conn: Connection, name: str = "ltr_toolkit_probe") -> None:
 
 # --------------------------------------------------------------------------- load
 
+#: Statuses worth asking again: the node is overloaded (429, its queue full) or a proxy /
+#: the cluster is briefly unavailable (502, 503, 504). A 500 is the same answer next time
+#: (a query the node cannot run): it is reported at once, never retried.
+TRANSIENT = frozenset({429, 502, 503, 504})
+
+#: Seconds one call may spend waiting between its retries, in all.
+RETRY_BUDGET = 30.0
+
+
 def _transient(status) -> bool:
-    return status == 429 or (isinstance(status, int) and status >= 500)
+    return status in TRANSIENT
 
 
-def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25):
-    """``fn()`` retried on timeouts, 429 and 5xx with exponential backoff and jitter."""
+def _backoff(attempt: int, base: float, deadline: float) -> bool:
+    """Sleep before retry ``attempt`` (exponential, with jitter); False, without
+    sleeping, when that would pass ``deadline``."""
+    pause = base * 2 ** attempt * (0.5 + random.random())
+    if time.monotonic() + pause > deadline:
+        return False
+    time.sleep(pause)
+    return True
+
+
+def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25,
+                  budget: float = RETRY_BUDGET):
+    """``fn()`` retried on timeouts and :data:`TRANSIENT` statuses with exponential
+    backoff and jitter, at most ``retries`` times and ``budget`` seconds of waiting."""
     from opensearchpy import exceptions as E
+    deadline = time.monotonic() + budget
     for attempt in range(retries + 1):
         try:
             return fn()
         except (E.ConnectionTimeout, E.TransportError) as exc:
             status = getattr(exc, "status_code", None)
-            if not (isinstance(exc, E.ConnectionTimeout) or _transient(status)) or attempt == retries:
+            again = isinstance(exc, E.ConnectionTimeout) or _transient(status)
+            if not (again and attempt < retries and _backoff(attempt, base, deadline)):
                 raise translate(exc, conn) from None
-            time.sleep(base * 2 ** attempt * (0.5 + random.random()))
 
 
 _STATS_LOCK = threading.Lock()
@@ -302,13 +324,15 @@ _STATS_LOCK = threading.Lock()
 
 def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int = 8,
                   base: float = 0.25, stats: dict | None = None,
-                  concurrency: int | None = None) -> list[dict]:
-    """``bodies`` through ``_msearch`` (one request), the items the node rejected with
-    429/5xx (its search queue full) sent again with exponential backoff and jitter, and
-    with half the concurrency each time (``max_concurrent_searches``): every item ends as
-    a response or an error. ``stats["retried"]`` counts the retried items.
-    ``concurrency``: the items the node runs at once (None: its default)."""
+                  concurrency: int | None = None, budget: float = RETRY_BUDGET) -> list[dict]:
+    """``bodies`` through ``_msearch`` (one request), the items the node rejected with a
+    :data:`TRANSIENT` status (its search queue full) sent again with exponential backoff
+    and jitter, and with half the concurrency each time (``max_concurrent_searches``), for
+    at most ``budget`` seconds of waiting: every item ends as a response or an error.
+    ``stats["retried"]`` counts the retried items. ``concurrency``: the items the node
+    runs at once (None: its default)."""
     c = conn.client()
+    deadline = time.monotonic() + budget
     out: list[dict | None] = [None] * len(bodies)
     pending = list(range(len(bodies)))
     for attempt in range(retries + 1):
@@ -316,19 +340,17 @@ def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int
         for i in pending:
             lines += [{"index": index}, bodies[i]]
         params = {"max_concurrent_searches": concurrency} if concurrency else None
-        resp = _with_retries(conn, lambda: c.msearch(body=lines, params=params))["responses"]
-        again = []
+        resp = _with_retries(conn, lambda: c.msearch(body=lines, params=params),
+                             budget=max(0.0, deadline - time.monotonic()))["responses"]
+        again = [i for i, item in zip(pending, resp)
+                 if "error" in item and _transient(item.get("status"))]
         for i, item in zip(pending, resp):
-            if "error" in item and _transient(item.get("status")) and attempt < retries:
-                again.append(i)
-                if stats is not None:
-                    with _STATS_LOCK:
-                        stats["retried"] = stats.get("retried", 0) + 1
-            else:
-                out[i] = item
-        if not again:
+            out[i] = item                       # final unless sent again below
+        if not again or attempt == retries or not _backoff(attempt, base, deadline):
             break
+        if stats is not None:
+            with _STATS_LOCK:
+                stats["retried"] = stats.get("retried", 0) + len(again)
         concurrency = max(1, (concurrency or len(pending)) // 2)
         pending = again
-        time.sleep(base * 2 ** attempt * (0.5 + random.random()))
     return out  # type: ignore[return-value]

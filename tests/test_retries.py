@@ -1,0 +1,71 @@
+"""The client's retry policy against a real HTTP server on loopback that answers every
+request with one fixed status: a 500 (the same answer next time) is reported at once; an
+overloaded or unavailable answer (429, 503) is asked again with backoff, within an overall
+time budget. (Retrying every 5xx with no deadline cost about 60 s per query.)"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+
+import pytest
+
+from ltr_toolkit.cluster import client as cl
+from ltr_toolkit.errors import UserError
+
+
+class _Fixed(http.server.BaseHTTPRequestHandler):
+    status = 500
+    calls = 0
+
+    def _answer(self):
+        type(self).calls += 1
+        length = int(self.headers.get("content-length") or 0)
+        self.rfile.read(length)
+        body = json.dumps({"error": {"type": "boom", "reason": "fixed answer"},
+                           "status": self.status}).encode()
+        self.send_response(self.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Fixed)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def _msearch(server, status, budget):
+    _Fixed.status, _Fixed.calls = status, 0
+    conn = cl.Connection(url=f"http://127.0.0.1:{server.server_address[1]}", timeout=5)
+    t0 = time.monotonic()
+    with pytest.raises(UserError) as exc:
+        cl.msearch_items(conn, "idx", [{"query": {"match_all": {}}}], base=0.05, budget=budget)
+    return _Fixed.calls, time.monotonic() - t0, str(exc.value)
+
+
+def test_a_500_is_reported_at_once(server):
+    calls, seconds, message = _msearch(server, 500, budget=30.0)
+    assert calls == 1 and seconds < 2.0, (calls, seconds)
+    assert "500" in message
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_overload_is_retried_within_the_budget(server, status):
+    calls, seconds, message = _msearch(server, status, budget=1.0)
+    assert calls > 1, calls
+    assert seconds < 1.0 + 2.0, seconds        # the budget, plus the requests themselves
+    assert str(status) in message
