@@ -53,6 +53,8 @@ def files(tmp_path_factory):
     put("badtok.txt", GOOD_DATA + "1 qid:9 1:zz\n")
     put("badgrade.txt", GOOD_DATA + "high qid:9 1:1\n")
     put("colon.txt", GOOD_DATA + "1 qid:9 1::2\n")
+    put("neggrade.txt", GOOD_DATA + "-3 qid:9 1:1 # x\n")
+    put("negmixed.txt", GOOD_DATA + "-1 qid:1 1:1 # y\n")     # query 1 again: rows regrouped
     put("empty.txt", "")
     put("comments.txt", "# nothing but a comment\n")
     put("latin1.txt", "1 qid:1 1:0.5 # caf\xe9\n".encode("latin-1"), "wb")
@@ -164,6 +166,12 @@ def _cases(f):
             C[-1] = (C[-1][0], frag, out, None)
         out2 = o / f"p-{name}.txt"
         case(["predict", model, path, "-o", str(out2)], name, out2)
+    case(["train", str(f["neggrade.txt"]), "-o", str(o / "ng.json")], "neggrade.txt:21: grade -3 is negative", o / "ng.json")
+    case(["train", str(f["negmixed.txt"]), "-o", str(o / "nm.json")], "negmixed.txt:21: grade -1", o / "nm.json")
+    case(["train", good, "--valid", str(f["neggrade.txt"]), "-o", str(o / "nv.json")], "neggrade.txt:21", o / "nv.json")
+    for algo in ("lambdamart", "linear"):
+        case(["train", good, "--algo", algo, "--patience", "5", "-o", str(o / f"pa-{algo}.json")],
+             "--patience needs --valid", o / f"pa-{algo}.json")
     case(["train", str(f["empty.txt"]), "-o", str(o / "e.json")], "no data rows", o / "e.json")
     case(["train", str(f["comments.txt"]), "-o", str(o / "c.json")], "no data rows", o / "c.json")
     case(["train", str(f["missing"]), "-o", str(o / "x.json")], "cannot read", o / "x.json")
@@ -292,6 +300,16 @@ def test_markup_in_paths_is_kept(tmp_path):
     for name in ("[bold]x.txt", "[/b]y.txt"):
         r = run_cli("train", str(tmp_path / name), "-o", str(tmp_path / "m.json"))
         assert r.returncode == 2 and name in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_markup_in_names_of_finished_commands_is_text(tmp_path):
+    """A finished command echoes the user's path as it is: Rich markup in it once turned
+    a written file into exit 1 (MarkupError on `[/x]`)."""
+    for name in ("j[/x].txt", "[bold]k.txt"):
+        out = tmp_path / name
+        r = run_cli("judgments", "cranfield", "--split", "test", "-o", str(out))
+        assert r.returncode == 0 and out.is_file(), r.stderr
+        assert f"written to {out}" in " ".join(r.stdout.split()), r.stdout
 
 
 if __name__ == "__main__":

@@ -256,6 +256,24 @@ def test_logged_file_absent_features_are_nan(tmp_path):
     assert np.isnan(ds.X[0, 0]) and ds.X[0, 1] == 5 and np.isnan(ds.X[:, 2]).all()
 
 
+def test_logged_data_with_absent_features_saves_and_reads_back(tmp_path):
+    """save_svmlight leaves absent (NaN) features out of their rows, as the plugin's log
+    does: the readers refuse `nan`, so writing it made a logged dataset unreadable."""
+    p = tmp_path / "log.txt"
+    p.write_text("1 qid:1 2:5 # a\n0 qid:1 1:1 3:0.25 # b\n2 qid:2 1:0.5 # c\n")
+    side = json.dumps({"missing_features": MISSING_ABSENT, "feature_names": ["f1", "f2", "f3"]})
+    (tmp_path / "log.txt.json").write_text(side)
+    ds = load_logged(p)
+    copy = tmp_path / "copy.txt"
+    save_svmlight(ds, copy)
+    assert "nan" not in copy.read_text()
+    (tmp_path / "copy.txt.json").write_text(side)
+    again = load_logged(copy, n_features=3)
+    np.testing.assert_array_equal(again.X, ds.X)       # NaN where absent, in both
+    np.testing.assert_array_equal(again.y, ds.y)
+    assert list(again.doc_ids) == ["a", "b", "c"]
+
+
 # ------------------------------------------------- `ltr predict` keeps the input order
 
 def _train(cli, tmp_path, train):

@@ -701,10 +701,39 @@ def _fast_chunk(buf, n_features, missing) -> _Part | None:
                  n_lines=n_newlines, n_newlines=n_newlines, n_bytes=n)
 
 
+def row_line(path, row: int) -> int | None:
+    """The 1-based line of data row ``row`` (0-based, in file order) of an SVMlight file:
+    for messages about a row found after loading (lines without data are skipped as the
+    readers skip them)."""
+    with open(path, "rb") as fh:
+        seen = -1
+        for i, line in enumerate(fh, start=1):
+            if line.split(b"#", 1)[0].strip():
+                seen += 1
+                if seen == row:
+                    return i
+    return None
+
+
+def check_grades(ds: RankingDataset, path) -> None:
+    """Grades are gains >= 0 (as in judgment lists): the first negative one is refused
+    with its file:line."""
+    neg = np.flatnonzero(ds.y < 0)
+    if len(neg):
+        perm = ds.meta.get("input_rows")                 # dataset row -> file row
+        file_rows = neg if perm is None else np.asarray(perm)[neg]
+        first = int(np.argmin(file_rows))
+        raise InputError(path, row_line(path, int(file_rows[first])),
+                         f"grade {ds.y[neg[first]]:g} is negative: grades are gains >= 0 "
+                         "(map negative judgments to 0)")
+
+
 # --------------------------------------------------------------------------- writing
 
 def format_rows(ds: RankingDataset, start: int = 0, stop: int | None = None) -> str:
-    """Rows as text; float32 values printed with 9 significant digits (exact round trip)."""
+    """Rows as text; float32 values printed with 9 significant digits (exact round trip).
+    An absent feature (NaN: logged data read with ``missing_features: absent``) is left out
+    of its row, as the LTR plugin's log leaves it out: the readers refuse ``nan`` values."""
     stop = ds.n_docs if stop is None else stop
     qid_of_row = ds.qids[ds.row_query]
     nf = ds.n_features
@@ -713,7 +742,7 @@ def format_rows(ds: RankingDataset, start: int = 0, stop: int | None = None) -> 
     for r in range(start, stop):
         label = ds.y[r]
         lab = str(int(label)) if float(label).is_integer() else repr(float(label))
-        feats = " ".join(p + ("%.9g" % v) for p, v in zip(idx_prefix, ds.X[r].tolist()))
+        feats = " ".join(p + ("%.9g" % v) for p, v in zip(idx_prefix, ds.X[r].tolist()) if v == v)
         line = f"{lab} qid:{qid_of_row[r]} {feats}"
         if ds.doc_ids is not None and ds.doc_ids[r]:
             line += f" # {ds.doc_ids[r]}"
