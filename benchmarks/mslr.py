@@ -46,7 +46,7 @@ def main():
             t0 = time.perf_counter()
             m.fit(train, valid)
             times.append(time.perf_counter() - t0)
-            ev = evaluate(m.predict(test.X), test.y, test.offsets, 10)
+            ev = evaluate(m.predict(test.X), test.y, test.offsets, 10, max_grade=float(full.y.max()))
             nd.append(ev["ndcg@10"])
             er.append(ev["err@10"])
             epochs.append(len(m.history))

@@ -288,3 +288,85 @@ def test_hessian_scale_multiplies_the_hessians_only():
     np.testing.assert_array_equal(g1, g2)
     np.testing.assert_allclose(h2, 2.0 * h1, rtol=1e-15)
     assert np.abs(h1).sum() > 0
+
+
+def _kept_bytes(fn) -> int:
+    """Bytes allocated by ``fn()`` and still held when it has returned (its result dropped)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+
+def _peak_bytes(fn) -> int:
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_position_weights_kept_between_calls_stay_within_a_few_chunks():
+    """The position weights cached between rounds are bounded by a few blocks (``chunk``
+    cells each), however many query sizes the data has: no cache of every block shape."""
+    rng = np.random.default_rng(0)
+    sizes = rng.permutation(np.arange(2, 200))           # 198 different query sizes
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    y = rng.integers(0, 5, size=off[-1]).astype(float)
+    s = rng.normal(size=off[-1])
+    chunk = 4096
+    objectives = [L.RankPairs(y, off, w, k=k, chunk=chunk, dtype=np.float64)
+                  for w, k in (("lambdarank", None), ("lambdarank", 10), ("ndcg-loss2", 5))]
+    L._position_weights.cache_clear()
+    kept = _kept_bytes(lambda: [rp.grad_hess(s) for rp in objectives])
+    assert kept < 8 * chunk * 8, kept
+
+
+@pytest.mark.parametrize("k", [None, 3])
+def test_cached_position_weights_serve_any_later_shape(k):
+    """Queries of every size, in random order, through small blocks (whole ones served by
+    views of the cached weights, split ones computed): always the reference's lambdas."""
+    L._position_weights.cache_clear()
+    rng = np.random.default_rng(5)
+    for n in rng.permutation(np.arange(2, 40)).tolist():
+        s = rng.normal(size=n) * 2
+        y = rng.integers(0, 4, size=n).astype(float)
+        qp = L.QueryPairs(y, sigma=0.8, k=k, mu=2.0, chunk=300)
+        for weighting in L.WEIGHTINGS:
+            np.testing.assert_allclose(qp.lambdas(s, weighting),
+                                       L.lambdaloss_lambdas(s, y, weighting, 0.8, k, 2.0),
+                                       rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [None, 4])
+@pytest.mark.parametrize("weighting", L.WEIGHTINGS)
+def test_network_lambdas_in_blocks_of_rows_equal_the_reference(weighting, k):
+    """QueryPairs computes a query's pairs a few rows at a time (``chunk`` cells), summing
+    each document's lambdas over the blocks: the same numbers."""
+    s, y = _query(8, n=150, grades=5)
+    s[10:14] = s[3]                                          # ties
+    qp = L.QueryPairs(y, sigma=1.2, k=k, mu=2.0, chunk=1000)   # 6 rows per block
+    np.testing.assert_allclose(qp.lambdas(s, weighting),
+                               L.lambdaloss_lambdas(s, y, weighting, 1.2, k, 2.0), rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("call", ["ranknet", "lambdarank", "ndcg-loss2++"])
+def test_network_steps_allocate_nothing_n_by_n(call):
+    """One step on a 4,000-document query (16M pairs, 128 MB as one float64 n x n array)
+    peaks at a small fraction of that."""
+    rng = np.random.default_rng(1)
+    n = 4000
+    y = rng.integers(0, 5, size=n).astype(float)
+    s = rng.normal(size=n)
+    qp = L.QueryPairs(y, k=None)
+    L._position_weights.cache_clear()
+    if call == "ranknet":
+        peak = _peak_bytes(lambda: qp.ranknet(s))
+    else:
+        peak = _peak_bytes(lambda: qp.lambdas(s, call))
+    assert peak < n * n * 8 / 4, peak

@@ -3,6 +3,8 @@ exponential-gain NDCG against direct per-query definitions."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -21,11 +23,12 @@ def _random_run(seed, n_q=25):
     return scores, labels, off
 
 
-def _trec(scores, labels, off, measures):
+def _trec(scores, labels, off, measures, docids=None):
+    d = [f"d{i}" for i in range(len(scores))] if docids is None else docids
     qrel, run = {}, {}
     for q in range(len(off) - 1):
-        qrel[f"q{q}"] = {f"d{i}": int(labels[i]) for i in range(off[q], off[q + 1])}
-        run[f"q{q}"] = {f"d{i}": float(scores[i]) for i in range(off[q], off[q + 1])}
+        qrel[f"q{q}"] = {d[i]: int(labels[i]) for i in range(off[q], off[q + 1])}
+        run[f"q{q}"] = {d[i]: float(scores[i]) for i in range(off[q], off[q + 1])}
     res = pytrec_eval.RelevanceEvaluator(qrel, measures).evaluate(run)
     return [res[f"q{q}"] for q in range(len(off) - 1)]
 
@@ -88,9 +91,103 @@ def test_metrics_are_the_same_computed_in_chunks_of_queries(monkeypatch):
     off = np.concatenate([[0], np.cumsum(sizes)])
     s = rng.normal(size=off[-1])
     y = rng.integers(0, 5, size=off[-1]).astype(float)
-    whole = {f.__name__: f(s, y, off) for f in (M.ndcg, M.err, M.average_precision,
-                                                 M.reciprocal_rank, M.precision)}
+    fns = (M.ndcg, functools.partial(M.err, max_grade=4), M.average_precision,
+           M.reciprocal_rank, M.precision)
+    whole = [f(s, y, off) for f in fns]
     monkeypatch.setattr(M, "CHUNK_CELLS", 100)
     assert len(M._query_chunks(sizes)) > 3
-    for f in (M.ndcg, M.err, M.average_precision, M.reciprocal_rank, M.precision):
-        np.testing.assert_allclose(f(s, y, off), whole[f.__name__], rtol=1e-12, atol=0)
+    for f, w in zip(fns, whole):
+        np.testing.assert_allclose(f(s, y, off), w, rtol=1e-12, atol=0)
+
+
+def _tied_run(seed, n_q=30):
+    """Scores from 4 values (ties everywhere) and docids in an order unrelated to the rows
+    (strings: "d10" < "d9")."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 40, size=n_q)
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    scores = rng.integers(0, 4, size=off[-1]).astype(float)
+    labels = rng.integers(0, 4, size=off[-1]).astype(float)
+    labels[rng.random(off[-1]) < 0.4] = 0
+    docids = np.array([f"d{i}" for i in rng.permutation(off[-1])])
+    return scores, labels, off, docids
+
+
+_TRECS = {"ndcg_cut_10": lambda *a, **kw: M.ndcg(*a, 10, gain="linear", **kw),
+          "map": M.average_precision, "recip_rank": M.reciprocal_rank,
+          "P_10": lambda *a, **kw: M.precision(*a, 10, **kw)}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ties_are_broken_as_trec_eval_does_given_docids(seed):
+    s, y, off, docids = _tied_run(seed)
+    ref = _trec(s, y, off, {"ndcg_cut.10", "map", "recip_rank", "P.10"}, docids)
+    differs = False
+    for name, f in _TRECS.items():
+        expected = [r[name] for r in ref]
+        np.testing.assert_allclose(f(s, y, off, docids=docids), expected, rtol=0, atol=1e-9)
+        differs |= not np.allclose(f(s, y, off), expected, rtol=0, atol=1e-9)
+    assert differs      # the run's ties matter: by position they rank otherwise
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_without_docids_ties_are_broken_by_input_position(seed):
+    s, y, off, docids = _tied_run(seed)
+    pos = np.arange(len(s)) - np.repeat(off[:-1], np.diff(off))
+    untied = s * 1000.0 - pos            # the same order, the earlier row first on a tie
+    ref = _trec(untied, y, off, {"ndcg_cut.10", "map", "recip_rank", "P.10"}, docids)
+    for name, f in _TRECS.items():
+        np.testing.assert_allclose(f(s, y, off), [r[name] for r in ref], rtol=0, atol=1e-9)
+
+
+def test_docids_follow_their_rows_through_query_chunks(monkeypatch):
+    s, y, off, docids = _tied_run(4)
+    fns = (*_TRECS.values(), functools.partial(M.err, max_grade=3))
+    whole = [f(s, y, off, docids=docids) for f in fns]
+    monkeypatch.setattr(M, "CHUNK_CELLS", 100)
+    assert len(M._query_chunks(np.diff(off))) > 3
+    for f, w in zip(fns, whole):
+        np.testing.assert_allclose(f(s, y, off, docids=docids), w, rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="docids"):
+        M.ndcg(s, y, off, docids=docids[:-1])
+
+
+def test_err_needs_the_grade_scale_and_is_comparable_across_calls():
+    """ERR's R = (2^y - 1) / 2^max_grade: a query scores the same whatever else is in the
+    call, given the scale; there is no default taken from the call's own labels."""
+    q_s, q_y = np.array([0.3, 0.9, 0.1]), np.array([1.0, 2.0, 0.0])
+    other_s, other_y = np.array([0.5, 0.2]), np.array([4.0, 0.0])
+    alone = M.err(q_s, q_y, np.array([0, 3]), 10, max_grade=4)
+    together = M.err(np.r_[q_s, other_s], np.r_[q_y, other_y], np.array([0, 3, 5]), 10, max_grade=4)
+    assert alone[0] == together[0] == pytest.approx(_err_ref(q_s, q_y, 10, 4), abs=1e-15)
+    with pytest.raises(TypeError, match="max_grade"):
+        M.err(q_s, q_y, np.array([0, 3]), 10)
+    with pytest.raises(TypeError, match="max_grade"):
+        M.evaluate(q_s, q_y, np.array([0, 3]), 10)
+    assert M.evaluate(q_s, q_y, np.array([0, 3]), 10, max_grade=4)["err@10"] == alone[0]
+    with pytest.raises(ValueError, match="max_grade"):
+        M.err(q_s, q_y, np.array([0, 3]), 10, max_grade=1)
+
+
+def test_unknown_gain_is_refused():
+    s, y, off = _random_run(0)
+    with pytest.raises(ValueError, match="'exp' or 'linear'"):
+        M.ndcg(s, y, off, 10, gain="Exp")
+    with pytest.raises(ValueError, match="'exp' or 'linear'"):
+        M.ndcg(s, y, off, 10, gain="linaer")
+
+
+@pytest.mark.parametrize("k", [0, -3, 2.5, "10", True])
+def test_k_must_be_none_or_a_positive_integer(k):
+    s, y, off = _random_run(1)
+    for f in (M.ndcg, functools.partial(M.err, max_grade=4), M.precision,
+              functools.partial(M.evaluate, max_grade=4)):
+        with pytest.raises(ValueError, match="k must be"):
+            f(s, y, off, k)
+    for f in (M.average_precision, M.reciprocal_rank):
+        with pytest.raises(ValueError, match="k must be"):
+            f(s, y, off, k=k)
+    with pytest.raises(ValueError, match="k must be"):
+        M.precision(s, y, off, None)
+    for f in (M.ndcg, functools.partial(M.err, max_grade=4)):
+        assert np.all(np.isfinite(f(s, y, off, None)))

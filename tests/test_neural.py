@@ -138,3 +138,17 @@ def test_mslr_models_beat_random(mslr_paths):
         m = NeuralRanker(algo=algo, epochs=40, lr=1e-3, patience=8, seed=0).fit(train, valid)
         v = ndcg(m.predict(test.X), test.y, test.offsets, 10).mean()
         assert v > rand + 0.1, (algo, v, rand)
+
+
+def test_trained_artifact_reports_err_of_every_split_on_one_grade_scale():
+    """train_model's ERR of each split uses the largest grade of all the splits it reports:
+    a split whose labels stop lower is not scored on a shorter scale of its own."""
+    from ltr_toolkit.pipeline.train import model_from_artifact, train_model
+    from ltr_toolkit.rank.metrics import err
+    train, test = _synthetic(3, n_q=12), _synthetic(4, n_q=8)     # grades 0..3
+    test.y = np.minimum(test.y, 1.0)                                # this split's stop at 1
+    art = train_model(train, "linear", test=test, epochs=2, k=10)
+    model = model_from_artifact(art)
+    for name, ds in (("train", train), ("test", test)):
+        expected = err(model.predict(ds.X), ds.y, ds.offsets, 10, max_grade=3.0).mean()
+        assert art["metrics"][name]["err@10"] == pytest.approx(expected, rel=1e-12)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..data.svmlight import load_logged
+from ..data.svmlight import check_grades, load_logged
 from ..errors import InputError, UserError
 from ..io.atomic import atomic_write, check_writable, write_json
 from ..io.text import read_text
@@ -30,9 +30,13 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         check_writable(output)
     data = Path(data)
     train = load_logged(data)
+    check_grades(train, data)
     nf = train.n_features
     v = load_logged(valid, n_features=nf) if valid else None
     t = load_logged(test, n_features=nf) if test else None
+    for path, ds in ((valid, v), (test, t)):
+        if ds is not None:
+            check_grades(ds, path)
     for other in (v, t):
         if other is not None:
             check_same_features(data, train.meta["sidecar"], other.source, other.meta["sidecar"])
@@ -63,6 +67,9 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     for name, value in (("learning rate", lr), ("sigma", sigma)):
         if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
             raise UserError(f"{name} {value!r}: expected a number > 0")
+    if patience is not None and valid is None:
+        raise UserError("--patience needs --valid: early stopping watches the validation NDCG",
+                        "add --valid FILE, or drop --patience")
     nf = train.n_features
     splits = {"train": train}
     if valid is not None:
@@ -93,8 +100,8 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
 
             class _Progress(xgb.callback.TrainingCallback):
                 def after_iteration(self, booster, epoch, evals_log):
-                    vals = evals_log.get("valid", {}).get(model.metric_name, [float("nan")])
-                    on_epoch(epoch, vals[-1])
+                    vals = evals_log.get("valid", {}).get(model.metric_name)
+                    on_epoch(epoch, vals[-1] if vals else None)   # no --valid: no metric
                     return False
             cb = [_Progress()]
         model.fit(train, splits.get("valid"), callbacks=cb)
@@ -102,8 +109,10 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
         history = []
         extra = {}
     metrics = {}
+    # ERR's grade scale: the largest label of every split reported, so theirs compare
+    max_grade = max(float(ds.y.max()) for ds in splits.values() if ds.n_docs)
     for name, ds in splits.items():
-        m = evaluate(model.predict(ds.X), ds.y, ds.offsets, k)
+        m = evaluate(model.predict(ds.X), ds.y, ds.offsets, k, max_grade=max_grade)
         m["queries"] = ds.n_queries
         metrics[name] = m
     artifact = {

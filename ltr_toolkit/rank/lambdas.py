@@ -19,7 +19,7 @@ gaps of any size.
 
 from __future__ import annotations
 
-import functools
+import threading
 
 import numpy as np
 
@@ -207,30 +207,67 @@ def lambdaloss_lambdas(scores, labels, weighting: str = "lambdarank", sigma: flo
 QUERY_NORMALIZATIONS = ("pairs", "documents", None)
 
 
-@functools.lru_cache(maxsize=512)
+#: Pair cells per block of the pair arithmetic (RankPairs' and QueryPairs' ``chunk``).
+CHUNK = 1 << 18
+
+#: Position weights kept between calls: for each of the _WPOS_KEEP most recently used
+#: parameter sets, one array for whole blocks (rows 0 to the block's last, every column),
+#: as large as the largest such block asked for, so at most _WPOS_KEEP blocks of at most
+#: ``chunk`` cells each (4 MiB in float32 with the default chunk; a query longer than the
+#: chunk: one row of it); smaller blocks get views of it. Row slices of a query split into
+#: several blocks are computed per call.
+_WPOS_KEEP = 4
+_wpos_cache: dict = {}
+_wpos_lock = threading.Lock()
+
+
 def _position_weights(r0: int, r1: int, n: int, weighting: str, k: int | None, mu: float,
                       dtype: str, truncate: bool = True) -> np.ndarray:
     """The part of W_ab that depends on rank positions only, for positions r0 <= a < r1
     (rows) and b < n (columns): 0 unless b > a (each unordered pair once, the
     better-ranked position first). ``truncate``: discounts are 0 from rank k on (NDCG@k's
     swap); otherwise the untruncated DCG's (k then only selects the pairs, as xgboost's
-    rank:ndcg). Read-only; cached per shape."""
-    a = np.arange(r0, r1)[:, None]
-    b = np.arange(n)[None, :]
-    upper = b > a
+    rank:ndcg). Read-only. W_ab does not depend on the shape asked for, so a cached
+    array with at least the rows and columns asked for serves a view."""
+    key = (weighting, k, mu, dtype, truncate)
+    whole = r0 == 0 and r1 == (n if k is None or weighting == "ranknet" else min(k, n))
+    with _wpos_lock:
+        w = _wpos_cache.pop(key, None)
+        if whole and (w is None or w.shape[1] < n):
+            w = _compute_position_weights(0, r1, n, *key)
+        if w is not None:
+            _wpos_cache[key] = w              # the most recently used last
+            while len(_wpos_cache) > _WPOS_KEEP:
+                del _wpos_cache[next(iter(_wpos_cache))]
+    if w is not None and r1 <= w.shape[0] and n <= w.shape[1]:
+        return w[r0:r1, :n]
+    return _compute_position_weights(r0, r1, n, *key)
+
+
+_position_weights.cache_clear = _wpos_cache.clear
+
+
+def _compute_position_weights(r0, r1, n, weighting, k, mu, dtype, truncate) -> np.ndarray:
     if weighting == "ranknet":
-        w = upper.astype(np.float64)
+        w = (np.arange(n)[None, :] > np.arange(r0, r1)[:, None]).astype(dtype)
     else:
         disc = 1.0 / np.log2(np.arange(max(r1, n)) + 2.0)
         if k is not None and truncate:
             disc[k:] = 0.0
-        dd = np.abs(disc[r0:r1, None] - disc[None, :n])
-        delta = loss2_discount(b - a)
-        if k is not None:
-            delta = delta * ((a < k) | (b < k))
-        w = {"lambdarank": dd, "ndcg-loss2": delta,
-             "ndcg-loss2++": dd + mu * delta}[weighting] * upper
-    w = w.astype(dtype)
+        w = np.zeros((r1 - r0, n), dtype=dtype if weighting == "lambdarank" else np.float64)
+        if weighting != "ndcg-loss2":
+            # |disc_a - disc_b| where b > a, else 0 (discounts never grow with the rank)
+            np.subtract(disc[r0:r1, None], disc[None, :n], out=w, casting="same_kind")
+            np.maximum(w, 0.0, out=w)
+        if weighting != "lambdarank":
+            # NDCG-Loss2's delta(b - a) (0 where b <= a): row a is a window of its values
+            v = loss2_discount(np.arange(1 - r1, n - r0))
+            delta = np.lib.stride_tricks.sliding_window_view(v, n)[::-1] * (
+                mu if weighting == "ndcg-loss2++" else 1.0)
+            if k is not None:
+                delta[max(0, k - r0):] = 0.0  # b > a >= k: neither in the top k
+            w += delta
+            w = w.astype(dtype)
     w.flags.writeable = False
     return w
 
@@ -334,7 +371,7 @@ class RankPairs:
     def __init__(self, labels, offsets, weighting: str = "lambdarank", sigma: float = 1.0,
                  k: int | None = None, mu: float = DEFAULT_MU,
                  normalization: str | None = "pairs", score_normalization: bool = False,
-                 gain=exp_gain, dtype=np.float32, chunk: int = 1 << 18,
+                 gain=exp_gain, dtype=np.float32, chunk: int = CHUNK,
                  hessian_scale: float = 1.0, truncate_discounts: bool = True):
         check_weighting(weighting)
         if normalization not in QUERY_NORMALIZATIONS:
@@ -441,17 +478,20 @@ class QueryPairs:
     """One query's lambdas for the networks' factorised step, any weighting of
     :data:`WEIGHTINGS`: the query's labels and normalised gains are kept (O(n)); every
     call sorts by score and computes the pairs with a document in the current top k (all
-    pairs for RankNet or without k) in one block (``_block``), so nothing n x n outlives
-    a step. The numbers are those of :func:`lambdaloss_lambdas`."""
+    pairs for RankNet or without k) in blocks of at most ``chunk`` pair cells (rows of
+    the pair matrix at a time, ``_block``), summing each document's lambdas over the
+    blocks: no step allocates anything n x n. The numbers are those of
+    :func:`lambdaloss_lambdas`."""
 
     def __init__(self, labels, sigma: float = 1.0, k: int | None = None, gain=exp_gain,
-                 dtype=np.float64, mu: float = DEFAULT_MU):
+                 dtype=np.float64, mu: float = DEFAULT_MU, chunk: int = CHUNK):
         y = np.asarray(labels, dtype=np.float64)
         self.n = len(y)
         self.sigma = float(sigma)
         self.k = None if k is None else int(k)
         self.mu = float(mu)
         self.dtype = np.dtype(dtype)
+        self.step = max(1, int(chunk) // max(self.n, 1))     # pair-matrix rows per block
         g = gain(y)
         idcg = float(ideal_dcg(g, k)) if self.n else 0.0
         self.y = y.astype(self.dtype)
@@ -472,17 +512,23 @@ class QueryPairs:
         different labels, ``lambda_i = sigma sum_j (U_ij - p_ij)``, U_ij = 1 where j is the
         better one, ``p_ij = 1/(1 + exp(sigma (s_i - s_j))) = (1 - t_ij) / 2`` with
         ``t_ij = tanh(sigma (s_i - s_j) / 2)``. The U part is a count (labels only); the t
-        part is one n x n pass, minus its diagonal blocks (documents grouped by label)."""
+        part is summed over blocks of rows, each block's same-label pairs zeroed first
+        (documents grouped by label: a row's same-label columns are its group's range)."""
         s = np.asarray(scores, dtype=self.dtype)[self._by_label]
-        t = np.subtract(s[:, None], s[None, :])
-        t *= self.dtype.type(0.5 * self.sigma)
-        np.tanh(t, out=t)
-        rows = t.sum(axis=1)
-        for lo, hi in self._groups:           # at most one block per grade
-            rows[lo:hi] -= t[lo:hi, lo:hi].sum(axis=1)
+        rows = np.empty(self.n, dtype=self.dtype)
+        for r0 in range(0, self.n, self.step):
+            r1 = min(self.n, r0 + self.step)
+            t = np.subtract(s[r0:r1, None], s[None, :])
+            t *= self.dtype.type(0.5 * self.sigma)
+            np.tanh(t, out=t)
+            for lo, hi in self._groups:       # at most one range per grade
+                if lo < r1 and hi > r0:
+                    t[max(lo, r0) - r0:min(hi, r1) - r0, lo:hi] = 0.0
+            rows[r0:r1] = t.sum(axis=1)
         lam = np.empty(self.n, dtype=self.dtype)
         lam[self._by_label] = self.sigma * (self._better - 0.5 * (self._count - rows))
         return lam
+
     def lambdarank(self, scores) -> np.ndarray:
         return self.lambdas(scores, "lambdarank")
 
@@ -497,9 +543,12 @@ class QueryPairs:
         s = np.asarray(scores, dtype=self.dtype)
         order = np.argsort(-s, kind="stable")
         ss, ys, Gs = s[order][None, :], self.y[order][None, :], self.G[order][None, :]
-        m = self.n if (self.k is None or weighting == "ranknet") else min(self.k, self.n)
-        Wpos = _position_weights(0, m, self.n, weighting, self.k, self.mu, self.dtype.name)
-        g, _, _ = _block(ys, Gs, ss, self._lengths, Wpos, 0, self.sigma,
-                         weighting == "ranknet", False, hessian=False)
-        out[order] = g[0]
+        m = self.n if self.k is None else min(self.k, self.n)
+        g = np.zeros(self.n, dtype=self.dtype)
+        for r0 in range(0, m, self.step):
+            Wpos = _position_weights(r0, min(m, r0 + self.step), self.n, weighting, self.k,
+                                     self.mu, self.dtype.name)
+            g += _block(ys, Gs, ss, self._lengths, Wpos, r0, self.sigma, False, False,
+                        hessian=False)[0][0]
+        out[order] = g
         return out

@@ -2,12 +2,16 @@
 of consecutive queries of at most ``CHUNK_CELLS`` cells: memory stays bounded when one
 query is much longer than the others).
 
-Definitions follow trec_eval / ir-measures: documents sorted by descending score, ties
-broken by input position; a document is relevant when its label >= ``rel`` (default 1).
+Definitions follow trec_eval / ir-measures: documents sorted by descending score. Ties:
+with ``docids`` (one string per row) as trec_eval breaks them, by descending docid
+(string comparison); without, by input position (the earlier row first). A document is
+relevant when its label >= ``rel`` (default 1). ``k`` is None (the whole list) or an
+integer >= 1 (P@k: an integer).
 
 * NDCG@k: DCG with discount 1/log2(rank + 1); gain ``2^y - 1`` ("exp", the LTR usual) or
   ``y`` ("linear", trec_eval's ndcg_cut); a query with IDCG = 0 scores 0 (trec_eval).
-* ERR@k (Chapelle et al. 2009): R = (2^y - 1) / 2^max_grade.
+* ERR@k (Chapelle et al. 2009): R = (2^y - 1) / 2^max_grade, ``max_grade`` the grade
+  scale's maximum (given by the caller: one scale for every set compared).
 * MAP (AP over all relevant documents of the list), MRR (1 / rank of the first relevant),
   P@k (relevant in the top k, divided by k).
 """
@@ -40,16 +44,24 @@ def _query_chunks(sizes: np.ndarray):
 
 
 def _per_query(fn):
-    """Apply a per-query metric ``fn(scores, labels, offsets, ...)`` chunk by chunk."""
+    """Apply a per-query metric ``fn(scores, labels, offsets, ..., docids=...)`` chunk by
+    chunk (``docids``, one string per row, sliced with the rows)."""
     @functools.wraps(fn)
-    def chunked(scores, labels, offsets, *args, **kw):
+    def chunked(scores, labels, offsets, *args, docids=None, **kw):
         scores, labels = np.asarray(scores), np.asarray(labels)
         offsets = np.asarray(offsets, dtype=np.int64)
+        if docids is not None:
+            docids = np.asarray(docids, dtype=str)
+            if docids.shape != scores.shape:
+                raise ValueError(f"docids: one per row expected ({len(scores)}), got {docids.shape}")
         runs = _query_chunks(np.diff(offsets))
         if len(runs) <= 1:
-            return fn(scores, labels, offsets, *args, **kw)
-        return np.concatenate([fn(scores[offsets[a]:offsets[b]], labels[offsets[a]:offsets[b]],
-                                  offsets[a:b + 1] - offsets[a], *args, **kw) for a, b in runs])
+            return fn(scores, labels, offsets, *args, docids=docids, **kw)
+        return np.concatenate([
+            fn(scores[offsets[a]:offsets[b]], labels[offsets[a]:offsets[b]],
+               offsets[a:b + 1] - offsets[a], *args,
+               docids=None if docids is None else docids[offsets[a]:offsets[b]], **kw)
+            for a, b in runs])
     return chunked
 
 
@@ -65,20 +77,44 @@ def pad(values: np.ndarray, offsets: np.ndarray, fill: float = 0.0):
     return out, mask
 
 
-def _sorted_labels(scores, labels, offsets):
+def _order(s, offsets, docids):
+    """Per padded row: descending score, ties by descending docid (trec_eval: docids
+    compared as strings) when ``docids`` are given, else by input position."""
+    if docids is None:
+        return np.argsort(-s, axis=1, kind="stable")
+    _, rank = np.unique(docids, return_inverse=True)
+    r, _ = pad(rank, offsets, fill=-1.0)
+    return np.lexsort((-r, -s), axis=1)
+
+
+def _sorted_labels(scores, labels, offsets, docids=None):
     s, mask = pad(scores, offsets, fill=-np.inf)
     y, _ = pad(labels, offsets, fill=0.0)
-    order = np.argsort(-s, axis=1, kind="stable")
+    order = _order(s, offsets, docids)
     ys = np.take_along_axis(y, order, axis=1)
     ms = np.take_along_axis(mask, order, axis=1)
     return np.where(ms, ys, 0.0), ms, y, mask
 
 
+def _check_k(k, none_ok: bool = True) -> None:
+    if k is None and none_ok:
+        return
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be {'None or ' if none_ok else ''}an integer >= 1, not {k!r}")
+
+
+#: NDCG's gain functions by name.
+GAINS = {"exp": exp_gain, "linear": lambda v: np.asarray(v, dtype=np.float64)}
+
+
 @_per_query
-def ndcg(scores, labels, offsets, k: int | None = 10, gain: str = "exp") -> np.ndarray:
-    """NDCG@k per query."""
-    gf = exp_gain if gain == "exp" else (lambda v: np.asarray(v, dtype=np.float64))
-    ys, ms, y, mask = _sorted_labels(scores, labels, offsets)
+def ndcg(scores, labels, offsets, k: int | None = 10, gain: str = "exp", *, docids=None) -> np.ndarray:
+    """NDCG@k per query; ``gain`` "exp" (2^y - 1) or "linear" (y)."""
+    _check_k(k)
+    if not isinstance(gain, str) or gain not in GAINS:
+        raise ValueError(f"gain must be 'exp' or 'linear', not {gain!r}")
+    gf = GAINS[gain]
+    ys, ms, y, mask = _sorted_labels(scores, labels, offsets, docids)
     g = np.where(ms, gf(ys), 0.0)
     disc = 1.0 / np.log2(np.arange(g.shape[1]) + 2.0)
     if k is not None:
@@ -88,16 +124,15 @@ def ndcg(scores, labels, offsets, k: int | None = 10, gain: str = "exp") -> np.n
     return np.divide(dcg, idcg, out=np.zeros_like(dcg), where=idcg > 0)
 
 
-def err(scores, labels, offsets, k: int | None = 10, max_grade: float | None = None) -> np.ndarray:
-    """Expected reciprocal rank @k per query (``max_grade``: by default the largest label)."""
-    if max_grade is None:
-        max_grade = float(np.max(labels)) if len(labels) else 1.0
-    return _err(scores, labels, offsets, k, max_grade)
-
-
 @_per_query
-def _err(scores, labels, offsets, k, max_grade) -> np.ndarray:
-    ys, ms, _, _ = _sorted_labels(scores, labels, offsets)
+def err(scores, labels, offsets, k: int | None = 10, *, max_grade: float, docids=None) -> np.ndarray:
+    """Expected reciprocal rank @k per query. ``max_grade`` (required) is the grade scale's
+    maximum, not the largest label at hand: values compared with each other (train /
+    valid / test, systems) must share it."""
+    _check_k(k)
+    if len(labels) and np.max(labels) > max_grade:
+        raise ValueError(f"a label ({np.max(labels)}) is above max_grade {max_grade}")
+    ys, ms, _, _ = _sorted_labels(scores, labels, offsets, docids)
     R = np.where(ms, (np.power(2.0, ys) - 1.0) / np.power(2.0, max_grade), 0.0)
     if k is not None:
         R = R[:, :k]
@@ -108,10 +143,12 @@ def _err(scores, labels, offsets, k, max_grade) -> np.ndarray:
 
 
 @_per_query
-def average_precision(scores, labels, offsets, rel: float = 1.0, k: int | None = None) -> np.ndarray:
+def average_precision(scores, labels, offsets, rel: float = 1.0, k: int | None = None, *,
+                      docids=None) -> np.ndarray:
     """AP per query; with ``k``, over the top k only (trec_eval's map_cut), still divided
     by every relevant document of the query."""
-    ys, ms, y, mask = _sorted_labels(scores, labels, offsets)
+    _check_k(k)
+    ys, ms, y, mask = _sorted_labels(scores, labels, offsets, docids)
     relv = ((ys >= rel) & ms)[:, :k]
     hits = np.cumsum(relv, axis=1)
     ranks = np.arange(1, relv.shape[1] + 1)
@@ -121,27 +158,35 @@ def average_precision(scores, labels, offsets, rel: float = 1.0, k: int | None =
 
 
 @_per_query
-def reciprocal_rank(scores, labels, offsets, rel: float = 1.0, k: int | None = None) -> np.ndarray:
+def reciprocal_rank(scores, labels, offsets, rel: float = 1.0, k: int | None = None, *,
+                    docids=None) -> np.ndarray:
     """1 / rank of the first relevant document (within the top k when given), else 0."""
-    ys, ms, _, _ = _sorted_labels(scores, labels, offsets)
+    _check_k(k)
+    ys, ms, _, _ = _sorted_labels(scores, labels, offsets, docids)
     relv = ((ys >= rel) & ms)[:, :k]
     first = np.argmax(relv, axis=1)
     return np.where(relv.any(axis=1), 1.0 / (first + 1.0), 0.0)
 
 
 @_per_query
-def precision(scores, labels, offsets, k: int = 10, rel: float = 1.0) -> np.ndarray:
-    ys, ms, _, _ = _sorted_labels(scores, labels, offsets)
+def precision(scores, labels, offsets, k: int = 10, rel: float = 1.0, *, docids=None) -> np.ndarray:
+    """P@k per query (``k`` an integer >= 1)."""
+    _check_k(k, none_ok=False)
+    ys, ms, _, _ = _sorted_labels(scores, labels, offsets, docids)
     relv = ((ys >= rel) & ms)[:, :k]
     return relv.sum(axis=1) / float(k)
 
 
-def evaluate(scores, labels, offsets, k: int = 10) -> dict[str, float]:
-    """Mean of the standard metrics over queries."""
+def evaluate(scores, labels, offsets, k: int = 10, *, max_grade: float,
+             docids=None) -> dict[str, float]:
+    """Mean of the standard metrics over queries (``max_grade``: the grade scale's maximum,
+    for ERR; ``docids``: ties broken as trec_eval does)."""
+    _check_k(k, none_ok=False)
+    args = (scores, labels, offsets)
     return {
-        f"ndcg@{k}": float(np.mean(ndcg(scores, labels, offsets, k))),
-        f"err@{k}": float(np.mean(err(scores, labels, offsets, k))),
-        "map": float(np.mean(average_precision(scores, labels, offsets))),
-        "mrr": float(np.mean(reciprocal_rank(scores, labels, offsets))),
-        f"p@{k}": float(np.mean(precision(scores, labels, offsets, k))),
+        f"ndcg@{k}": float(np.mean(ndcg(*args, k, docids=docids))),
+        f"err@{k}": float(np.mean(err(*args, k, max_grade=max_grade, docids=docids))),
+        "map": float(np.mean(average_precision(*args, docids=docids))),
+        "mrr": float(np.mean(reciprocal_rank(*args, docids=docids))),
+        f"p@{k}": float(np.mean(precision(*args, k, docids=docids))),
     }
