@@ -23,10 +23,12 @@ JUDGED_OUTSIDE = ("exclude", "include")
 
 def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
                         first_stage: FirstStage | None = None, unjudged: str = "zero",
-                        judged_outside: str = "exclude", batch: int = 50
-                        ) -> tuple[JudgmentList, dict]:
+                        judged_outside: str = "exclude", batch: int = 50,
+                        max_terms: int | None = None) -> tuple[JudgmentList, dict]:
     """(the candidates as a judgment list, with the first stage's ids of every query as
-    ``meta``; counts for the sidecar)."""
+    ``meta``; counts for the sidecar). Long queries are fitted to ``max_terms`` distinct
+    words (:mod:`ltr_toolkit.data.querytext`); a query whose first stage the cluster still
+    rejects has no candidates and is named in ``failed_queries``."""
     if k < 1:
         raise UserError(f"candidates k={k}: expected a whole number >= 1")
     if unjudged not in UNJUDGED:
@@ -36,12 +38,15 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
     first_stage = first_stage or FirstStage.from_fields()
     first_stage.check(conn, index)
     qids = jl.judged_qids()
+    failures: dict[int, str] = {}
     ranked = msearch_ids(conn, index, [jl.query_params(q) for q in qids], first_stage, None, k, k,
-                         batch=batch)
+                         batch=batch, max_terms=max_terms, failures=failures)
     by_q = jl.by_query()
     out = JudgmentList(source=jl.source, params=dict(jl.params))
     counts = {"judged": 0, "unjudged": 0, "judged_outside": 0, "queries": len(qids)}
     for q, docs in zip(qids, ranked):
+        if docs is None:
+            continue
         out.queries[q] = jl.queries[q]
         grades = dict(by_q[q])
         for d in docs[:k]:
@@ -58,4 +63,5 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
                     out.grades[(q, d)] = g
                     counts["judged_outside"] += 1
     return out, {"k": int(k), "first_stage": first_stage.to_dict(), "unjudged": unjudged,
-                 "judged_outside": judged_outside, **counts}
+                 "judged_outside": judged_outside, **counts,
+                 "failed_queries": [[qids[i], why] for i, why in sorted(failures.items())]}

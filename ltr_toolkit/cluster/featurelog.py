@@ -36,6 +36,8 @@ from ..data.svmlight import MISSING_ABSENT, read_sidecar
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
 from ..io.atomic import atomic_write, check_writable, write_json
+from ..data.querytext import distinct_words, fit_keywords, fit_params
+from .clauses import term_budget
 from .client import Connection, item_error, msearch_items
 from .firststage import FirstStage
 from .params import check_params, derived_depth, featureset_params, with_first_stage_ids
@@ -90,10 +92,23 @@ def featureset_info(conn: Connection, name: str, store: str | None) -> dict:
             "params": featureset_params(fs)}
 
 
+def query_budget(conn: Connection, index: str, jl: JudgmentList, featureset: str,
+                 first_stage: FirstStage, store: str | None = None) -> int | None:
+    """The distinct query terms the cluster accepts for this feature set and first stage
+    (:func:`.clauses.term_budget`; None without queries): what candidates, logging and
+    the models trained on them fit long queries to."""
+    qids = jl.judged_qids()
+    if not qids:
+        return None
+    longest = max(qids, key=lambda q: len(distinct_words(jl.queries[q])))
+    return term_budget(conn, index, first_stage, jl.query_params(longest),
+                       featureset=featureset, store=store)
+
+
 def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
                  store: str | None = None, batch: int = 25, progress=None,
                  first_stage: FirstStage | None = None, candidates: dict | None = None,
-                 parallel: int = 1) -> dict:
+                 parallel: int = 1, max_terms: int | None = None) -> dict:
     """Log every (query, document) pair of ``jl`` (judged pairs, or first-stage candidates
     from ``candidates.candidate_judgments``, whose info goes in as ``candidates``).
 
@@ -102,7 +117,8 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     plugin, store or feature set) stop it. Every pair ends as a row, a missing document,
     or a pair of a failed query. ``parallel`` rounds of ``batch`` queries are in flight at
     once; items the node rejects for load (429) are retried with backoff (counted in the
-    sidecar's ``retried_items``)."""
+    sidecar's ``retried_items``). Long queries are fitted to the cluster's clause budget
+    (``max_terms``; None: measured, :mod:`.clauses`), recorded in the sidecar."""
     out = Path(out)
     check_writable(out)         # a directory or a read-only place: before any search
     fsinfo = featureset_info(conn, featureset, store)
@@ -114,9 +130,11 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
         check_params(fsinfo["params"], jl.query_params(q), q, f"feature set {featureset}")
     if depth:
         first_stage.check(conn, index)
+    if max_terms is None:
+        max_terms = query_budget(conn, index, jl, featureset, first_stage, store)
     by_q = jl.by_query()
     run_key = hashlib.sha256(json.dumps([jl.content_hash(), fsinfo["sha256"], index, batch,
-                                         first_stage.to_dict() if depth else None],
+                                         first_stage.to_dict() if depth else None, max_terms],
                                         sort_keys=True).encode()).hexdigest()
     ck = CheckpointedOutput(out, run_key)
     done = ck.resume()
@@ -127,7 +145,7 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
 
     def log_round(group: list[str]) -> tuple[str, list, list, int]:
         """(rows text, missing docs, failed queries, pairs of failed queries) of a round."""
-        params = {q: jl.query_params(q) for q in group}
+        params = {q: fit_params(jl.query_params(q), max_terms) for q in group}
         failed: dict[str, str] = {}
         if depth:   # the first stage's top ids, as serving computes them
             firsts = msearch_items(conn, index, [
@@ -187,9 +205,12 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
                       "pairs": judged},
         "candidates": candidates,
         "rows": state["rows"], "missing_docs": state["missing"],
-        "failed_queries": state["failed"],
+        # queries whose first stage failed when the candidates were fetched, then these
+        "failed_queries": (candidates or {}).get("failed_queries", []) + state["failed"],
         "retried_items": state.get("retried", 0),
         "missing_features": MISSING_ABSENT,
+        "max_query_terms": max_terms,
+        "fitted_queries": sum(fit_keywords(jl.queries[q], max_terms) != jl.queries[q] for q in qids),
     }
     if state["rows"] + len(state["missing"]) + state["failed_pairs"] != judged:
         raise ClusterError(f"logged {state['rows']} rows + {len(state['missing'])} missing + "

@@ -116,6 +116,7 @@ def _inputs(job: Job, conn, work: Path):
     or the index changed since (its checkpoint stays valid)."""
     from ..data.judgments import JudgmentList, load_judgments
     from .candidates import candidate_judgments
+    from .featurelog import query_budget
     from .firststage import FirstStage
     stage_fs = FirstStage.resolve(job.first_stage, job.fields)
     frozen = work / "inputs.json"
@@ -125,8 +126,9 @@ def _inputs(job: Job, conn, work: Path):
     jl = load_judgments(job.judgments, job.fmt, job.queries)
     info = None
     if job.candidates:
+        budget = query_budget(conn, job.index, jl, job.featureset, stage_fs, job.store)
         jl, info = candidate_judgments(conn, job.index, jl, job.candidates, stage_fs,
-                                       job.unjudged, job.judged_outside)
+                                       job.unjudged, job.judged_outside, max_terms=budget)
     write_json(frozen, {"judgments": jl.to_dict(), "candidates": info}, indent=None)
     return jl, info, stage_fs
 

@@ -8,6 +8,10 @@ see ``params``).
 
 from __future__ import annotations
 
+import warnings
+
+from ..data.querytext import fit_params
+from ..errors import ClusterError, MissingResourceError, PluginMissingError, StoreMissingError
 from .client import Connection, call, item_error, msearch_items
 from .firststage import DEFAULT_FIELDS, FirstStage
 from .params import derived_depth, model_params, thread_safe, with_first_stage_ids
@@ -33,23 +37,39 @@ def rescore_clause(model: str, params: dict, window: int = 100, query_weight: fl
                       "rescore_query_weight": float(rescore_query_weight)}}
 
 
+#: (query_weight, rescore_query_weight) of a model served alone: its score orders the window
+MODEL_ONLY = (0.0, 1.0)
+
+
 def search_body(first_stage: FirstStage, params: dict, model: str | None = None, size: int = 10,
                 window: int = 100, store: str | None = None, model_params: dict | None = None,
-                source=("title",)) -> dict:
+                source=("title",), weights=MODEL_ONLY) -> dict:
+    """``weights``: (query_weight, rescore_query_weight) of the rescore: the model alone
+    (:data:`MODEL_ONLY`), or blended with the first stage's score (``(1, beta)``, as
+    chosen in cross-validation and recorded in the model artifact's ``rescore``)."""
     body = {"query": first_stage.query(params), "size": int(size),
             "_source": list(source) if source else False}
     if model:
-        body["rescore"] = rescore_clause(model, model_params or params, window, store=store)
+        body["rescore"] = rescore_clause(model, model_params or params, window, *weights,
+                                         store=store)
     return body
 
 
 def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int,
-             concurrency: int | None = None) -> list[dict]:
-    out: list[dict] = []
+             concurrency: int | None = None, failures: dict | None = None) -> list[dict | None]:
+    """Responses in order; a failed item raises, or with ``failures`` is recorded there
+    (position -> reason) and answered None."""
+    out: list[dict | None] = []
     for start in range(0, len(bodies), batch):
-        for r in msearch_items(conn, index, bodies[start:start + batch], concurrency=concurrency):
+        items = msearch_items(conn, index, bodies[start:start + batch], concurrency=concurrency)
+        for i, r in enumerate(items, start=start):
             if "error" in r:
-                raise item_error(r, conn, store)
+                exc = item_error(r, conn, store)
+                if failures is None or isinstance(exc, (PluginMissingError, StoreMissingError,
+                                                        MissingResourceError)):
+                    raise exc
+                failures[i] = str(exc)
+                r = None
             out.append(r)
     return out
 
@@ -57,20 +77,25 @@ def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int
 def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
                 model: str | None = None, size: int = 10, window: int = 100,
                 store: str | None = None, batch: int = 50,
-                model_param_list: list[dict] | None = None) -> list[list[str]]:
+                model_param_list: list[dict] | None = None, max_terms: int | None = None,
+                failures: dict | None = None, weights=MODEL_ONLY) -> list[list[str] | None]:
     """Ranked doc ids for many queries, ``batch`` queries per ``_msearch`` round trip (run
-    one at a time by the node for models that are not thread-safe in the plugin)."""
-    bodies = [search_body(first_stage, p, model, size, window, store,
-                          model_param_list[i] if model_param_list else None, source=None)
+    one at a time by the node for models that are not thread-safe in the plugin).
+    ``max_terms``: long queries fitted to the cluster's clause budget
+    (:mod:`ltr_toolkit.data.querytext`). ``failures``: see :func:`_msearch`."""
+    bodies = [search_body(first_stage, fit_params(p, max_terms), model, size, window, store,
+                          fit_params(model_param_list[i], max_terms) if model_param_list else None,
+                          source=None, weights=weights)
               for i, p in enumerate(param_list)]
     concurrency = None if not model or thread_safe(conn, model, store) else 1
-    return [[h["_id"] for h in r["hits"]["hits"]]
-            for r in _msearch(conn, index, bodies, store, batch, concurrency)]
+    return [None if r is None else [h["_id"] for h in r["hits"]["hits"]]
+            for r in _msearch(conn, index, bodies, store, batch, concurrency, failures)]
 
 
 def serving_params(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
                    model: str, store: str | None = None, batch: int = 50,
-                   first_ids: list[list[str]] | None = None) -> list[dict]:
+                   first_ids: list[list[str]] | None = None, max_terms: int | None = None
+                   ) -> list[dict]:
     """The model's parameters per query: with the first stage's top ids when its feature
     set uses them (one first-stage round trip, unless ``first_ids``, fetched with a size
     of at least that depth, are given)."""
@@ -78,27 +103,66 @@ def serving_params(conn: Connection, index: str, param_list: list[dict], first_s
     if depth == 0:
         return param_list
     if first_ids is None:
-        first_ids = msearch_ids(conn, index, param_list, first_stage, None, depth, depth, store, batch)
+        first_ids = msearch_ids(conn, index, param_list, first_stage, None, depth, depth, store,
+                                batch, max_terms=max_terms)
     return [with_first_stage_ids(p, ids, depth) for p, ids in zip(param_list, first_ids)]
+
+
+class RescoreFallbackWarning(UserWarning):
+    """The rescore of a query failed: its first stage's hits were served instead."""
 
 
 def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
                model: str, size: int = 10, window: int = 100, store: str | None = None,
-               batch: int = 50, first_ids: list[list[str]] | None = None) -> list[list[str]]:
-    """Reranked doc ids: the first stage, then the ``sltr`` rescore of its top ``window``."""
-    mp = serving_params(conn, index, param_list, first_stage, model, store, batch, first_ids)
-    return msearch_ids(conn, index, param_list, first_stage, model, size, window, store, batch, mp)
+               batch: int = 50, first_ids: list[list[str]] | None = None,
+               max_terms: int | None = None, fallbacks: dict | None = None,
+               weights=MODEL_ONLY) -> list[list[str]]:
+    """Reranked doc ids: the first stage, then the ``sltr`` rescore of its top ``window``.
+    A query whose rescore the cluster rejects gets its first stage's ids (a
+    :class:`RescoreFallbackWarning`; recorded in ``fallbacks``, position -> reason):
+    reranking never turns a first-stage result into an error."""
+    mp = serving_params(conn, index, param_list, first_stage, model, store, batch, first_ids,
+                        max_terms)
+    failed: dict[int, str] = {}
+    ranked = msearch_ids(conn, index, param_list, first_stage, model, size, window, store, batch,
+                         mp, max_terms, failed, weights)
+    if failed:
+        plain = msearch_ids(conn, index, [param_list[i] for i in failed], first_stage, None,
+                            size, window, store, batch, max_terms=max_terms)
+        for i, ids in zip(failed, plain):
+            ranked[i] = ids
+        warnings.warn(RescoreFallbackWarning(
+            f"the rescore with model {model} failed for {len(failed)} of {len(param_list)} "
+            f"queries: their first stage's hits are served ({next(iter(failed.values()))})"))
+        if fallbacks is not None:
+            fallbacks.update(failed)
+    return ranked  # type: ignore[return-value]
 
 
 def search(conn: Connection, index: str, params: dict, first_stage: FirstStage | None = None,
            model: str | None = None, size: int = 10, window: int = 100,
-           store: str | None = None) -> list[dict]:
+           store: str | None = None, max_terms: int | None = None,
+           weights=MODEL_ONLY) -> list[dict]:
     """Hits as dicts: rank, id, score, title (one query; two round trips when the model
-    needs the first stage's ids)."""
+    needs the first stage's ids). A long query is fitted to the cluster's clause budget
+    (measured once per process when ``max_terms`` is None). When the rescore fails, the
+    first stage's hits are returned with a :class:`RescoreFallbackWarning`."""
     first_stage = first_stage or FirstStage.from_fields()
+    if max_terms is None:
+        from .clauses import term_budget
+        max_terms = term_budget(conn, index, first_stage, params, model=model, store=store)
+    params = fit_params(params, max_terms)
     mp = serving_params(conn, index, [params], first_stage, model, store)[0] if model else None
-    body = search_body(first_stage, params, model, size, window, store, mp)
-    resp = call(conn, conn.client().search, index=index, body=body, store=store)
+    body = search_body(first_stage, params, model, size, window, store, mp, weights=weights)
+    try:
+        resp = call(conn, conn.client().search, index=index, body=body, store=store)
+    except ClusterError as exc:
+        if not model or isinstance(exc, (PluginMissingError, StoreMissingError, MissingResourceError)):
+            raise
+        warnings.warn(RescoreFallbackWarning(f"the rescore with model {model} failed: the first "
+                                             f"stage's hits are served ({exc})"))
+        resp = call(conn, conn.client().search, index=index,
+                    body=search_body(first_stage, params, None, size, window, store), store=store)
     return [{"rank": r + 1, "id": h["_id"], "score": h["_score"],
              "title": (h.get("_source") or {}).get("title", "")}
             for r, h in enumerate(resp["hits"]["hits"])]

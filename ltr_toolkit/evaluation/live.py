@@ -12,6 +12,8 @@ def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None =
                   first_stage=None):
     """Run every judged query live: the first stage alone, then each model reranking its
     top ``window``; returns (report, per-query metrics, qids)."""
+    from ..cluster.clauses import term_budget
+    from ..data.querytext import distinct_words
     from ..cluster.firststage import FirstStage
     from ..cluster.params import derived_depth, model_params
     from ..cluster.rerank import msearch_ids, rerank_ids
@@ -21,14 +23,28 @@ def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None =
     param_list = [jl.query_params(q) for q in qids]
     depth = max([derived_depth(model_params(conn, m, store)) for m in models or []], default=0)
     size = max(k, 10)
-    first = msearch_ids(conn, index, param_list, first_stage, None, max(size, depth), window, store)
+    # one clause budget for every system: they all rerank the same first-stage results
+    sample = max(param_list, key=lambda p: len(distinct_words(p["keywords"])), default={})
+    budget = min([term_budget(conn, index, first_stage, sample, model=m, store=store)
+                  for m in models or [None]])
+    failed: dict[int, str] = {}
+    first = msearch_ids(conn, index, param_list, first_stage, None, max(size, depth), window, store,
+                        max_terms=budget, failures=failed)
+    keep = [i for i in range(len(qids)) if i not in failed]
+    qids, param_list, first = [qids[i] for i in keep], [param_list[i] for i in keep], [first[i] for i in keep]
     per_query = {baseline_name: run_metrics(first, qids, jl, k)}
+    fallbacks: dict[str, list[str]] = {}
     for m in models or []:
+        fell: dict[int, str] = {}
         ranked = rerank_ids(conn, index, param_list, first_stage, m, size, window, store,
-                            first_ids=first)
+                            first_ids=first, max_terms=budget, fallbacks=fell)
+        fallbacks[m] = [qids[i] for i in fell]
         per_query[m] = run_metrics(ranked, qids, jl, k)
     report = compare(per_query, baseline_name, k)
     report["first_stage"] = first_stage.to_dict()
     report["window"] = window
+    report["max_query_terms"] = budget
+    report["failed_queries"] = [[jl.judged_qids()[i], why] for i, why in sorted(failed.items())]
+    report["rescore_fallbacks"] = fallbacks
     report["per_query"] = per_query_json(per_query, qids)
     return report, per_query, qids

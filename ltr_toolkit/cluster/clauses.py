@@ -1,0 +1,124 @@
+"""How many distinct query terms the cluster accepts for a first stage and a feature set
+(or model): measured, not assumed, since the clause limit is the cluster's setting and
+each feature's templates multiply it differently.
+
+The probe sends queries of T made-up words (one token each in any analyzer that splits
+on non-word characters) through the first stage, and through ``sltr`` with the feature
+set or the model, and bisects T between 1 and :data:`PROBE_MAX` on the node's
+"too many clauses" answer. The answer depends only on the cluster's limit, the first
+stage and the features, so logging (feature set) and serving (its model) measure the same
+number; it is recorded in logged data and model artifacts and is what
+:func:`ltr_toolkit.data.querytext.fit_keywords` keeps.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import UserError
+from .client import Connection, item_error, msearch_items
+from .firststage import FirstStage
+from .params import derived_depth, featureset_params, model_params
+from .store import get_featureset, sltr
+
+#: The largest term count probed; queries are cut to it even on a cluster without limit.
+PROBE_MAX = 4096
+_TOO_MANY = ("too_many_clauses", "too_many_nested_clauses", "maxclausecount")
+_cache: dict[str, int] = {}
+
+
+def probe_words(n: int) -> str:
+    """``n`` distinct made-up words (letters only: one token in common analyzers)."""
+    def word(i: int) -> str:
+        s = ""
+        while True:
+            i, r = divmod(i, 26)
+            s += chr(97 + r)
+            if i == 0:
+                return "qzx" + s
+    return " ".join(word(i) for i in range(n))
+
+
+def _needed(conn, featureset, model, store) -> list[str]:
+    if not (model or featureset):
+        return []
+    if model:
+        return model_params(conn, model, store)
+    fs = get_featureset(conn, featureset, store)
+    if fs is None:
+        raise UserError(f"feature set {featureset} not found in store {store or '(default)'}",
+                        "upload it with `ltr featureset upload FILE`")
+    return featureset_params(fs)
+
+
+def _bodies(n: int, params: dict, first_stage: FirstStage, featureset, model, store) -> list[dict]:
+    p = {**params, "keywords": probe_words(n)}
+    bodies = [{"size": 0, "query": first_stage.query(p)}]
+    if model or featureset:
+        ranked = sltr(p, featureset=featureset, model=model, store=store)
+        bodies.append({"size": 0, "query": {"bool": {"filter": [ranked]}}})
+    return bodies
+
+
+def _accepts(conn, index, n, params, first_stage, featureset, model, store) -> bool:
+    items = msearch_items(conn, index, _bodies(n, params, first_stage, featureset, model, store))
+    for item in items:
+        if "error" in item:
+            text = json.dumps(item["error"]).lower()
+            if any(t in text for t in _TOO_MANY):
+                return False
+            raise item_error(item, conn, store)
+    return True
+
+
+def _bisect(accepts) -> int | None:
+    """The largest T in [1, PROBE_MAX] ``accepts(T)`` holds for (None: not even 1)."""
+    if accepts(PROBE_MAX):
+        return PROBE_MAX
+    if not accepts(1):
+        return None
+    lo, hi = 1, PROBE_MAX                      # lo accepted, hi rejected
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if accepts(mid) else (lo, mid)
+    return lo
+
+
+def _liked_ids(conn, index, first_stage, params, depth, budget) -> dict:
+    """Derived first-stage id parameters from the first stage of ``params`` itself (its
+    real top documents: features such as ``more_like_this`` seeded with them add their
+    own clauses, which made-up ids would hide)."""
+    from ..data.querytext import fit_params
+    from .params import with_first_stage_ids
+    body = {"query": first_stage.query(fit_params(params, budget)), "size": depth, "_source": False}
+    item = msearch_items(conn, index, [body])[0]
+    ids = [h["_id"] for h in item.get("hits", {}).get("hits", [])]
+    return with_first_stage_ids({}, ids, depth)
+
+
+def term_budget(conn: Connection, index: str, first_stage: FirstStage, params: dict,
+                featureset: str | None = None, model: str | None = None,
+                store: str | None = None) -> int:
+    """The most distinct query terms both the first stage and the ``sltr`` query (of the
+    feature set or model, when one is given) accept on this cluster, at most
+    :data:`PROBE_MAX` (cached per process). ``params``: one query's template parameters
+    (the longest query is the best sample): its other parameters are kept, and features
+    seeded with first-stage ids get the ids of its own first stage's top documents."""
+    key = json.dumps([conn.display_url, index, first_stage.to_dict(), featureset, model, store,
+                      sorted(params.items())], sort_keys=True, default=str)
+    if key in _cache:
+        return _cache[key]
+    fs_only = _bisect(lambda n: _accepts(conn, index, n, params, first_stage, None, None, store))
+    best = fs_only
+    depth = derived_depth(_needed(conn, featureset, model, store))
+    if fs_only and (featureset or model):
+        liked = _liked_ids(conn, index, first_stage, params, depth, fs_only) if depth else {}
+        best = _bisect(lambda n: _accepts(conn, index, n, {**params, **liked}, first_stage,
+                                          featureset, model, store))
+    if not best:
+        what = f"model {model}" if model else (f"feature set {featureset}" if featureset else "")
+        raise UserError(f"the cluster rejects even a one-word query with the first stage {what} "
+                        "for too many clauses", "check the templates and the cluster's "
+                        "indices.query.bool.max_clause_count")
+    _cache[key] = best
+    return best
