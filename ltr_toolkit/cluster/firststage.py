@@ -88,6 +88,21 @@ class FirstStage:
     def to_dict(self) -> dict:
         return {"source": self.source, "params": list(self.params), "template": self.template}
 
+    def feature_column(self, featureset: dict) -> int | None:
+        """The column of the feature whose template is this first stage (its score, as
+        logged), or None: what lets a model be blended with the first stage."""
+        body = featureset.get("featureset", featureset)
+        for i, f in enumerate(body.get("features", [])):
+            template = f.get("template")
+            if isinstance(template, str):
+                try:
+                    template = json.loads(template)
+                except ValueError:
+                    continue
+            if template == self.template:
+                return i
+        return None
+
     # ------------------------------------------------------------------ use
     def query(self, params: dict) -> dict:
         """The query clause for one query's parameters."""

@@ -83,3 +83,25 @@ def per_query_json(per_query: dict[str, dict[str, np.ndarray]], qids: list[str])
     """{system: {qid: {metric: value}}} for reports."""
     return {name: {q: {m: float(v[i]) for m, v in res.items()} for i, q in enumerate(qids)}
             for name, res in per_query.items()}
+
+
+#: Significance level of :func:`recommend`.
+ALPHA = 0.05
+
+
+def recommend(report: dict, alpha: float = ALPHA) -> dict:
+    """What to deploy, from a :func:`compare` report: among the rerankers better than the
+    baseline on the tested metric with p < ``alpha``, the one with the highest mean; none
+    ("keep the first stage") when no reranker is. A reranker significantly worse than the
+    baseline is named as such."""
+    tests = report["tests"]
+    better = [n for n, t in tests.items() if t["mean_delta"] > 0 and t["p_value"] < alpha]
+    worse = sorted(n for n, t in tests.items() if t["mean_delta"] < 0 and t["p_value"] < alpha)
+    if not better:
+        return {"deploy": None, "worse": worse, "alpha": alpha,
+                "reason": f"no reranker beats {report['baseline']} with p < {alpha}: keep the first stage"}
+    best = max(better, key=lambda n: tests[n]["mean_delta"])
+    t = tests[best]
+    return {"deploy": best, "worse": worse, "alpha": alpha,
+            "reason": f"{best}: {t['metric']} {t['mean_delta']:+.4f} vs {report['baseline']} "
+                      f"(p {t['p_value']:.4f}, W/T/L {t['wins']}/{t['ties']}/{t['losses']})"}

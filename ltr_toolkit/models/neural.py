@@ -134,13 +134,14 @@ class NeuralRanker(EstimatorParams):
     ``objective``: the pair weighting of the factorised lambdas (``rank.lambdas.WEIGHTINGS``:
     ranknet, lambdarank, ndcg-loss2, ndcg-loss2++), by default the algorithm's own;
     ``mu``: NDCG-Loss2++'s mixing weight; ``truncation``: the k of the weights' top-k
-    ("k": the metric's k, None: whole list)."""
+    ("k": the metric's k, None: whole list); ``l2``: weight decay on the weights (not the
+    biases), added to each query step's gradient."""
 
     def __init__(self, algo: str = "lambdarank-nn", hidden=(64, 16), activation: str = "sigmoid",
                  optimizer: str = "adam", lr: float = 1e-3, epochs: int = 50,
                  sigma: float = 1.0, k: int = 10, patience: int = 10, standardize: bool = True,
                  seed: int = 42, dtype="float32", objective: str | None = None,
-                 truncation: int | None | str = "k", mu: float = DEFAULT_MU):
+                 truncation: int | None | str = "k", mu: float = DEFAULT_MU, l2: float = 0.0):
         self.algo = algo
         self.hidden = hidden
         self.activation = activation
@@ -156,6 +157,7 @@ class NeuralRanker(EstimatorParams):
         self.objective = objective
         self.truncation = truncation
         self.mu = mu
+        self.l2 = l2
 
     # ------------------------------------------------------------------ resolved parameters
     def _hidden(self) -> tuple:
@@ -184,8 +186,8 @@ class NeuralRanker(EstimatorParams):
             raise ValueError("patience must be >= 0")
         if not float(self.lr) > 0 or not float(self.sigma) > 0:
             raise ValueError("lr and sigma must be > 0")
-        if float(self.mu) < 0:
-            raise ValueError("mu must be >= 0")
+        if float(self.mu) < 0 or float(self.l2) < 0:
+            raise ValueError("mu and l2 must be >= 0")
         t = self._truncation()
         if t is not None and t < 1:
             raise ValueError("truncation must be 'k', None or an integer >= 1")
@@ -218,6 +220,8 @@ class NeuralRanker(EstimatorParams):
         scores, acts = self.net_.forward(Xq, keep=True)
         lam = pairs.lambdas(scores, self._weighting())
         grad = self.net_.backward_flat(acts, lam)
+        if self.l2:
+            grad += self._decay * self.net_.flat
         self.opt_.step([self.net_.flat], [grad])
 
     def init(self, n_features: int, X_train: np.ndarray | None = None) -> "NeuralRanker":
@@ -231,6 +235,10 @@ class NeuralRanker(EstimatorParams):
         self.net_ = MLP(n_features, self._hidden(), self.activation, seed=int(self.seed),
                         dtype=self._dtype())
         self.opt_ = OPTIMIZERS[self.optimizer]([self.net_.flat], lr=float(self.lr))
+        decay = np.zeros_like(self.net_.flat)
+        for view in self.net_._views(decay)[0::2]:     # weights only, not biases
+            view[...] = float(self.l2)
+        self._decay = decay
         return self
 
     def fit(self, X, y=None, qid=None, *, valid=None, on_epoch=None):

@@ -1,29 +1,41 @@
-"""Live cross-validation: every judged query scored by a model that never saw it.
+"""Live cross-validation: every judged query scored by a model that never saw it, with
+settings chosen without it, and a recommendation of what to deploy.
 
 1. Candidates: per query, the first stage's top ``window`` documents, labelled from the
-   judgments (unjudged: grade 0), logged once with the feature set.
-2. Queries are split into ``folds`` (seeded shuffle). For each fold, each algorithm is
-   trained on the other folds' candidates (a seeded 20% of those queries held out for
-   early stopping), uploaded under a versioned name, and reranks its fold's queries live.
-3. The report pools all queries: the first stage vs each algorithm, with the paired
-   randomisation test, wins/ties/losses and per-query values (``evaluation.compare``).
+   judgments (unjudged: grade 0), logged once with the feature set. Long queries are
+   fitted to the cluster's clause budget (:mod:`ltr_toolkit.data.querytext`); a query the
+   cluster still rejects is named in ``failed_queries`` and left out (the CLI exits 3).
+2. Queries are split into ``folds`` (seeded shuffle). For each fold and algorithm, the
+   settings are chosen by inner cross-validation on the other folds' candidates
+   (:mod:`.selection`; nested: the fold's own queries play no part), the model is trained
+   there (networks hold a seeded 20% of those queries out for early stopping), uploaded
+   under a versioned name, and reranks its fold's queries live. Fold models are deleted
+   from the store when the run ends, unless kept on request.
+3. The report pools all queries: the first stage vs each algorithm (paired randomisation
+   test, wins/ties/losses, per-query values), the settings each fold chose, and the
+   recommendation (``evaluation.report.recommend``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
 
 from ..cluster.candidates import candidate_judgments
-from ..cluster.featurelog import log_features
+from ..cluster.featurelog import log_features, query_budget
 from ..cluster.firststage import FirstStage
-from ..cluster.model_store import upload
-from ..cluster.rerank import msearch_ids, rerank_ids
+from ..cluster.model_store import delete_model, upload
+from ..cluster.rerank import MODEL_ONLY, msearch_ids, rerank_ids
+from ..cluster.store import get_featureset
 from ..data.judgments import JudgmentList
 from ..data.svmlight import load_logged
-from ..evaluation.report import compare, per_query_json, run_metrics
-from .train import check_algorithm, model_from_artifact, train_model
+from ..errors import UserError
+from ..evaluation.report import compare, per_query_json, recommend, run_metrics
+from ..models.export import plugin_scores
+from .selection import blend_beta, select
+from .train import TREE_ALGOS, check_algorithm, model_from_artifact, train_model
 
 
 def fold_of(qids: list[str], folds: int, seed: int) -> dict[str, int]:
@@ -37,59 +49,156 @@ def _subset(ds, keep: set[str]):
     return ds.subset(idx)
 
 
-def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: dict[str, dict],
+def fit_chosen(ds, algo: str, k: int, seed: int, params: dict | None, source: str,
+               first_col: int | None = None) -> dict:
+    """The model artifact of ``algo`` on ``ds``: with ``params`` as given (served alone),
+    else with the choice :func:`.selection.select` makes on ``ds`` (recorded in the
+    artifact's ``selection``); None when that choice is to keep the first stage. The
+    artifact's ``rescore`` holds the (query_weight, rescore_query_weight) to serve it
+    with. Networks hold a seeded 20% of the queries out for early stopping."""
+    chosen = select(ds, algo, k, seed, first_col=first_col) if params is None else None
+    if chosen is not None and chosen["first_stage"]:
+        return {"algorithm": algo, "selection": chosen, "model": None}
+    params = chosen["params"] if chosen else params
+    train, valid = ds, None
+    if algo not in TREE_ALGOS:
+        rng = np.random.default_rng(seed)
+        held = set(rng.choice(ds.n_queries, size=max(1, ds.n_queries // 5), replace=False).tolist())
+        train = ds.subset([q for q in range(ds.n_queries) if q not in held])
+        valid = ds.subset(sorted(held))
+    art = train_model(train, algo, valid, source=source, k=k, seed=seed, **params)
+    weights = MODEL_ONLY
+    if chosen and chosen["blend"] is not None:
+        served = plugin_scores(art, model_from_artifact(art), ds.X)
+        weights = (1.0, blend_beta(chosen["blend"], ds.X[:, first_col], served))
+    art["rescore"] = {"query_weight": weights[0], "rescore_query_weight": weights[1]}
+    if chosen:
+        art["selection"] = chosen
+    return art
+
+
+def _weights(art: dict) -> tuple[float, float]:
+    r = art.get("rescore") or {}
+    return (float(r.get("query_weight", MODEL_ONLY[0])), float(r.get("rescore_query_weight", MODEL_ONLY[1])))
+
+
+def log_candidates(conn, index: str, jl: JudgmentList, featureset: str, workdir: Path,
+                   window: int, store, first_stage: FirstStage, log) -> tuple:
+    """(dataset, sidecar, candidates info, failed queries) of the first stage's top
+    ``window`` per judged query, logged into ``workdir/candidates.txt``."""
+    budget = query_budget(conn, index, jl, featureset, first_stage, store)
+    cands, info = candidate_judgments(conn, index, jl, window, first_stage, max_terms=budget)
+    data = workdir / "candidates.txt"
+    side = log_features(conn, cands, featureset, index, data, store, first_stage=first_stage,
+                        candidates=info, max_terms=budget)
+    log(f"logged {side['rows']} candidate rows for {info['queries']} queries "
+        f"({info['judged']} judged, {info['unjudged']} unjudged as 0)"
+        + (f"; {side['fitted_queries']} long queries sent as their first {budget} distinct words"
+           if side.get("fitted_queries") else ""))
+    return load_logged(data), side, info, dict(side["failed_queries"])
+
+
+def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: dict[str, dict | None],
                    workdir, folds: int = 5, k: int = 10, window: int = 100,
                    store: str | None = None, first_stage: FirstStage | None = None,
                    seed: int = 42, name_prefix: str = "cv", baseline_name: str = "first-stage",
-                   log=lambda msg: None) -> dict:
-    """Returns the pooled report (see the module docstring); models are named
-    ``{name_prefix}-{algo}-f{fold}-vN``."""
+                   log=lambda msg: None, keep_models: bool = False) -> dict:
+    """Returns the pooled report (see the module docstring). ``algos``: algorithm ->
+    fixed ``train_model`` settings, or None to choose them by inner cross-validation.
+    Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``."""
     if folds < 2:
-        from ..errors import UserError
         raise UserError(f"--folds {folds}: cross-validation needs at least 2 folds")
     for algo in algos:
         check_algorithm(algo)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     first_stage = first_stage or FirstStage.from_fields()
-    cands, info = candidate_judgments(conn, index, jl, window, first_stage)
-    data = workdir / "candidates.txt"
-    side = log_features(conn, cands, featureset, index, data, store, first_stage=first_stage,
-                        candidates=info)
-    log(f"logged {side['rows']} candidate rows for {info['queries']} queries "
-        f"({info['judged']} judged, {info['unjudged']} unjudged as 0)")
-    ds = load_logged(data)
-    qids = jl.judged_qids()
-    where = fold_of(qids, folds, seed)
+    ds, side, info, failed = log_candidates(conn, index, jl, featureset, workdir, window,
+                                            store, first_stage, log)
+    qids = [q for q in jl.judged_qids() if q not in failed]
+    if len(qids) < folds:
+        raise UserError(f"{len(qids)} usable queries for {folds} folds", "judge more queries")
     params = [jl.query_params(q) for q in qids]
-    first = msearch_ids(conn, index, params, first_stage, None, max(k, 10, window), window, store)
+    budget = side.get("max_query_terms")
+    first = msearch_ids(conn, index, params, first_stage, None, max(k, 10, window), window, store,
+                        max_terms=budget)
     per_query = {baseline_name: run_metrics(first, qids, jl, k)}
     models: dict[str, list[str]] = {a: [] for a in algos}
-    for algo, kw in algos.items():
-        ranked: list[list[str]] = [[] for _ in qids]
-        for f in range(folds):
-            train_q = [q for q in qids if where[q] != f]
-            rng = np.random.default_rng(seed + f)
-            held = set(rng.choice(train_q, size=max(1, len(train_q) // 5), replace=False).tolist())
-            tr = _subset(ds, set(train_q) - held)
-            va = _subset(ds, held)
-            art = train_model(tr, algo, va, source=str(data), k=k, seed=seed, **kw)
-            name = upload(conn, art, model_from_artifact(art), f"{name_prefix}-{algo}-f{f}",
-                          featureset, store)["name"]
-            models[algo].append(name)
-            idx = [i for i, q in enumerate(qids) if where[q] == f]
-            got = rerank_ids(conn, index, [params[i] for i in idx], first_stage, name,
-                             max(k, 10), window, store, first_ids=[first[i] for i in idx])
-            for i, r in zip(idx, got):
-                ranked[i] = r
-        per_query[algo] = run_metrics(ranked, qids, jl, k)
-        log(f"{algo}: {folds} fold models uploaded ({', '.join(models[algo])})")
+    chosen: dict[str, list[dict]] = {a: [] for a in algos}
+    fallbacks: dict[str, list[str]] = {}
+    where = fold_of(qids, folds, seed)
+    first_col = first_stage.feature_column(get_featureset(conn, featureset, store) or {})
+    try:
+        for algo, fixed in algos.items():
+            ranked: list[list[str]] = [list(ids) for ids in first]
+            for f in range(folds):
+                train_q = {q for q in qids if where[q] != f}
+                art = fit_chosen(_subset(ds, train_q), algo, k, seed + f, fixed, str(workdir),
+                                 first_col)
+                chosen[algo].append(_summary(art, fixed))
+                if art["model"] is None:            # the first stage kept: nothing to rerank
+                    continue
+                name = upload(conn, art, model_from_artifact(art), f"{name_prefix}-{algo}-f{f}",
+                              featureset, store)["name"]
+                models[algo].append(name)
+                idx = [i for i, q in enumerate(qids) if where[q] == f]
+                fell: dict[int, str] = {}
+                got = rerank_ids(conn, index, [params[i] for i in idx], first_stage, name,
+                                 max(k, 10), window, store, first_ids=[first[i] for i in idx],
+                                 max_terms=budget, fallbacks=fell, weights=_weights(art))
+                fallbacks.setdefault(algo, []).extend(qids[idx[j]] for j in fell)
+                for i, r in zip(idx, got):
+                    ranked[i] = r
+            per_query[algo] = run_metrics(ranked, qids, jl, k)
+            log(f"{algo}: chosen per fold: {chosen[algo]}")
+    finally:
+        if not keep_models:
+            for name in (n for names in models.values() for n in names):
+                with contextlib.suppress(Exception):
+                    delete_model(conn, name, store)
     report = compare(per_query, baseline_name, k)
     report.update({
-        "evaluation": f"{folds}-fold cross-validation over all {len(qids)} judged queries "
-                      f"(each query reranked by a model trained without it)",
+        "evaluation": f"{folds}-fold cross-validation over {len(qids)} judged queries "
+                      f"(each query reranked by a model trained, and its settings chosen, "
+                      f"without it)",
         "folds": folds, "window": window, "first_stage": first_stage.to_dict(),
-        "models": models, "candidates": info, "seed": seed,
+        "models": models if keep_models else {}, "settings": chosen,
+        "fixed_settings": {a: v for a, v in algos.items() if v is not None}, "candidates": info,
+        "seed": seed, "max_query_terms": budget, "fitted_queries": side.get("fitted_queries", 0),
+        "failed_queries": sorted(failed.items()), "rescore_fallbacks": fallbacks,
         "per_query": per_query_json(per_query, qids),
     })
+    report["recommendation"] = recommend(report)
     return report
+
+
+def _summary(art: dict, fixed) -> dict:
+    """What a fold serves: the first stage kept, or a model's settings and blend."""
+    sel = art.get("selection")
+    if sel is None:
+        return {"settings": dict(fixed or {}), "blend": None}
+    if sel["first_stage"]:
+        return {"first_stage": True}
+    return {"settings": sel["params"], "blend": sel["blend"],
+            "rescore_query_weight": art["rescore"]["rescore_query_weight"]}
+
+
+def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,
+                       store: str | None = None, k: int = 10, seed: int = 42,
+                       algo: str | None = None) -> dict:
+    """Train ``algo`` (default: the report's recommendation) on every judged query's
+    candidates, with settings chosen on all of them, and upload it as ``name-vN``.
+    Returns the upload's answer plus the artifact's settings."""
+    algo = algo or report["recommendation"]["deploy"]
+    if not algo:
+        raise UserError("the cross-validation recommends keeping the first stage: no reranker "
+                        "was better with p < 0.05", "pass --deploy-anyway ALGO to upload one anyway")
+    ds = load_logged(Path(workdir) / "candidates.txt")
+    fixed = report.get("fixed_settings", {}).get(algo)     # None: chosen, as in the folds
+    stage = FirstStage.from_dict(report["first_stage"])
+    first_col = stage.feature_column(get_featureset(conn, featureset, store) or {})
+    art = fit_chosen(ds, algo, k, seed, fixed, str(Path(workdir) / "candidates.txt"), first_col)
+    if art["model"] is None:
+        return {"name": None, "algorithm": algo, "settings": None, "rescore": None}
+    done = upload(conn, art, model_from_artifact(art), name, featureset, store)
+    return dict(done, algorithm=algo, settings=_summary(art, fixed), rescore=art["rescore"])

@@ -51,26 +51,43 @@ def check_algorithm(algo: str) -> None:
         raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(ALGORITHMS)}")
 
 
-def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
-                hidden=(64, 16), epochs=50, lr=None, optimizer="adam", sigma=1.0, k=10,
-                patience=None, seed=42, on_epoch=None, trees=300, depth=6,
-                truncation="default", hessian_scale=None) -> dict:
-    """Train on datasets (``train.meta["sidecar"]`` describes logged data) and return the
-    self-describing model artifact. ``lr`` None: the family's default (1e-3 networks,
-    0.1 trees); ``patience`` None: the family's early stopping (10 epochs for networks;
-    none for trees, every tree kept); ``truncation`` "default": the family's default (the metric's k for
-    networks, 32 for trees), else "k", None (all pairs) or an integer; ``hessian_scale``
-    (trees) None: LambdaMART's default."""
+def make_estimator(algo: str, hidden=(64, 16), epochs=50, lr=None, optimizer="adam",
+                   sigma=1.0, k=10, patience=None, seed=42, trees=300, depth=6,
+                   truncation="default", hessian_scale=None, min_child_weight=None, l2=None):
+    """The estimator ``train_model`` fits, from its settings (None / "default": the
+    family's own default; see :func:`train_model`)."""
     check_algorithm(algo)
     if lr is None:
         lr = 0.1 if algo in TREE_ALGOS else 1e-3
     for name, value in (("learning rate", lr), ("sigma", sigma)):
         if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
             raise UserError(f"{name} {value!r}: expected a number > 0")
+    given = {"truncation": truncation} if truncation != "default" else {}
+    if algo in NEURAL_ALGOS:
+        return NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
+                            sigma=sigma, k=k, seed=seed, **given,
+                            **({} if patience is None else {"patience": patience}),
+                            **({} if l2 is None else {"l2": l2}))
+    return LambdaMART(algo=algo, n_estimators=trees, max_depth=depth, learning_rate=lr,
+                      k=k, sigma=sigma, seed=seed, **given,
+                      **({} if patience is None else {"early_stopping_rounds": patience}),
+                      **({} if hessian_scale is None else {"hessian_scale": hessian_scale}),
+                      **({} if min_child_weight is None else {"min_child_weight": min_child_weight}))
+
+
+def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
+                on_epoch=None, k=10, seed=42, patience=None, **settings) -> dict:
+    """Train on datasets (``train.meta["sidecar"]`` describes logged data) and return the
+    self-describing model artifact. ``settings`` (:func:`make_estimator`): ``hidden``,
+    ``epochs``, ``lr`` (None: 1e-3 networks, 0.1 trees), ``optimizer``, ``sigma``,
+    ``trees``, ``depth``, ``min_child_weight`` (trees), ``l2`` (networks and linear),
+    ``truncation`` ("default": the metric's k for networks, 32 for trees; else "k", None
+    for all pairs, or an integer), ``hessian_scale`` (trees). ``patience`` None: the
+    family's early stopping (10 epochs for networks; none for trees, every tree kept)."""
+    model = make_estimator(algo, k=k, seed=seed, patience=patience, **settings)
     if patience is not None and valid is None:
         raise UserError("--patience needs --valid: early stopping watches the validation NDCG",
                         "add --valid FILE, or drop --patience")
-    nf = train.n_features
     splits = {"train": train}
     if valid is not None:
         splits["valid"] = valid
@@ -79,21 +96,13 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     side = train.meta.get("sidecar", {})
     data = source or train.source
     warnings = grade_variation_check(train, data)
+    nf = train.n_features
     if algo in NEURAL_ALGOS:
-        model = NeuralRanker(algo=algo, hidden=hidden, optimizer=optimizer, lr=lr, epochs=epochs,
-                             sigma=sigma, k=k, seed=seed,
-                             **({} if patience is None else {"patience": patience}),
-                             **({} if truncation == "default" else {"truncation": truncation}))
         model.fit(train, splits.get("valid"), on_epoch=on_epoch)
         normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
         history = model.history
         extra = {"output_map": output_map(model, train.X)} if algo != "linear" else {}
     else:
-        model = LambdaMART(algo=algo, n_estimators=trees, max_depth=depth, learning_rate=lr,
-                           k=k, sigma=sigma, seed=seed,
-                           **({} if patience is None else {"early_stopping_rounds": patience}),
-                           **({} if truncation == "default" else {"truncation": truncation}),
-                           **({} if hessian_scale is None else {"hessian_scale": hessian_scale}))
         cb = []
         if on_epoch is not None:
             import xgboost as xgb
@@ -129,6 +138,7 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
         "missing_features": side.get("missing_features"),
         "first_stage": side.get("first_stage"),
         "featureset_params": side.get("featureset_params"),
+        "max_query_terms": side.get("max_query_terms"),
         "candidates": side.get("candidates"),
         "warnings": warnings,
         "training_data": {"path": str(data), "sha256": train.content_hash(),

@@ -1,0 +1,138 @@
+"""Hyper-parameters chosen from the user's own data, never from a collection the toolkit
+was tuned on.
+
+Each family has a small grid, sized to the number of training queries (shallower trees
+and fewer settings when there are few). A setting is scored by inner cross-validation on
+the training queries' logged candidates: each inner fold's queries are scored by a model
+trained on the other inner folds, and the setting with the best mean NDCG@k over all
+training queries wins. The candidates are the first stage's top window, exactly what the
+model will rerank, so this is the offline image of the live reranking. Trees are trained
+once per (depth, learning rate, min_child_weight) and scored at every tree count of the
+grid (the first 50, 100, 200 trees of the same model).
+
+Blends of a model with the first stage (served as OpenSearch's rescore with
+``query_weight`` 1) are candidates too, and the first stage itself is the default: a
+model is chosen only when it beats the first stage on the training queries' inner folds
+significantly; a fold that keeps the first stage serves no model at all.
+
+Used inside each outer fold of ``crossval`` (nested cross-validation: the outer fold's
+queries never influence its choice) and on all judged queries for the model deployed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..evaluation.report import ALPHA, randomisation_test
+from ..rank.metrics import ndcg
+from .train import TREE_ALGOS, make_estimator
+
+#: tree counts read off one model's rounds (at learning rate 0.1: the tree count and the
+#: learning rate trade off, so the grid varies the count and keeps one rate)
+TREE_COUNTS = (50, 100, 200)
+TREE_LR = 0.1
+
+
+def grid(algo: str, n_queries: int) -> list[dict]:
+    """The settings tried for ``algo`` with ``n_queries`` training queries, as
+    ``train_model`` keyword arguments (trees: the largest tree count; the others are read
+    off the same model)."""
+    if algo in TREE_ALGOS:
+        depths = (2, 3) if n_queries < 100 else (2, 4, 6)
+        return [{"depth": d, "lr": TREE_LR, "trees": max(TREE_COUNTS), "min_child_weight": w}
+                for d in depths for w in (1.0, 10.0)]
+    if algo == "linear":
+        return [{"l2": v} for v in (0.0, 1e-3, 1e-2)]
+    sizes = ((16,),) if n_queries < 100 else ((16,), (64, 16))
+    return [{"hidden": h, "lr": lr} for h in sizes for lr in (1e-3, 3e-3)]
+
+
+def inner_folds(n_queries: int, folds: int, seed: int) -> np.ndarray:
+    """A seeded, balanced inner fold number per training query."""
+    order = np.random.default_rng(seed).permutation(n_queries)
+    out = np.empty(n_queries, dtype=np.int64)
+    out[order] = np.arange(n_queries) % folds
+    return out
+
+
+#: Blends tried when the first stage's score is a logged feature: served score =
+#: first-stage score + beta x model score (OpenSearch's rescore with query_weight 1), with
+#: beta = a x std(first-stage scores) / std(model scores) on the training rows.
+BLEND_STEPS = (0.25, 1.0, 4.0)
+#: Families whose served score is an affine function of ``predict`` (blends are exact)
+BLENDABLE = (*TREE_ALGOS, "linear")
+FIRST_STAGE = "first stage"
+
+
+def blend_beta(a: float, first_scores: np.ndarray, model_scores: np.ndarray) -> float:
+    """The rescore weight of a blend step ``a`` (see :data:`BLEND_STEPS`)."""
+    sm = float(np.std(model_scores))
+    return float(a * np.std(np.nan_to_num(first_scores)) / sm) if sm > 0 else 0.0
+
+
+def _scores(algo: str, params: dict, train, valid, k: int, seed: int):
+    """Yields (tree count or 0, validation scores, training scores) of one trained model
+    (trees: one per tree count of the grid)."""
+    model = make_estimator(algo, k=k, seed=seed, **params)
+    if algo in TREE_ALGOS:
+        model.fit(train)
+        for t in TREE_COUNTS:
+            model.best_iteration_ = t - 1
+            yield t, model.predict(valid.X), model.predict(train.X)
+        return
+    model.fit(train, valid)           # networks stop early on the inner fold
+    yield 0, model.predict(valid.X), model.predict(train.X)
+
+
+def _candidates(algo, params, tr, va, k, seed, first_col):
+    """{(tree count, blend step or None): validation scores} of one setting."""
+    out = {}
+    for t, s, s_train in _scores(algo, params, tr, va, k, seed):
+        out[(t, None)] = s
+        if first_col is not None and algo in BLENDABLE:
+            for a in BLEND_STEPS:
+                beta = blend_beta(a, tr.X[:, first_col], s_train)
+                out[(t, a)] = np.nan_to_num(va.X[:, first_col]) + beta * s
+    return out
+
+
+def _choice(trials, key) -> dict:
+    if key == FIRST_STAGE:
+        return {"first_stage": True, "params": None, "blend": None}
+    i, t, a = key
+    return {"first_stage": False, "params": dict(trials[i], **({"trees": t} if t else {})),
+            "blend": a}
+
+
+def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
+           first_col: int | None = None) -> dict:
+    """Inner cross-validation on ``ds`` (logged candidates, rows in first-stage order) of
+    each setting of :func:`grid` alone and, when ``first_col`` (the column of the first
+    stage's score) is given, blended with the first stage (:data:`BLEND_STEPS`). The best
+    of them by mean NDCG@k is chosen only if it beats keeping the first stage on the same
+    queries by the paired randomisation test at :data:`ALPHA` (the level the report's
+    recommendation uses); otherwise the first stage is kept. Returns ``{"first_stage",
+    "params", "blend", "inner_ndcg", "first_stage_inner_ndcg", "best_model",
+    "best_model_inner_ndcg", "inner_p_value", "tried"}``."""
+    useful = [q for q in range(ds.n_queries) if np.ptp(ds.y[ds.query(q)]) > 0]
+    where = inner_folds(len(useful), min(folds, max(2, len(useful))), seed)
+    trials = grid(algo, len(useful))
+    per: dict = {}
+    for f in np.unique(where):
+        tr = ds.subset([q for q, w in zip(useful, where) if w != f])
+        va = ds.subset([q for q, w in zip(useful, where) if w == f])
+        order = -np.arange(va.n_docs, dtype=np.float64)          # the first stage's ranks
+        per.setdefault(FIRST_STAGE, []).append(ndcg(order, va.y, va.offsets, k))
+        for i, params in enumerate(trials):
+            for (t, a), s in _candidates(algo, params, tr, va, k, seed, first_col).items():
+                per.setdefault((i, t, a), []).append(ndcg(s, va.y, va.offsets, k))
+    per_query = {key: np.concatenate(v) for key, v in per.items()}
+    means = {key: float(v.mean()) for key, v in per_query.items()}
+    best_model = max((key for key in means if key != FIRST_STAGE), key=means.get)
+    p = randomisation_test(per_query[FIRST_STAGE], per_query[best_model], seed=seed)
+    better = means[best_model] > means[FIRST_STAGE] and p < ALPHA
+    best_key = best_model if better else FIRST_STAGE
+    tried = [dict(_choice(trials, key), inner_ndcg=round(m, 5)) for key, m in means.items()]
+    return dict(_choice(trials, best_key), inner_ndcg=means[best_key],
+                first_stage_inner_ndcg=means[FIRST_STAGE], best_model=_choice(trials, best_model),
+                best_model_inner_ndcg=means[best_model], inner_p_value=p, tried=tried)

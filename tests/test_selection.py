@@ -1,0 +1,81 @@
+"""Settings chosen from the user's data (inner cross-validation), and the recommendation
+that never names a reranker worse than the first stage."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ltr_toolkit.data.svmlight import load_svmlight
+from ltr_toolkit.evaluation.report import compare, recommend
+from ltr_toolkit.pipeline import selection
+
+
+def test_grids_are_sized_to_the_number_of_queries():
+    small, large = selection.grid("lambdamart", 50), selection.grid("lambdamart", 500)
+    assert max(p["depth"] for p in small) < max(p["depth"] for p in large)
+    assert {p["min_child_weight"] for p in small} == {1.0, 10.0}
+    assert len(selection.grid("lambdarank-nn", 50)) < len(selection.grid("lambdarank-nn", 500))
+    assert [p["l2"] for p in selection.grid("linear", 50)] == [0.0, 1e-3, 1e-2]
+
+
+def test_inner_folds_are_balanced_and_seeded():
+    f = selection.inner_folds(10, 3, seed=1)
+    assert sorted(np.bincount(f).tolist()) == [3, 3, 4]
+    assert (f == selection.inner_folds(10, 3, seed=1)).all()
+
+
+def _check_choice(got, n_settings):
+    """The best model of the grid is the one with the best inner NDCG; it is chosen only
+    when it beats keeping the first stage with p < 0.05, else the first stage is kept."""
+    tried = got["tried"]
+    models = [t for t in tried if not t["first_stage"]]
+    assert len(models) == n_settings and len(tried) == n_settings + 1
+    top = max(t["inner_ndcg"] for t in models)
+    assert round(got["best_model_inner_ndcg"], 5) == top
+    assert got["best_model"] in [{k: v for k, v in t.items() if k != "inner_ndcg"}
+                                 for t in models if t["inner_ndcg"] == top]
+    wins = got["best_model_inner_ndcg"] > got["first_stage_inner_ndcg"] and got["inner_p_value"] < 0.05
+    assert got["first_stage"] is (not wins)
+    if wins:
+        assert got["params"] == got["best_model"]["params"]
+    else:
+        assert got["params"] is None and got["inner_ndcg"] == got["first_stage_inner_ndcg"]
+    assert 0 < got["first_stage_inner_ndcg"] < 1
+
+
+def test_select_picks_the_best_inner_setting(mslr_paths):
+    ds = load_svmlight(mslr_paths[0], n_features=136)
+    small = ds.subset(list(range(20)))             # trees: 20 queries keep it quick
+    got = selection.select(small, "lambdamart", k=10, seed=3)
+    _check_choice(got, len(selection.grid("lambdamart", 20)) * len(selection.TREE_COUNTS))
+    got = selection.select(ds, "linear", k=10, seed=3, first_col=0)   # blends too
+    _check_choice(got, len(selection.grid("linear", ds.n_queries)) * (1 + len(selection.BLEND_STEPS)))
+
+
+def test_a_model_that_cannot_beat_the_first_stage_is_not_chosen(mslr_paths):
+    """Labels that follow the row order exactly (the first stage is perfect): no model
+    can beat it, and the first stage is kept."""
+    ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(20)))
+    y = np.concatenate([np.linspace(4, 0, ds.offsets[q + 1] - ds.offsets[q]).round()
+                        for q in range(ds.n_queries)])
+    perfect = type(ds)(X=ds.X, y=y, offsets=ds.offsets, qids=ds.qids)
+    got = selection.select(perfect, "linear", k=10, seed=1)
+    assert got["first_stage"] and got["first_stage_inner_ndcg"] == 1.0
+
+
+def _report(deltas: dict[str, float], n: int = 40, noise: float = 0.05, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.2, 0.6, n)
+    per_query = {"first": {"ndcg@10": base}}
+    for name, d in deltas.items():
+        per_query[name] = {"ndcg@10": base + d + rng.normal(0, noise, n)}
+    return compare(per_query, "first", 10)
+
+
+def test_recommend_keeps_the_first_stage_unless_a_reranker_is_significantly_better():
+    rep = _report({"worse": -0.05, "same": 0.0})
+    rec = recommend(rep)
+    assert rec["deploy"] is None and rec["worse"] == ["worse"] and "keep the first stage" in rec["reason"]
+    rep = _report({"good": 0.03, "better": 0.06, "worse": -0.05})
+    rec = recommend(rep)
+    assert rec["deploy"] == "better" and rec["worse"] == ["worse"]
