@@ -52,6 +52,11 @@ class Split(str, Enum):
     all = "all"
 
 
+class Settings(str, Enum):
+    choose = "choose"
+    defaults = "defaults"
+
+
 class Format(str, Enum):
     ranklib = "ranklib"
     trec = "trec"
@@ -91,7 +96,8 @@ def _global(ctx: typer.Context,
             timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None):
     from .cluster.client import Connection, InsecureTLSWarning
     from .cluster.localnode import running_node
-    _one_line_warnings(InsecureTLSWarning)
+    from .cluster.rerank import RescoreFallbackWarning
+    _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning)
     if not url:                 # no --url / LTR_URL: the local node, when one runs
         node = running_node()
         url = node.url if node else None
@@ -292,6 +298,22 @@ def index_cranfield(ctx: typer.Context,
         raise UserError(f"{res['errors']} documents failed to index")
 
 
+@index_app.command("jsonl")
+def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="One JSON object per line: an id and text fields.")],
+                index: Annotated[str, typer.Option("--index", help="Index name.")],
+                recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False):
+    """Load your own documents into INDEX: every text field analysed for BM25, with
+    FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts (the shipped feature set's shape)."""
+    from .cluster.indexing import index_documents, read_jsonl_documents
+    docs, fields = read_jsonl_documents(path)
+    res = index_documents(_conn(ctx), index, docs, recreate=recreate, fields=fields,
+                          meta=f"jsonl:{path.name}")
+    out.print(f"indexed {res['count']} documents into {index} (fields {', '.join(fields)}) with "
+              f"the {res['analyzer']} analyzer" + (f"; {res['errors']} failed" if res["errors"] else ""))
+    if res["errors"]:
+        raise UserError(f"{res['errors']} documents failed to index")
+
+
 @judgments_app.command("cranfield")
 def judgments_cranfield(output: Annotated[Path, typer.Option("-o", "--output")],
                         split: Annotated[Split, typer.Option("--split")] = Split.all):
@@ -353,7 +375,7 @@ def log_cmd(ctx: typer.Context, judgments: Path,
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
     from .cluster.candidates import candidate_judgments
-    from .cluster.featurelog import log_features, log_incremental
+    from .cluster.featurelog import log_features, log_incremental, query_budget
     from .data.judgments import load_judgments
     _writable(output)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
@@ -361,8 +383,9 @@ def log_cmd(ctx: typer.Context, judgments: Path,
     conn = _ltr_conn(ctx)
     info = None
     if candidates:
+        budget = query_budget(conn, index, jl, featureset, fs_stage, store)
         jl, info = candidate_judgments(conn, index, jl, candidates, fs_stage, unjudged.value,
-                                       judged_outside.value)
+                                       judged_outside.value, max_terms=budget)
         err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
                   f"{info['unjudged']} unjudged{' (grade 0)' if unjudged is Unjudged.zero else ' (dropped)'}, "
                   f"{info['judged_outside']} judged outside the top {candidates} added")
@@ -372,6 +395,9 @@ def log_cmd(ctx: typer.Context, judgments: Path,
                    lambda d, t: update(d, t), fs_stage, info)
     out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
               f"{len(side['missing_docs'])} documents not in {index}")
+    if side.get("fitted_queries"):
+        err.print(f"{side['fitted_queries']} long queries sent as their first "
+                  f"{side['max_query_terms']} distinct words (the cluster's clause limit)")
     for q, d in side["missing_docs"][:10]:
         err.print(f"missing: query {q}, doc {d}")
     for q, why in side.get("failed_queries", []):
@@ -399,6 +425,13 @@ def upload_cmd(ctx: typer.Context, model: Path,
     conn = _ltr_conn(ctx)
     res = upload(conn, art, m, name, fs, store, index, versioned=not exact)
     out.print(f"uploaded {res['name']} ({res['type']}) for feature set {fs}")
+    if art.get("rescore"):
+        r = art["rescore"]
+        out.print(f"serve it with query_weight {r['query_weight']:g}, rescore_query_weight "
+                  f"{r['rescore_query_weight']:.6g} (ltr search --query-weight/--rescore-weight)")
+    if art.get("max_query_terms"):
+        out.print(f"long queries: send at most {art['max_query_terms']} distinct words, as "
+                  "logging did (ltr search --max-terms; ltr_toolkit.data.querytext.fit_keywords)")
     for w in res["warnings"]:
         err.print(f"warning: {w}")
 
@@ -465,8 +498,12 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                window: Annotated[int, typer.Option("--window", min=1, help="Rerank the first stage's top WINDOW (OpenSearch's rescore window: per shard).")] = 100, size: Annotated[int, typer.Option("--size", min=1)] = 10,
                store: StoreOpt = None,
                param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
-               fields: FieldsOpt = None, first_stage: TemplateOpt = None):
-    """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of the hits."""
+               fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+               max_terms: Annotated[Optional[int], typer.Option("--max-terms", min=1, help="Send a long query as its first N distinct words: the model's max_query_terms (`ltr upload` prints it). Default: measured on the cluster.")] = None,
+               query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="The first stage's weight in the rescore (1 for a model blended with it; `ltr upload` prints the model's).")] = 0.0,
+               rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0):
+    """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
+    the hits. When the rescore fails, the first stage's hits, with a warning."""
     from .cluster.rerank import search
     params = {"keywords": text}
     for p in param or []:
@@ -477,7 +514,8 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
     conn = _conn(ctx)
     stage = _first_stage(fields, first_stage)
     stage.check(conn, index)
-    hits = search(conn, index, params, stage, model, size, window, store)
+    hits = search(conn, index, params, stage, model, size, window, store, max_terms,
+                  (query_weight, rescore_weight))
     table = Table("rank", "doc id", "score", "title")
     for h in hits:
         table.add_row(str(h["rank"]), h["id"], f"{h['score']:.4f}", h["title"][:70])
@@ -510,9 +548,15 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
                  plot: Annotated[Optional[Path], typer.Option("--plot", help="Per-query delta chart (PNG).")] = None,
                  fmt: Annotated[Optional[Format], typer.Option("--format", help="Judgment format; guessed from the name when omitted.")] = None,
-                 queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None):
+                 queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None,
+                 settings: Annotated[Optional[Settings], typer.Option("--settings", help="With --cv: choose each algorithm's settings by inner cross-validation on the training folds (choose), or use the library defaults.")] = None,
+                 keep_fold_models: Annotated[bool, typer.Option("--keep-fold-models", help="With --cv: keep the fold models in the store (deleted when the run ends otherwise).")] = False,
+                 deploy: Annotated[Optional[str], typer.Option("--deploy", help="With --cv: train the recommended reranker on all judged queries and upload it as NAME-vN, only if one is recommended.")] = None,
+                 deploy_anyway: Annotated[Optional[Algo], typer.Option("--deploy-anyway", help="With --deploy: upload this algorithm even when it is not recommended.")] = None):
     """Every judged query live: the first stage alone vs each reranker, paired tests.
-    With --cv K: every query reranked by a fold model that never saw it."""
+    With --cv K: every query reranked by a fold model that never saw it, its settings
+    chosen without it; the report ends with what to deploy (or: keep the first stage).
+    Exit 3 when some queries failed (named; the others are evaluated)."""
     from .data.judgments import load_judgments
     from .evaluation.live import evaluate_live
     from .io.atomic import write_json
@@ -520,25 +564,64 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     stage = _first_stage(fields, first_stage)
     conn = _conn(ctx)
+    if (deploy or deploy_anyway or keep_fold_models or settings) and not folds:
+        raise UserError("--settings, --deploy, --deploy-anyway and --keep-fold-models go with --cv")
+    if deploy_anyway and not deploy:
+        raise UserError("--deploy-anyway needs --deploy NAME")
     if folds:
         if not featureset or not algo:
             raise UserError("--cv needs --featureset and at least one --algo")
         if model:
             raise UserError("--cv trains its own fold models: drop --model")
         from .pipeline.crossval import cross_validate
-        report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: {} for a in algo},
+        fixed = {} if settings is Settings.defaults else None
+        report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
                                 workdir, folds, k, window, store, stage, seed,
-                                log=lambda m: err.print(m))
+                                log=lambda m: err.print(m), keep_models=keep_fold_models)
         qids = list(next(iter(report["per_query"].values())))
     else:
         report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage)
     out.print(f"{report['queries']} queries, k={k}" + (f", {report['evaluation']}" if "evaluation" in report else ""))
     out.print(_report_table(report))
+    if "recommendation" in report:
+        out.print(f"recommendation: {report['recommendation']['reason']}")
     if json_out:
         write_json(json_out, report)
     if plot:
         from .evaluation.plots import delta_plot
         delta_plot(report, qids, plot)
+    if deploy:
+        _deploy(ctx, report, workdir, featureset, deploy, store, k, seed, deploy_anyway)
+    _failed_queries(report)
+
+
+def _deploy(ctx, report, workdir, featureset, name, store, k, seed, anyway) -> None:
+    """``ltr evaluate --cv --deploy NAME``: the recommended reranker (or ``anyway``)
+    trained on every judged query and uploaded; nothing uploaded when none is recommended."""
+    from .pipeline.crossval import deploy_recommended
+    rec = report["recommendation"]["deploy"]
+    if rec is None and anyway is None:
+        out.print("nothing uploaded: keep the first stage (--deploy-anyway ALGO overrides)")
+        return
+    done = deploy_recommended(_ltr_conn(ctx), report, workdir, featureset, name, store, k, seed,
+                              algo=anyway.value if anyway else None)
+    if done["name"] is None:
+        out.print(f"nothing uploaded: on all judged queries, {done['algorithm']} does not beat "
+                  "the first stage in inner cross-validation: keep the first stage")
+        return
+    r = done["rescore"]
+    out.print(f"uploaded {done['name']}: {done['algorithm']} trained on all judged queries, "
+              f"{done['settings']}; serve it with query_weight {r['query_weight']:g}, "
+              f"rescore_query_weight {r['rescore_query_weight']:.6g}")
+
+
+def _failed_queries(report: dict) -> None:
+    """Name the queries the cluster rejected (the others were evaluated) and exit 3."""
+    failed = report.get("failed_queries") or []
+    for q, why in failed:
+        err.print(f"failed: query {q}: {why}")
+    if failed:
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 # --------------------------------------------------------------------------- train / predict
@@ -661,6 +744,7 @@ def demo(ctx: typer.Context,
                       recreate=recreate)
     out.print(f"Cranfield: {report['queries']} queries, k={report['k']}, {report['evaluation']}")
     out.print(_report_table(report))
+    out.print(f"recommendation: {report['recommendation']['reason']}")
     if json_out:
         write_json(json_out, report)
     out.print(f"artefacts in {workdir} ({time.monotonic() - t0:.0f}s)")

@@ -1,4 +1,9 @@
-"""Loading a document collection into an index (the bundled Cranfield collection)."""
+"""Loading a document collection into an index: the bundled Cranfield collection, or a
+user's own documents (JSONL, one object per line with an ``id`` and text fields).
+
+Each text field is analysed for BM25 and kept under two more similarities as
+multi-fields (``.lmd``: LM Dirichlet, ``.dfr``: divergence from randomness), with its
+token count in ``<field>_len``: the shape the shipped feature set expects."""
 
 from __future__ import annotations
 
@@ -24,24 +29,27 @@ def pick_analyzer(conn: Connection) -> str:
 CORPUS_VERSION = "cranfield@2"
 
 
-def mapping(analyzer: str) -> dict:
-    """BM25 on the main fields; the same text under other similarities as multi-fields
-    (``.lmd``: LM Dirichlet, ``.dfr``: divergence from randomness), for features."""
+def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CORPUS_VERSION) -> dict:
+    """BM25 on the text fields; the same text under other similarities as multi-fields,
+    and each field's token count. ``fields`` None: Cranfield's (authors and source with
+    the standard analyzer, without multi-fields)."""
     text = {"type": "text", "analyzer": analyzer}
     subs = {"lmd": dict(text, similarity="lmd"), "dfr": dict(text, similarity="dfr")}
+    if fields is None:
+        props = {"title": dict(text, fields={"raw": {"type": "keyword"}, **subs}),
+                 "authors": {"type": "text", "analyzer": "standard"},
+                 "source": {"type": "text", "analyzer": "standard"},
+                 "abstract": dict(text, fields=subs),
+                 "title_len": {"type": "integer"}, "abstract_len": {"type": "integer"}}
+    else:
+        props = {f: dict(text, fields=subs) for f in fields}
+        props.update({f"{f}_len": {"type": "integer"} for f in fields})
     return {"settings": {"number_of_shards": 1, "number_of_replicas": 0,
                          "index": {"similarity": {
                              "lmd": {"type": "LMDirichlet", "mu": 1000},
                              "dfr": {"type": "DFR", "basic_model": "g", "after_effect": "l",
                                      "normalization": "h2"}}}},
-            "mappings": {"_meta": {"corpus": CORPUS_VERSION}, "properties": {
-                "title": dict(text, fields={"raw": {"type": "keyword"}, **subs}),
-                "authors": {"type": "text", "analyzer": "standard"},
-                "source": {"type": "text", "analyzer": "standard"},
-                "abstract": dict(text, fields=subs),
-                "title_len": {"type": "integer"},
-                "abstract_len": {"type": "integer"},
-            }}}
+            "mappings": {"_meta": {"corpus": meta}, "properties": props}}
 
 
 def corpus_version(conn: Connection, index: str) -> str | None:
@@ -54,9 +62,11 @@ def corpus_version(conn: Connection, index: str) -> str | None:
 
 
 def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: str | None = None,
-                    recreate: bool = False) -> dict:
+                    recreate: bool = False, fields: tuple[str, ...] | None = None,
+                    meta: str = CORPUS_VERSION) -> dict:
     """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
-    an error unless ``recreate`` (then it is deleted first). Returns a summary."""
+    an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
+    fields and mapping. Returns a summary."""
     from opensearchpy import helpers
     from ..errors import UserError
     c = conn.client()
@@ -66,15 +76,45 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
             raise UserError(f"index {index} already exists on {conn.display_url}",
                             "pass --recreate to delete and re-create it, or choose another --index")
         call(conn, c.indices.delete, index=index)
-    call(conn, c.indices.create, index=index, body=mapping(analyzer))
+    call(conn, c.indices.create, index=index, body=mapping(analyzer, fields, meta))
+    names = fields or FIELDS
+    lengths = fields or ("title", "abstract")
+
     def source(d):
-        src = {f: d.get(f, "") for f in FIELDS}
+        src = {f: d.get(f, "") or "" for f in names}
         # token counts: query-independent length features
-        src["title_len"] = len(src["title"].split())
-        src["abstract_len"] = len(src["abstract"].split())
+        src.update({f"{f}_len": len(src[f].split()) for f in lengths})
         return src
     actions = ({"_index": index, "_id": d["id"], "_source": source(d)} for d in docs)
     ok, errors = call(conn, helpers.bulk, c, actions, chunk_size=500, raise_on_error=False,
                       refresh="wait_for")
     count = request(conn, "GET", f"/{index}/_count")["count"]
     return {"index": index, "analyzer": analyzer, "indexed": ok, "errors": len(errors), "count": count}
+
+
+def read_jsonl_documents(path) -> tuple[list[dict], tuple[str, ...]]:
+    """(documents, text fields) of a JSONL file: one object per line with a non-empty
+    ``id`` and string fields; the fields are the union of the keys other than ``id``, in
+    order of first appearance. Errors name ``file:line``."""
+    import json
+    from ..errors import InputError
+    from ..io.text import read_text
+    docs, fields = [], {}
+    for i, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError as exc:
+            raise InputError(path, i, f"invalid JSON: {exc}") from None
+        if not isinstance(d, dict) or not str(d.get("id", "")).strip():
+            raise InputError(path, i, 'each line is an object with an "id" and text fields')
+        bad = [k for k, v in d.items() if k != "id" and not isinstance(v, str)]
+        if bad:
+            raise InputError(path, i, f"field {bad[0]!r} is not a string")
+        d["id"] = str(d["id"])
+        fields.update(dict.fromkeys(k for k in d if k != "id"))
+        docs.append(d)
+    if not docs:
+        raise InputError(path, None, "no documents")
+    return docs, tuple(fields)

@@ -7,13 +7,13 @@ grades 1..4, and 0 for -1 (one row per query, undefined by the original readme).
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from ..data.judgments import JudgmentList
+from ..data.smart import records
 
 DATA = Path(__file__).resolve().parent / "cranfield"
 #: The demo's feature set (also at feature_sets/cranfield.json in the source tree).
@@ -22,35 +22,19 @@ SPLIT_SEED = 20261121
 SPLITS = ("train", "valid", "test")
 
 
-def _records(text: str):
-    """Yield (id, {field letter: text}) for `.I n` records with `.X` field markers."""
-    for block in re.split(r"^\.I\s+", text, flags=re.M)[1:]:
-        head, _, rest = block.partition("\n")
-        fields: dict[str, list[str]] = {}
-        current = None
-        for line in rest.splitlines():
-            m = re.match(r"^\.([TAWB])\s*$", line)
-            if m:
-                current = m.group(1)
-                fields.setdefault(current, [])
-            elif current:
-                fields[current].append(line)
-        yield head.strip(), {k: " ".join(" ".join(v).split()) for k, v in fields.items()}
-
-
 @lru_cache(maxsize=1)
 def documents() -> list[dict]:
     text = (DATA / "cran.all.1400").read_text()
     return [{"id": str(int(i)), "title": f.get("T", ""), "authors": f.get("A", ""),
              "source": f.get("B", ""), "abstract": f.get("W", "")}
-            for i, f in _records(text)]
+            for i, f in records(text)]
 
 
 @lru_cache(maxsize=1)
 def queries() -> dict[str, str]:
     """qid -> text; qid is the query's position (1..225), as the qrels number them."""
     text = (DATA / "cran.qry").read_text()
-    return {str(n): f.get("W", "") for n, (_, f) in enumerate(_records(text), start=1)}
+    return {str(n): f.get("W", "") for n, (_, f) in enumerate(records(text), start=1)}
 
 
 def gain(grade: int) -> float:
