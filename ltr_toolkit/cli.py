@@ -282,15 +282,21 @@ def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
 
 # --------------------------------------------------------------------------- collections
 
+ShardsOpt = Annotated[int, typer.Option("--shards", min=1, help="Primary shards of the new index.")]
+ReplicasOpt = Annotated[int, typer.Option("--replicas", min=0, help="Replicas of each shard.")]
+
+
 @index_app.command("cranfield")
 def index_cranfield(ctx: typer.Context,
                     index: Annotated[str, typer.Option("--index", help="Index name.")] = "cranfield",
-                    recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False):
+                    recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
+                    shards: ShardsOpt = 1, replicas: ReplicasOpt = 0):
     """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
     from .cluster.indexing import index_documents
     from .datasets import cranfield
     conn = _conn(ctx)
-    res = index_documents(conn, index, cranfield.documents(), recreate=recreate)
+    res = index_documents(conn, index, cranfield.documents(), recreate=recreate, shards=shards,
+                          replicas=replicas)
     note = "" if res["analyzer"] == "english" else " (the node has no english analyzer)"
     out.print(f"indexed {res['count']} documents into {index} with the {res['analyzer']} analyzer{note}"
               + (f"; {res['errors']} failed" if res["errors"] else ""))
@@ -301,13 +307,14 @@ def index_cranfield(ctx: typer.Context,
 @index_app.command("jsonl")
 def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="One JSON object per line: an id and text fields.")],
                 index: Annotated[str, typer.Option("--index", help="Index name.")],
-                recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False):
+                recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
+                shards: ShardsOpt = 1, replicas: ReplicasOpt = 0):
     """Load your own documents into INDEX: every text field analysed for BM25, with
     FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts (the shipped feature set's shape)."""
     from .cluster.indexing import index_documents, read_jsonl_documents
     docs, fields = read_jsonl_documents(path)
     res = index_documents(_conn(ctx), index, docs, recreate=recreate, fields=fields,
-                          meta=f"jsonl:{path.name}")
+                          meta=f"jsonl:{path.name}", shards=shards, replicas=replicas)
     out.print(f"indexed {res['count']} documents into {index} (fields {', '.join(fields)}) with "
               f"the {res['analyzer']} analyzer" + (f"; {res['errors']} failed" if res["errors"] else ""))
     if res["errors"]:
@@ -495,7 +502,7 @@ def model_prune(ctx: typer.Context, base: Annotated[str, typer.Argument(help="Th
 @app.command("search")
 def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option("--index")] = "cranfield",
                model: Annotated[Optional[str], typer.Option("--model", help="Rerank with this stored model.")] = None,
-               window: Annotated[int, typer.Option("--window", min=1, help="Rerank the first stage's top WINDOW (OpenSearch's rescore window: per shard).")] = 100, size: Annotated[int, typer.Option("--size", min=1)] = 10,
+               window: Annotated[int, typer.Option("--window", min=1, help="Rerank exactly the first stage's global top WINDOW, whatever the number of shards.")] = 100, size: Annotated[int, typer.Option("--size", min=1)] = 10,
                store: StoreOpt = None,
                param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
                fields: FieldsOpt = None, first_stage: TemplateOpt = None,
@@ -537,7 +544,7 @@ def _report_table(report: dict) -> Table:
 def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  index: Annotated[str, typer.Option("--index")] = "cranfield",
                  model: Annotated[Optional[List[str]], typer.Option("--model", help="Stored model(s) to rerank with.")] = None,
-                 k: Annotated[int, typer.Option("--k", min=1)] = 10, window: Annotated[int, typer.Option("--window", min=1, help="Rerank the first stage's top WINDOW (OpenSearch's rescore window: per shard).")] = 100,
+                 k: Annotated[int, typer.Option("--k", min=1)] = 10, window: Annotated[int, typer.Option("--window", min=1, help="Rerank exactly the first stage's global top WINDOW, whatever the number of shards.")] = 100,
                  store: StoreOpt = None,
                  fields: FieldsOpt = None, first_stage: TemplateOpt = None,
                  folds: Annotated[Optional[int], typer.Option("--cv", min=2, help="Cross-validate: K folds over all judged queries; needs --featureset and --algo.")] = None,

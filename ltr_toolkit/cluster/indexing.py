@@ -29,7 +29,8 @@ def pick_analyzer(conn: Connection) -> str:
 CORPUS_VERSION = "cranfield@2"
 
 
-def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CORPUS_VERSION) -> dict:
+def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CORPUS_VERSION,
+            shards: int = 1, replicas: int = 0) -> dict:
     """BM25 on the text fields; the same text under other similarities as multi-fields,
     and each field's token count. ``fields`` None: Cranfield's (authors and source with
     the standard analyzer, without multi-fields)."""
@@ -44,7 +45,7 @@ def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CO
     else:
         props = {f: dict(text, fields=subs) for f in fields}
         props.update({f"{f}_len": {"type": "integer"} for f in fields})
-    return {"settings": {"number_of_shards": 1, "number_of_replicas": 0,
+    return {"settings": {"number_of_shards": int(shards), "number_of_replicas": int(replicas),
                          "index": {"similarity": {
                              "lmd": {"type": "LMDirichlet", "mu": 1000},
                              "dfr": {"type": "DFR", "basic_model": "g", "after_effect": "l",
@@ -63,7 +64,7 @@ def corpus_version(conn: Connection, index: str) -> str | None:
 
 def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: str | None = None,
                     recreate: bool = False, fields: tuple[str, ...] | None = None,
-                    meta: str = CORPUS_VERSION) -> dict:
+                    meta: str = CORPUS_VERSION, shards: int = 1, replicas: int = 0) -> dict:
     """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
     an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
     fields and mapping. Returns a summary."""
@@ -76,7 +77,7 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
             raise UserError(f"index {index} already exists on {conn.display_url}",
                             "pass --recreate to delete and re-create it, or choose another --index")
         call(conn, c.indices.delete, index=index)
-    call(conn, c.indices.create, index=index, body=mapping(analyzer, fields, meta))
+    call(conn, c.indices.create, index=index, body=mapping(analyzer, fields, meta, shards, replicas))
     names = fields or FIELDS
     lengths = fields or ("title", "abstract")
 

@@ -1,9 +1,19 @@
 """First-stage retrieval and second-stage ``sltr`` rescoring.
 
-The integration point for users' own search code is :func:`rescore_clause`: put it under
-``"rescore"`` in any search body, with the model's parameters (``keywords``, any
-per-query parameters, and — when its feature set uses them — the first stage's top ids,
-see ``params``).
+What is reranked is exactly what the model was trained on: the first stage's global top
+``window`` (the logged candidates are the global top K). OpenSearch's rescore window
+counts per shard, so on S shards a plain rescore would rerank up to S x window documents,
+most of which training never saw. The toolkit therefore serves in two requests: the first
+stage's top ``window`` ids, then the first stage restricted to those ids (an ``ids``
+filter: it does not change their scores) with the rescore over all of them. Both requests,
+and logging, run with OpenSearch's default ``query_then_fetch``: shard-local term
+statistics. (The plugin's feature logging ignores ``dfs_query_then_fetch``, so serving with
+dfs would score features with other statistics than the model was trained on.)
+
+The integration point for users' own search code is :func:`rescore_clause` with
+:func:`restrict_to`: put them in any search body, with the model's parameters
+(``keywords``, any per-query parameters, and — when its feature set uses them — the
+first stage's top ids, see ``params``).
 """
 
 from __future__ import annotations
@@ -17,8 +27,8 @@ from .firststage import DEFAULT_FIELDS, FirstStage
 from .params import derived_depth, model_params, thread_safe, with_first_stage_ids
 from .store import sltr
 
-__all__ = ["DEFAULT_FIELDS", "FirstStage", "rescore_clause", "search_body", "search",
-           "msearch_ids", "rerank_ids"]
+__all__ = ["DEFAULT_FIELDS", "FirstStage", "rescore_clause", "restrict_to", "search_body",
+           "search", "msearch_ids", "rerank_ids"]
 
 
 def rescore_clause(model: str, params: dict, window: int = 100, query_weight: float = 0.0,
@@ -28,8 +38,9 @@ def rescore_clause(model: str, params: dict, window: int = 100, query_weight: fl
     first stage with an LTR model. With ``query_weight`` 0 the model's score alone orders
     the window (the usual LTR setting); documents below the window keep their first-stage
     order after it. OpenSearch applies ``window_size`` per shard: on an index of S shards,
-    each shard's top ``window`` is rescored (up to S x window documents), while logged
-    candidates (``--candidates K``) are the global top K; on one shard they are the same."""
+    each shard's top ``window`` is rescored (up to S x window documents); with the query
+    restricted to the first stage's global top ids (:func:`restrict_to`) and ``window``
+    their number, exactly those are reranked, as the toolkit does."""
     return {"window_size": int(window),
             "query": {"rescore_query": sltr(params, model=model, store=store,
                                             active_features=active_features),
@@ -41,14 +52,23 @@ def rescore_clause(model: str, params: dict, window: int = 100, query_weight: fl
 MODEL_ONLY = (0.0, 1.0)
 
 
+def restrict_to(query: dict, ids: list[str]) -> dict:
+    """``query`` limited to the documents ``ids`` (a filter: their scores are unchanged)."""
+    return {"bool": {"must": [query], "filter": [{"ids": {"values": list(ids)}}]}}
+
+
 def search_body(first_stage: FirstStage, params: dict, model: str | None = None, size: int = 10,
                 window: int = 100, store: str | None = None, model_params: dict | None = None,
-                source=("title",), weights=MODEL_ONLY) -> dict:
+                source=("title",), weights=MODEL_ONLY, top_ids: list[str] | None = None) -> dict:
     """``weights``: (query_weight, rescore_query_weight) of the rescore: the model alone
     (:data:`MODEL_ONLY`), or blended with the first stage's score (``(1, beta)``, as
-    chosen in cross-validation and recorded in the model artifact's ``rescore``)."""
-    body = {"query": first_stage.query(params), "size": int(size),
-            "_source": list(source) if source else False}
+    chosen in cross-validation and recorded in the model artifact's ``rescore``).
+    ``top_ids``: the first stage's global top ``window`` ids: with a model, exactly they
+    are reranked (see the module docstring)."""
+    query = first_stage.query(params)
+    if model and top_ids is not None:
+        query, window = restrict_to(query, top_ids), max(1, len(top_ids))
+    body = {"query": query, "size": int(size), "_source": list(source) if source else False}
     if model:
         body["rescore"] = rescore_clause(model, model_params or params, window, *weights,
                                          store=store)
@@ -78,14 +98,15 @@ def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stag
                 model: str | None = None, size: int = 10, window: int = 100,
                 store: str | None = None, batch: int = 50,
                 model_param_list: list[dict] | None = None, max_terms: int | None = None,
-                failures: dict | None = None, weights=MODEL_ONLY) -> list[list[str] | None]:
+                failures: dict | None = None, weights=MODEL_ONLY,
+                top_ids: list[list[str]] | None = None) -> list[list[str] | None]:
     """Ranked doc ids for many queries, ``batch`` queries per ``_msearch`` round trip (run
     one at a time by the node for models that are not thread-safe in the plugin).
     ``max_terms``: long queries fitted to the cluster's clause budget
     (:mod:`ltr_toolkit.data.querytext`). ``failures``: see :func:`_msearch`."""
     bodies = [search_body(first_stage, fit_params(p, max_terms), model, size, window, store,
                           fit_params(model_param_list[i], max_terms) if model_param_list else None,
-                          source=None, weights=weights)
+                          source=None, weights=weights, top_ids=top_ids[i] if top_ids else None)
               for i, p in enumerate(param_list)]
     concurrency = None if not model or thread_safe(conn, model, store) else 1
     return [None if r is None else [h["_id"] for h in r["hits"]["hits"]]
@@ -117,15 +138,20 @@ def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage
                batch: int = 50, first_ids: list[list[str]] | None = None,
                max_terms: int | None = None, fallbacks: dict | None = None,
                weights=MODEL_ONLY) -> list[list[str]]:
-    """Reranked doc ids: the first stage, then the ``sltr`` rescore of its top ``window``.
+    """Reranked doc ids: the first stage's global top ``window`` (``first_ids``, fetched
+    with at least that size, else fetched here), reordered by the ``sltr`` rescore.
     A query whose rescore the cluster rejects gets its first stage's ids (a
     :class:`RescoreFallbackWarning`; recorded in ``fallbacks``, position -> reason):
     reranking never turns a first-stage result into an error."""
+    if first_ids is None:
+        depth = max(window, derived_depth(model_params(conn, model, store)))
+        first_ids = msearch_ids(conn, index, param_list, first_stage, None, depth, depth, store,
+                                batch, max_terms=max_terms)
     mp = serving_params(conn, index, param_list, first_stage, model, store, batch, first_ids,
                         max_terms)
     failed: dict[int, str] = {}
     ranked = msearch_ids(conn, index, param_list, first_stage, model, size, window, store, batch,
-                         mp, max_terms, failed, weights)
+                         mp, max_terms, failed, weights, [ids[:window] for ids in first_ids])
     if failed:
         plain = msearch_ids(conn, index, [param_list[i] for i in failed], first_stage, None,
                             size, window, store, batch, max_terms=max_terms)
@@ -146,14 +172,21 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
     """Hits as dicts: rank, id, score, title (one query; two round trips when the model
     needs the first stage's ids). A long query is fitted to the cluster's clause budget
     (measured once per process when ``max_terms`` is None). When the rescore fails, the
-    first stage's hits are returned with a :class:`RescoreFallbackWarning`."""
+    first stage's hits are returned with a :class:`RescoreFallbackWarning`. With a model,
+    two round trips: the first stage's top ``window`` ids, then exactly those reranked."""
     first_stage = first_stage or FirstStage.from_fields()
     if max_terms is None:
         from .clauses import term_budget
         max_terms = term_budget(conn, index, first_stage, params, model=model, store=store)
     params = fit_params(params, max_terms)
-    mp = serving_params(conn, index, [params], first_stage, model, store)[0] if model else None
-    body = search_body(first_stage, params, model, size, window, store, mp, weights=weights)
+    mp, top = None, None
+    if model:
+        depth = max(window, derived_depth(model_params(conn, model, store)))
+        top = msearch_ids(conn, index, [params], first_stage, None, depth, depth, store)[0]
+        mp = serving_params(conn, index, [params], first_stage, model, store, first_ids=[top])[0]
+        top = top[:window]
+    body = search_body(first_stage, params, model, size, window, store, mp, weights=weights,
+                       top_ids=top)
     try:
         resp = call(conn, conn.client().search, index=index, body=body, store=store)
     except ClusterError as exc:

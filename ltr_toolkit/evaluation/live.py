@@ -28,7 +28,7 @@ def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None =
     budget = min([term_budget(conn, index, first_stage, sample, model=m, store=store)
                   for m in models or [None]])
     failed: dict[int, str] = {}
-    first = msearch_ids(conn, index, param_list, first_stage, None, max(size, depth), window, store,
+    first = msearch_ids(conn, index, param_list, first_stage, None, max(size, depth, window), window, store,
                         max_terms=budget, failures=failed)
     keep = [i for i in range(len(qids)) if i not in failed]
     qids, param_list, first = [qids[i] for i in keep], [param_list[i] for i in keep], [first[i] for i in keep]

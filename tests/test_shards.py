@@ -1,0 +1,77 @@
+"""Serving reranks exactly what the model was trained on, whatever the number of shards:
+the first stage's global top `window`, as logged. On a 3-shard index OpenSearch's own
+rescore window counts per shard (a plain rescore reranks up to 3 x window documents); the
+toolkit's rerank returns exactly the global top window's documents, in the order of the
+scores `ltr predict` computes from the logged features. Live, on the real plugin."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
+
+WINDOW = 20
+QIDS = ["1", "2", "4", "8", "9", "10", "12", "13"]
+
+
+@pytest.fixture(scope="module")
+def sharded(ltr_cluster, tmp_path_factory):
+    from conftest import run_cli
+    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.data.featuresets import load_featureset
+    from ltr_toolkit.data.judgments import save_ranklib
+    from ltr_toolkit.datasets import cranfield
+    conn = ltr_cluster.conn()
+    index_documents(conn, "cran-3-shards", cranfield.documents(), recreate=True, shards=3)
+    st.init_store(conn, None)
+    fs, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.FEATURE_SET))
+    d = tmp_path_factory.mktemp("shards")
+    save_ranklib(cranfield.judgments().subset(QIDS), d / "j.txt")
+    url = ltr_cluster.url
+    for args in (("--url", url, "log", str(d / "j.txt"), "--featureset", fs, "--index",
+                  "cran-3-shards", "--candidates", str(WINDOW), "-o", str(d / "c.txt")),
+                 ("train", str(d / "c.txt"), "--algo", "lambdamart", "--trees", "20", "--depth", "3",
+                  "-o", str(d / "m.json")),
+                 ("predict", str(d / "m.json"), str(d / "c.txt"), "-o", str(d / "s.txt")),
+                 ("--url", url, "upload", str(d / "m.json"), "--name", "shards", "--featureset", fs)):
+        r = run_cli(*args)
+        assert r.returncode == 0, r.stderr
+    model = r.stdout.split("uploaded ")[1].split()[0]
+    yield conn, d, model
+    conn.client().indices.delete(index="cran-3-shards", ignore_unavailable=True)
+
+
+def test_rerank_returns_exactly_the_global_top_window_in_the_models_order(sharded):
+    from ltr_toolkit.cluster.firststage import FirstStage
+    from ltr_toolkit.cluster.rerank import msearch_ids, rerank_ids, search_body, serving_params
+    from ltr_toolkit.datasets import cranfield
+    conn, d, model = sharded
+    jl = cranfield.judgments()
+    params = [jl.query_params(q) for q in QIDS]
+    stage = FirstStage.from_fields()
+    first = msearch_ids(conn, "cran-3-shards", params, stage, None, WINDOW, WINDOW)
+    ranked = rerank_ids(conn, "cran-3-shards", params, stage, model, WINDOW, WINDOW)
+    # logged candidates (the global top WINDOW) and `ltr predict`'s scores of them
+    rows = [ln.split("#")[0].split()[1][4:] + " " + ln.split("#")[1].strip()
+            for ln in (d / "c.txt").read_text().splitlines()]
+    scores = dict(zip(rows, np.loadtxt(d / "s.txt")))
+    plain_differs = 0
+    for q, top, got in zip(QIDS, first, ranked):
+        assert sorted(got) == sorted(top), q           # exactly the global top window
+        local = sorted(top, key=lambda doc: -scores[f"{q} {doc}"])
+        s = [scores[f"{q} {doc}"] for doc in got]
+        assert all(a >= b - 1e-4 for a, b in zip(s, s[1:])), (q, got, local)
+        # OpenSearch's own window (per shard) reranks other documents than training saw
+        mp = serving_params(conn, "cran-3-shards", [jl.query_params(q)], stage, model,
+                            first_ids=[top])[0]
+        body = search_body(stage, jl.query_params(q), model, WINDOW, WINDOW, model_params=mp,
+                           source=None)
+        hits = conn.client().search(index="cran-3-shards", body=body)["hits"]["hits"]
+        plain_differs += sorted(h["_id"] for h in hits) != sorted(top)
+    assert plain_differs > 0
+    sidecar = json.loads((d / "c.txt.json").read_text())
+    assert sidecar["candidates"]["k"] == WINDOW
