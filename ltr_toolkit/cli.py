@@ -161,10 +161,18 @@ def _ltr_conn(ctx: typer.Context):
 # --------------------------------------------------------------------------- cluster
 
 @cluster_app.command("start")
-def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start plain OpenSearch when the LTR plugin cannot be provisioned (diagnostics only).")] = False):
-    """Provision (cached) and start a single local node; return when it is healthy."""
+def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start plain OpenSearch when the LTR plugin cannot be provisioned (diagnostics only).")] = False,
+                  nodes: Annotated[int, typer.Option("--nodes", min=1, help="Start a cluster of N local nodes (each 512 MiB heap).")] = 1):
+    """Provision (cached) and start a local node, or a cluster of N nodes; return when it
+    is healthy."""
     from .cluster import localnode
     t0 = time.monotonic()
+    if nodes > 1:
+        from .cluster.localcluster import start_cluster
+        started = start_cluster(nodes, require_plugin=not no_ltr, log=lambda m: err.print(m))
+        out.print(f"{nodes} nodes healthy at {', '.join(s.url for s in started)} (pids "
+                  f"{', '.join(str(s.pid) for s in started)}) in {time.monotonic() - t0:.1f}s")
+        return
     info, started = localnode.start(require_plugin=not no_ltr,
                                     log=lambda m: err.print(m))
     if not started:
@@ -177,10 +185,14 @@ def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start p
 
 @cluster_app.command("stop")
 def cluster_stop():
-    """Stop the node `ltr cluster start` started (by its pid)."""
+    """Stop the node(s) `ltr cluster start` started (by their pids)."""
     from .cluster import localnode
+    from .cluster.localcluster import stop_all
+    many = stop_all()
     info = localnode.stop()
-    if info is None:
+    if many:
+        out.print(f"stopped pids {', '.join(str(n.pid) for n in many)}")
+    elif info is None:
         out.print("no local node runs")
     else:
         out.print(f"stopped pid {info.pid} ({info.url})")

@@ -322,6 +322,17 @@ def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25,
 _STATS_LOCK = threading.Lock()
 
 
+def _partial_as_error(item: dict) -> dict:
+    """An answer some shards failed to give (e.g. a node died under it) is not a result:
+    it becomes a 503 item, retried like an overloaded node's answer."""
+    shards = item.get("_shards") or {}
+    if "error" in item or not shards.get("failed"):
+        return item
+    reasons = [f.get("reason", {}).get("type", "?") for f in shards.get("failures", [])]
+    return {"status": 503, "error": {"type": "partial_results", "reason":
+            f"{shards['failed']} of {shards.get('total', '?')} shards failed ({', '.join(reasons[:3])})"}}
+
+
 def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int = 8,
                   base: float = 0.25, stats: dict | None = None,
                   concurrency: int | None = None, budget: float = RETRY_BUDGET) -> list[dict]:
@@ -342,6 +353,7 @@ def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int
         params = {"max_concurrent_searches": concurrency} if concurrency else None
         resp = _with_retries(conn, lambda: c.msearch(body=lines, params=params),
                              budget=max(0.0, deadline - time.monotonic()))["responses"]
+        resp = [_partial_as_error(item) for item in resp]
         again = [i for i, item in zip(pending, resp)
                  if "error" in item and _transient(item.get("status"))]
         for i, item in zip(pending, resp):

@@ -46,8 +46,11 @@ a latest snapshot without its sidecar is not used as a base (the run logs everyt
 The job file is read by :mod:`.jobfile`; the output directory (lock, snapshots,
 ``latest``, retention) is :mod:`.snapshots`.
 
-Exit codes: 0 complete, 3 partial (queries failed; listed in the manifest), 2 user error,
-1 unexpected.
+Before any work the index's health is read: red (a shard has no copy) is a one-line
+error, exit 2; yellow (replicas missing) a one-line warning, and the run goes on.
+
+Exit codes: 0 complete, 3 partial (queries failed; listed in the manifest), 2 user error
+(a red index among them), 1 unexpected.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ def run_job(job: Job, conn, log=lambda msg: None) -> dict:
             manifest.update(snapshot=str(done), pruned=prune(directory, job.keep))
             shutil.rmtree(work)
             return manifest
+        index_health(conn, job.index, log)
         jl, info, stage_fs = _inputs(job, conn, work)
         t_log = time.monotonic()
         side = _log(job, conn, work, jl, info, stage_fs, log)
@@ -95,6 +99,24 @@ def run_job(job: Job, conn, log=lambda msg: None) -> dict:
         log(f"published {final.name}: {side['rows']} rows, {len(side['missing_docs'])} missing docs, "
             f"{len(side.get('failed_queries', []))} failed queries")
         return manifest
+
+
+def index_health(conn, index: str, log) -> str:
+    """The index's health: red (a shard has no copy: its documents cannot be logged) is
+    a one-line error, exit 2, before any work; yellow (replicas missing) is a one-line
+    warning and the run goes on with the copies there are."""
+    from ..errors import ClusterError
+    from .client import request
+    h = request(conn, "GET", f"/_cluster/health/{index}")
+    status = h.get("status")
+    if status == "red":
+        raise ClusterError(f"index {index} is red on {conn.display_url}: a shard has no copy "
+                           f"({h.get('unassigned_shards', '?')} shard copies unassigned)",
+                           "wait until the cluster has recovered (GET _cluster/health), then run the job again")
+    if status == "yellow":
+        log(f"warning: index {index} is yellow on {conn.display_url} "
+            f"({h.get('unassigned_shards', '?')} replica copies unassigned): logging goes on")
+    return status
 
 
 def _run_record(work: Path, log) -> dict:

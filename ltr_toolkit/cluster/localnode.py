@@ -387,41 +387,18 @@ def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: N
         for d in (data, logs):
             d.mkdir(parents=True, exist_ok=True)
             _chown_tree(d)
-        pidfile = root / "run" / "opensearch.pid"
-        pidfile.parent.mkdir(parents=True, exist_ok=True)
-        pidfile.unlink(missing_ok=True)
-        _chown_tree(pidfile.parent)
         port, tport = _free_port(), _free_port()
-        env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(inst.java.home),
-                   OPENSEARCH_JAVA_OPTS=f"-Xms{HEAP} -Xmx{HEAP}")
-        env.pop("JAVA_TOOL_OPTIONS", None)
-        settings = {
+        deadline = time.monotonic() + timeout
+        pid = launch(inst, root / "run" / "opensearch.pid", logs, deadline, {
             "discovery.type": "single-node",
-            "network.host": "127.0.0.1",
             "http.port": str(port),
             "transport.port": str(tport),
             "path.data": str(data),
             "path.logs": str(logs),
             "cluster.name": "ltr-toolkit",
             "node.name": "ltr-toolkit-local",
-            "cluster.routing.allocation.disk.threshold_enabled": "false",
             **{k: str(v) for k, v in (settings or {}).items()},
-        }
-        cmd = _run_as() + [str(inst.home / "bin" / "opensearch"), "-d", "-p", str(pidfile)]
-        for k, v in settings.items():
-            cmd += ["-E", f"{k}={v}"]
-        console = logs / "console.log"
-        with open(console, "w") as out:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                  cwd=str(inst.home), start_new_session=True)
-        if proc.returncode != 0:
-            raise ClusterError(f"OpenSearch failed to start: {_tail(console)}",
-                               f"see {logs}")
-        deadline = time.monotonic() + timeout
-        pid = _read_pid(pidfile, str(inst.home), deadline)
-        if pid is None:
-            raise ClusterError(f"OpenSearch wrote no pid file within {timeout:.0f}s",
-                               f"see {logs}")
+        })
         url = f"http://127.0.0.1:{port}"
         info = NodeInfo(pid=pid, url=url, port=port, home=str(inst.home),
                         version=versions.OPENSEARCH_VERSION, plugin=inst.plugin)
@@ -433,6 +410,32 @@ def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: N
             stop()
             raise
         return info, True
+
+
+def launch(inst: Install, pidfile: Path, logs: Path, deadline: float, settings: dict) -> int:
+    """Start one OpenSearch process of ``inst`` with ``settings`` (``-E``) on 127.0.0.1,
+    as the unprivileged user, daemonised; returns its pid once it has written it."""
+    pidfile.parent.mkdir(parents=True, exist_ok=True)
+    pidfile.unlink(missing_ok=True)
+    _chown_tree(pidfile.parent)
+    env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(inst.java.home),
+               OPENSEARCH_JAVA_OPTS=f"-Xms{HEAP} -Xmx{HEAP}")
+    env.pop("JAVA_TOOL_OPTIONS", None)
+    settings = {"network.host": "127.0.0.1",
+                "cluster.routing.allocation.disk.threshold_enabled": "false", **settings}
+    cmd = _run_as() + [str(inst.home / "bin" / "opensearch"), "-d", "-p", str(pidfile)]
+    for k, v in settings.items():
+        cmd += ["-E", f"{k}={v}"]
+    console = logs / "console.log"
+    with open(console, "w") as out:
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                              cwd=str(inst.home), start_new_session=True)
+    if proc.returncode != 0:
+        raise ClusterError(f"OpenSearch failed to start: {_tail(console)}", f"see {logs}")
+    pid = _read_pid(pidfile, str(inst.home), deadline)
+    if pid is None:
+        raise ClusterError("OpenSearch wrote no pid file in time", f"see {logs}")
+    return pid
 
 
 def _read_pid(pidfile: Path, home: str, deadline: float) -> int | None:
