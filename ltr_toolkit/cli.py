@@ -523,7 +523,7 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0):
     """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
     the hits. When the rescore fails, the first stage's hits, with a warning."""
-    from .cluster.rerank import search
+    from .cluster.serving import Serving
     params = {"keywords": text}
     for p in param or []:
         name, eq, value = p.partition("=")
@@ -533,8 +533,8 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
     conn = _conn(ctx)
     stage = _first_stage(fields, first_stage)
     stage.check(conn, index)
-    hits = search(conn, index, params, stage, model, size, window, store, max_terms,
-                  (query_weight, rescore_weight))
+    serving = Serving(index, stage, window, store, max_terms, model, (query_weight, rescore_weight))
+    hits = serving.search(conn, params, size)
     table = Table("rank", "doc id", "score", "title")
     for h in hits:
         table.add_row(str(h["rank"]), h["id"], f"{h['score']:.4f}", h["title"][:70])

@@ -47,21 +47,27 @@ def sharded(ltr_cluster, tmp_path_factory):
 
 def test_rerank_returns_exactly_the_global_top_window_in_the_models_order(sharded):
     from ltr_toolkit.cluster.firststage import FirstStage
-    from ltr_toolkit.cluster.rerank import msearch_ids, rerank_ids, search_body, serving_params
+    from ltr_toolkit.cluster.rerank import search_body, serving_params
+    from ltr_toolkit.cluster.serving import Serving
     from ltr_toolkit.datasets import cranfield
     conn, d, model = sharded
     jl = cranfield.judgments()
     params = [jl.query_params(q) for q in QIDS]
     stage = FirstStage.from_fields()
-    first = msearch_ids(conn, "cran-3-shards", params, stage, None, WINDOW, WINDOW)
-    ranked = rerank_ids(conn, "cran-3-shards", params, stage, model, WINDOW, WINDOW)
+    serving = Serving("cran-3-shards", stage, WINDOW)
+    first = serving.first_ids(conn, params)
+    ranked = serving.for_model(model).rerank(conn, params, WINDOW)
     # logged candidates (the global top WINDOW) and `ltr predict`'s scores of them
     rows = [ln.split("#")[0].split()[1][4:] + " " + ln.split("#")[1].strip()
             for ln in (d / "c.txt").read_text().splitlines()]
     scores = dict(zip(rows, np.loadtxt(d / "s.txt")))
+    logged = {}
+    for row in rows:
+        q, doc = row.split()
+        logged.setdefault(q, []).append(doc)
     plain_differs = 0
     for q, top, got in zip(QIDS, first, ranked):
-        assert sorted(got) == sorted(top), q           # exactly the global top window
+        assert sorted(got) == sorted(top) == sorted(logged[q]), q   # exactly what was logged
         local = sorted(top, key=lambda doc: -scores[f"{q} {doc}"])
         s = [scores[f"{q} {doc}"] for doc in got]
         assert all(a >= b - 1e-4 for a, b in zip(s, s[1:])), (q, got, local)
@@ -75,3 +81,5 @@ def test_rerank_returns_exactly_the_global_top_window_in_the_models_order(sharde
     assert plain_differs > 0
     sidecar = json.loads((d / "c.txt.json").read_text())
     assert sidecar["candidates"]["k"] == WINDOW
+    hits = serving.for_model(model).search(conn, jl.query_params(QIDS[0]), 5)   # ltr search's path
+    assert [h["id"] for h in hits] == ranked[0][:5]

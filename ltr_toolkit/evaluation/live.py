@@ -13,38 +13,38 @@ def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None =
     """Run every judged query live: the first stage alone, then each model reranking its
     top ``window``; returns (report, per-query metrics, qids)."""
     from ..cluster.clauses import term_budget
-    from ..data.querytext import distinct_words
     from ..cluster.firststage import FirstStage
     from ..cluster.params import derived_depth, model_params
-    from ..cluster.rerank import msearch_ids, rerank_ids
+    from ..cluster.serving import Serving
+    from ..data.querytext import distinct_words
     first_stage = first_stage or FirstStage.from_fields()
     first_stage.check(conn, index)
-    qids = jl.judged_qids()
-    param_list = [jl.query_params(q) for q in qids]
+    all_qids = jl.judged_qids()
+    param_list = [jl.query_params(q) for q in all_qids]
     depth = max([derived_depth(model_params(conn, m, store)) for m in models or []], default=0)
     size = max(k, 10)
     # one clause budget for every system: they all rerank the same first-stage results
     sample = max(param_list, key=lambda p: len(distinct_words(p["keywords"])), default={})
     budget = min([term_budget(conn, index, first_stage, sample, model=m, store=store)
                   for m in models or [None]])
+    serving = Serving(index, first_stage, window, store, budget)
     failed: dict[int, str] = {}
-    first = msearch_ids(conn, index, param_list, first_stage, None, max(size, depth, window), window, store,
-                        max_terms=budget, failures=failed)
-    keep = [i for i in range(len(qids)) if i not in failed]
-    qids, param_list, first = [qids[i] for i in keep], [param_list[i] for i in keep], [first[i] for i in keep]
+    first = serving.first_ids(conn, param_list, depth=max(size, depth), failures=failed)
+    keep = [i for i in range(len(all_qids)) if i not in failed]
+    qids, param_list, first = [all_qids[i] for i in keep], [param_list[i] for i in keep], [first[i] for i in keep]
     per_query = {baseline_name: run_metrics(first, qids, jl, k)}
     fallbacks: dict[str, list[str]] = {}
     for m in models or []:
         fell: dict[int, str] = {}
-        ranked = rerank_ids(conn, index, param_list, first_stage, m, size, window, store,
-                            first_ids=first, max_terms=budget, fallbacks=fell)
+        ranked = serving.for_model(m).rerank(conn, param_list, size, first_ids=first, fallbacks=fell)
         fallbacks[m] = [qids[i] for i in fell]
         per_query[m] = run_metrics(ranked, qids, jl, k)
     report = compare(per_query, baseline_name, k)
     report["first_stage"] = first_stage.to_dict()
     report["window"] = window
     report["max_query_terms"] = budget
-    report["failed_queries"] = [[jl.judged_qids()[i], why] for i, why in sorted(failed.items())]
+    report["failed_queries"] = [[all_qids[i], why] for i, why in sorted(failed.items())]
+    report["serving"] = serving.to_dict()
     report["rescore_fallbacks"] = fallbacks
     report["per_query"] = per_query_json(per_query, qids)
     return report, per_query, qids

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cluster.candidates import candidate_judgments
-from ..cluster.featurelog import log_features, query_budget
+from ..cluster.featurelog import query_budget
 from ..cluster.firststage import FirstStage
 from ..cluster.model_store import delete_model, upload
-from ..cluster.rerank import MODEL_ONLY, msearch_ids, rerank_ids
+from ..cluster.rerank import MODEL_ONLY
+from ..cluster.serving import Serving
 from ..cluster.store import get_featureset
 from ..data.judgments import JudgmentList
 from ..data.svmlight import load_logged
@@ -82,20 +82,20 @@ def _weights(art: dict) -> tuple[float, float]:
     return (float(r.get("query_weight", MODEL_ONLY[0])), float(r.get("rescore_query_weight", MODEL_ONLY[1])))
 
 
-def log_candidates(conn, index: str, jl: JudgmentList, featureset: str, workdir: Path,
-                   window: int, store, first_stage: FirstStage, log) -> tuple:
-    """(dataset, sidecar, candidates info, failed queries) of the first stage's top
-    ``window`` per judged query, logged into ``workdir/candidates.txt``."""
-    budget = query_budget(conn, index, jl, featureset, first_stage, store)
-    cands, info = candidate_judgments(conn, index, jl, window, first_stage, max_terms=budget)
+def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, workdir: Path,
+                   log) -> tuple:
+    """(dataset, sidecar, serving with the measured long-query budget, failed queries)
+    of the first stage's top ``window`` per judged query, logged into
+    ``workdir/candidates.txt``."""
+    budget = query_budget(conn, serving.index, jl, featureset, serving.first_stage, serving.store)
+    serving = serving.with_budget(budget)
     data = workdir / "candidates.txt"
-    side = log_features(conn, cands, featureset, index, data, store, first_stage=first_stage,
-                        candidates=info, max_terms=budget)
+    side, info = serving.log_candidates(conn, jl, featureset, data)
     log(f"logged {side['rows']} candidate rows for {info['queries']} queries "
         f"({info['judged']} judged, {info['unjudged']} unjudged as 0)"
         + (f"; {side['fitted_queries']} long queries sent as their first {budget} distinct words"
            if side.get("fitted_queries") else ""))
-    return load_logged(data), side, info, dict(side["failed_queries"])
+    return load_logged(data), side, serving, dict(side["failed_queries"])
 
 
 def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: dict[str, dict | None],
@@ -112,48 +112,21 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         check_algorithm(algo)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    first_stage = first_stage or FirstStage.from_fields()
-    ds, side, info, failed = log_candidates(conn, index, jl, featureset, workdir, window,
-                                            store, first_stage, log)
+    serving = Serving(index, first_stage or FirstStage.from_fields(), window, store)
+    ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
     qids = [q for q in jl.judged_qids() if q not in failed]
     if len(qids) < folds:
         raise UserError(f"{len(qids)} usable queries for {folds} folds", "judge more queries")
-    params = [jl.query_params(q) for q in qids]
-    budget = side.get("max_query_terms")
-    first = msearch_ids(conn, index, params, first_stage, None, max(k, 10, window), window, store,
-                        max_terms=budget)
-    per_query = {baseline_name: run_metrics(first, qids, jl, k)}
-    models: dict[str, list[str]] = {a: [] for a in algos}
-    chosen: dict[str, list[dict]] = {a: [] for a in algos}
-    fallbacks: dict[str, list[str]] = {}
-    where = fold_of(qids, folds, seed)
-    first_col = first_stage.feature_column(get_featureset(conn, featureset, store) or {})
+    run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
+               folds, name_prefix, str(workdir))
+    per_query = {baseline_name: run_metrics(run.first, qids, jl, k)}
     try:
         for algo, fixed in algos.items():
-            ranked: list[list[str]] = [list(ids) for ids in first]
-            for f in range(folds):
-                train_q = {q for q in qids if where[q] != f}
-                art = fit_chosen(_subset(ds, train_q), algo, k, seed + f, fixed, str(workdir),
-                                 first_col)
-                chosen[algo].append(_summary(art, fixed))
-                if art["model"] is None:            # the first stage kept: nothing to rerank
-                    continue
-                name = upload(conn, art, model_from_artifact(art), f"{name_prefix}-{algo}-f{f}",
-                              featureset, store)["name"]
-                models[algo].append(name)
-                idx = [i for i, q in enumerate(qids) if where[q] == f]
-                fell: dict[int, str] = {}
-                got = rerank_ids(conn, index, [params[i] for i in idx], first_stage, name,
-                                 max(k, 10), window, store, first_ids=[first[i] for i in idx],
-                                 max_terms=budget, fallbacks=fell, weights=_weights(art))
-                fallbacks.setdefault(algo, []).extend(qids[idx[j]] for j in fell)
-                for i, r in zip(idx, got):
-                    ranked[i] = r
-            per_query[algo] = run_metrics(ranked, qids, jl, k)
-            log(f"{algo}: chosen per fold: {chosen[algo]}")
+            per_query[algo] = run_metrics(run.rankings(algo, fixed), qids, jl, k)
+            log(f"{algo}: chosen per fold: {run.chosen[algo]}")
     finally:
         if not keep_models:
-            for name in (n for names in models.values() for n in names):
+            for name in (n for names in run.models.values() for n in names):
                 with contextlib.suppress(Exception):
                     delete_model(conn, name, store)
     report = compare(per_query, baseline_name, k)
@@ -161,15 +134,60 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         "evaluation": f"{folds}-fold cross-validation over {len(qids)} judged queries "
                       f"(each query reranked by a model trained, and its settings chosen, "
                       f"without it)",
-        "folds": folds, "window": window, "first_stage": first_stage.to_dict(),
-        "models": models if keep_models else {}, "settings": chosen,
-        "fixed_settings": {a: v for a, v in algos.items() if v is not None}, "candidates": info,
-        "seed": seed, "max_query_terms": budget, "fitted_queries": side.get("fitted_queries", 0),
-        "failed_queries": sorted(failed.items()), "rescore_fallbacks": fallbacks,
+        "folds": folds, "window": window, "first_stage": serving.first_stage.to_dict(),
+        "serving": serving.to_dict(), "models": run.models if keep_models else {},
+        "settings": run.chosen, "fixed_settings": {a: v for a, v in algos.items() if v is not None},
+        "candidates": side.get("candidates"), "seed": seed,
+        "max_query_terms": serving.max_terms, "fitted_queries": side.get("fitted_queries", 0),
+        "failed_queries": sorted(failed.items()), "rescore_fallbacks": run.fallbacks,
         "per_query": per_query_json(per_query, qids),
     })
     report["recommendation"] = recommend(report)
     return report
+
+
+class _Run:
+    """One cross-validation's folds: per algorithm, each fold's choice trained on the
+    other folds, uploaded, and reranking its fold's queries through ``serving``."""
+
+    def __init__(self, conn, serving, jl, qids, ds, featureset, k, seed, where, folds,
+                 name_prefix, source):
+        self.conn, self.serving, self.qids, self.ds = conn, serving, qids, ds
+        self.featureset, self.k, self.seed, self.where = featureset, k, seed, where
+        self.folds, self.name_prefix, self.source = folds, name_prefix, source
+        self.params = [jl.query_params(q) for q in qids]
+        self.first = [ids or [] for ids in serving.first_ids(conn, self.params, depth=max(k, 10),
+                                                               failures={})]
+        fs = get_featureset(conn, featureset, serving.store) or {}
+        self.first_col = serving.first_stage.feature_column(fs)
+        self.models: dict[str, list[str]] = {}
+        self.chosen: dict[str, list[dict]] = {}
+        self.fallbacks: dict[str, list[str]] = {}
+
+    def rankings(self, algo: str, fixed: dict | None) -> list[list[str]]:
+        """Every query's ranked ids from the fold model that never saw it (the first
+        stage's where the fold keeps it)."""
+        ranked = [list(ids) for ids in self.first]
+        self.models[algo], self.chosen[algo] = [], []
+        for f in range(self.folds):
+            train_q = {q for q in self.qids if self.where[q] != f}
+            art = fit_chosen(_subset(self.ds, train_q), algo, self.k, self.seed + f, fixed,
+                             self.source, self.first_col)
+            self.chosen[algo].append(_summary(art, fixed))
+            if art["model"] is None:            # the first stage kept: nothing to rerank
+                continue
+            name = upload(self.conn, art, model_from_artifact(art), f"{self.name_prefix}-{algo}-f{f}",
+                          self.featureset, self.serving.store)["name"]
+            self.models[algo].append(name)
+            idx = [i for i, q in enumerate(self.qids) if self.where[q] == f]
+            fell: dict[int, str] = {}
+            got = self.serving.for_model(name, _weights(art)).rerank(
+                self.conn, [self.params[i] for i in idx], max(self.k, 10),
+                first_ids=[self.first[i] for i in idx], fallbacks=fell)
+            self.fallbacks.setdefault(algo, []).extend(self.qids[idx[j]] for j in fell)
+            for i, r in zip(idx, got):
+                ranked[i] = r
+        return ranked
 
 
 def _summary(art: dict, fixed) -> dict:

@@ -1,0 +1,86 @@
+"""What is served, in one place: the index, the store, the first stage, the depth it is
+reranked to (``window``: exactly its global top ``window``), the long-query budget and,
+for reranking, the model with its rescore weights.
+
+Logging candidates, cross-validation, ``ltr evaluate``, ``ltr search`` and users' own
+code take one :class:`Serving` and call its methods, so what a model is trained on (the
+candidates :meth:`Serving.log_candidates` logs) and what it reranks
+(:meth:`Serving.rerank`, :meth:`Serving.search`) come from the same values::
+
+    serving = Serving("products", FirstStage.from_fields(["title", "body"]), window=100,
+                      max_terms=artifact["max_query_terms"])
+    hits = serving.for_model("ranker-v3", weights=(1.0, 0.4)).search(conn, {"keywords": q})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .client import Connection
+from .firststage import FirstStage
+from .rerank import MODEL_ONLY, msearch_ids, rerank_ids, search
+
+
+@dataclass(frozen=True)
+class Serving:
+    index: str
+    first_stage: FirstStage = field(default_factory=FirstStage.from_fields)
+    window: int = 100
+    store: str | None = None
+    max_terms: int | None = None
+    model: str | None = None
+    weights: tuple[float, float] = MODEL_ONLY
+
+    def for_model(self, model: str | None, weights=MODEL_ONLY) -> "Serving":
+        """The same serving with ``model`` (None: the first stage alone)."""
+        return replace(self, model=model, weights=tuple(weights))
+
+    def with_budget(self, max_terms: int | None) -> "Serving":
+        return replace(self, max_terms=max_terms)
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "first_stage": self.first_stage.to_dict(),
+                "window": self.window, "store": self.store, "max_query_terms": self.max_terms,
+                "model": self.model, "rescore_weights": list(self.weights)}
+
+    # ------------------------------------------------------------------ the first stage
+    def first_ids(self, conn: Connection, param_list: list[dict], depth: int = 0,
+                  failures: dict | None = None, batch: int = 50) -> list[list[str] | None]:
+        """The first stage's global top ``max(window, depth)`` ids per query (a query the
+        cluster rejects: None, and its reason in ``failures``)."""
+        n = max(self.window, depth)
+        return msearch_ids(conn, self.index, param_list, self.first_stage, None, n, n,
+                           self.store, batch, max_terms=self.max_terms, failures=failures)
+
+    def log_candidates(self, conn: Connection, jl, featureset: str, out, **kw) -> tuple[dict, dict]:
+        """The first stage's top ``window`` per judged query, labelled from ``jl`` and
+        logged with ``featureset`` into ``out``: (sidecar, candidates info). ``kw``: more
+        ``candidate_judgments`` / ``log_features`` options (unjudged, judged_outside,
+        batch)."""
+        from .candidates import candidate_judgments
+        from .featurelog import log_features
+        picks = {k: kw.pop(k) for k in ("unjudged", "judged_outside") if k in kw}
+        cands, info = candidate_judgments(conn, self.index, jl, self.window, self.first_stage,
+                                          max_terms=self.max_terms, **picks)
+        side = log_features(conn, cands, featureset, self.index, out, self.store,
+                            first_stage=self.first_stage, candidates=info,
+                            max_terms=self.max_terms, **kw)
+        return side, info
+
+    # ------------------------------------------------------------------ reranking
+    def rerank(self, conn: Connection, param_list: list[dict], size: int = 10,
+               first_ids: list[list[str]] | None = None, fallbacks: dict | None = None,
+               batch: int = 50) -> list[list[str]]:
+        """Ranked ids per query: the first stage's global top ``window`` reordered by the
+        model (the first stage alone without one)."""
+        if not self.model:
+            ids = first_ids or self.first_ids(conn, param_list, batch=batch)
+            return [list(i or [])[:max(size, self.window)] for i in ids]
+        return rerank_ids(conn, self.index, param_list, self.first_stage, self.model, size,
+                          self.window, self.store, batch, first_ids, self.max_terms,
+                          fallbacks, self.weights)
+
+    def search(self, conn: Connection, params: dict, size: int = 10) -> list[dict]:
+        """One query's hits (rank, id, score, title), as ``ltr search`` shows them."""
+        return search(conn, self.index, params, self.first_stage, self.model, size,
+                      self.window, self.store, self.max_terms, self.weights)
