@@ -571,7 +571,9 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  settings: Annotated[Optional[Settings], typer.Option("--settings", help="With --cv: choose each algorithm's settings by inner cross-validation on the training folds (choose), or use the library defaults.")] = None,
                  keep_fold_models: Annotated[bool, typer.Option("--keep-fold-models", help="With --cv: keep the fold models in the store (deleted when the run ends otherwise).")] = False,
                  deploy: Annotated[Optional[str], typer.Option("--deploy", help="With --cv: train the recommended reranker on all judged queries and upload it as NAME-vN, only if one is recommended.")] = None,
-                 deploy_anyway: Annotated[Optional[Algo], typer.Option("--deploy-anyway", help="With --deploy: upload this algorithm even when it is not recommended.")] = None):
+                 deploy_anyway: Annotated[Optional[Algo], typer.Option("--deploy-anyway", help="With --deploy: upload this algorithm even when it is not recommended.")] = None,
+                 query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="With --model: the first stage's weight in the rescore (1 for a model deployed blended with it; `ltr upload` prints it).")] = 0.0,
+                 rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="With --model: the model's weight in the rescore.")] = 1.0):
     """Every judged query live: the first stage alone vs each reranker, paired tests.
     With --cv K: every query reranked by a fold model that never saw it, its settings
     chosen without it; the report ends with what to deploy (or: keep the first stage).
@@ -599,7 +601,8 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
                                 log=lambda m: err.print(m), keep_models=keep_fold_models)
         qids = list(next(iter(report["per_query"].values())))
     else:
-        report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage)
+        report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage,
+                                        weights=(query_weight, rescore_weight))
     out.print(f"{report['queries']} queries, k={k}" + (f", {report['evaluation']}" if "evaluation" in report else ""))
     out.print(_report_table(report))
     if "recommendation" in report:

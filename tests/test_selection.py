@@ -79,3 +79,10 @@ def test_recommend_keeps_the_first_stage_unless_a_reranker_is_significantly_bett
     rep = _report({"good": 0.03, "better": 0.06, "worse": -0.05})
     rec = recommend(rep)
     assert rec["deploy"] == "better" and rec["worse"] == ["worse"]
+
+
+def test_too_few_useful_queries_keep_the_first_stage(mslr_paths):
+    ds = load_svmlight(mslr_paths[0], n_features=136).subset([0, 1, 2])
+    flat = type(ds)(X=ds.X, y=np.zeros_like(ds.y), offsets=ds.offsets, qids=ds.qids)
+    got = selection.select(flat, "lambdamart", k=10, seed=1)
+    assert got["first_stage"] and got["params"] is None and got["tried"] == []

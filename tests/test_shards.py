@@ -83,3 +83,20 @@ def test_rerank_returns_exactly_the_global_top_window_in_the_models_order(sharde
     assert sidecar["candidates"]["k"] == WINDOW
     hits = serving.for_model(model).search(conn, jl.query_params(QIDS[0]), 5)   # ltr search's path
     assert [h["id"] for h in hits] == ranked[0][:5]
+
+
+def test_below_the_window_the_first_stage_order_follows(sharded):
+    """size > window: the reranked window, then the first stage's next documents in its
+    own order (the restricted request alone would return only the window)."""
+    from ltr_toolkit.cluster.firststage import FirstStage
+    from ltr_toolkit.cluster.serving import Serving
+    from ltr_toolkit.datasets import cranfield
+    conn, _, model = sharded
+    params = [cranfield.judgments().query_params(q) for q in QIDS[:3]]
+    serving = Serving("cran-3-shards", FirstStage.from_fields(), window=5)
+    first = Serving("cran-3-shards", FirstStage.from_fields(), window=12).first_ids(conn, params)
+    ranked = serving.for_model(model).rerank(conn, params, size=12)
+    for top, got in zip(first, ranked):
+        assert sorted(got[:5]) == sorted(top[:5]) and got[5:] == top[5:12]
+    hits = serving.for_model(model).search(conn, params[0], 12)
+    assert [h["id"] for h in hits] == ranked[0]

@@ -285,7 +285,8 @@ def probe_store(conn: Connection, name: str = "ltr_toolkit_probe") -> None:
 #: (a query the node cannot run): it is reported at once, never retried.
 TRANSIENT = frozenset({429, 502, 503, 504})
 
-#: Seconds one call may spend waiting between its retries, in all.
+#: Seconds one call may spend waiting between its retries, in all (the requests' own time
+#: aside).
 RETRY_BUDGET = 30.0
 
 
@@ -293,13 +294,15 @@ def _transient(status) -> bool:
     return status in TRANSIENT
 
 
-def _backoff(attempt: int, base: float, deadline: float) -> bool:
+def _backoff(attempt: int, base: float, waited: list) -> bool:
     """Sleep before retry ``attempt`` (exponential, with jitter); False, without
-    sleeping, when that would pass ``deadline``."""
+    sleeping, when the waiting so far (``waited[0]``, seconds) plus this pause would pass
+    the budget ``waited[1]``."""
     pause = base * 2 ** attempt * (0.5 + random.random())
-    if time.monotonic() + pause > deadline:
+    if waited[0] + pause > waited[1]:
         return False
     time.sleep(pause)
+    waited[0] += pause
     return True
 
 
@@ -308,14 +311,14 @@ def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25,
     """``fn()`` retried on timeouts and :data:`TRANSIENT` statuses with exponential
     backoff and jitter, at most ``retries`` times and ``budget`` seconds of waiting."""
     from opensearchpy import exceptions as E
-    deadline = time.monotonic() + budget
+    waited = [0.0, budget]
     for attempt in range(retries + 1):
         try:
             return fn()
         except (E.ConnectionTimeout, E.TransportError) as exc:
             status = getattr(exc, "status_code", None)
             again = isinstance(exc, E.ConnectionTimeout) or _transient(status)
-            if not (again and attempt < retries and _backoff(attempt, base, deadline)):
+            if not (again and attempt < retries and _backoff(attempt, base, waited)):
                 raise translate(exc, conn) from None
 
 
@@ -328,7 +331,7 @@ def _partial_as_error(item: dict) -> dict:
     shards = item.get("_shards") or {}
     if "error" in item or not shards.get("failed"):
         return item
-    reasons = [f.get("reason", {}).get("type", "?") for f in shards.get("failures", [])]
+    reasons = [_reason(f.get("reason")) for f in shards.get("failures", [])]
     return {"status": 503, "error": {"type": "partial_results", "reason":
             f"{shards['failed']} of {shards.get('total', '?')} shards failed ({', '.join(reasons[:3])})"}}
 
@@ -343,7 +346,7 @@ def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int
     ``stats["retried"]`` counts the retried items. ``concurrency``: the items the node
     runs at once (None: its default)."""
     c = conn.client()
-    deadline = time.monotonic() + budget
+    waited = [0.0, budget]
     out: list[dict | None] = [None] * len(bodies)
     pending = list(range(len(bodies)))
     for attempt in range(retries + 1):
@@ -352,13 +355,13 @@ def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int
             lines += [{"index": index}, bodies[i]]
         params = {"max_concurrent_searches": concurrency} if concurrency else None
         resp = _with_retries(conn, lambda: c.msearch(body=lines, params=params),
-                             budget=max(0.0, deadline - time.monotonic()))["responses"]
+                             budget=max(0.0, waited[1] - waited[0]))["responses"]
         resp = [_partial_as_error(item) for item in resp]
         again = [i for i, item in zip(pending, resp)
                  if "error" in item and _transient(item.get("status"))]
         for i, item in zip(pending, resp):
             out[i] = item                       # final unless sent again below
-        if not again or attempt == retries or not _backoff(attempt, base, deadline):
+        if not again or attempt == retries or not _backoff(attempt, base, waited):
             break
         if stats is not None:
             with _STATS_LOCK:

@@ -286,9 +286,12 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
             new.grades[(q, d)] = g
     inc = out.with_name(out.name + ".increment")
     kept, regraded, dropped = _regrade(out.read_text(), jl.grades)
+    # the rows already there were fitted to the file's budget: the new ones too
+    budget = old.get("max_query_terms") if "max_query_terms" in old else \
+        query_budget(conn, index, jl, featureset, first_stage or FirstStage.from_fields(), store)
     if new.grades:
         log_features(conn, new, featureset, index, inc, store, batch, progress, first_stage,
-                     candidates)
+                     candidates, max_terms=budget)
         inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
         kept += inc.read_text()
         missing, failed = inc_side["missing_docs"], inc_side["failed_queries"]
@@ -304,7 +307,9 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
                               "queries": len(jl.judged_qids()),
                               "pairs": len(jl)},
                    rows=rows, missing_docs=missing, failed_queries=failed,
-                   regraded=regraded, dropped=dropped,
+                   regraded=regraded, dropped=dropped, max_query_terms=budget,
+                   fitted_queries=sum(fit_keywords(jl.queries[q], budget) != jl.queries[q]
+                                      for q in jl.judged_qids()),
                    added=len(new) - len(missing)
                    - sum(len(new.docs_of(q)) for q, _ in failed))
     write_json(side_path, sidecar)

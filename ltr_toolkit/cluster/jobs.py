@@ -106,7 +106,10 @@ def index_health(conn, index: str, log) -> str:
     a one-line error, exit 2, before any work; yellow (replicas missing) is a one-line
     warning and the run goes on with the copies there are."""
     from ..errors import ClusterError
-    from .client import request
+    from .client import call, request
+    if not call(conn, conn.client().indices.exists, index=index):
+        raise ClusterError(f"index {index} does not exist on {conn.display_url}",
+                           "check the job file's [logging] index")
     h = request(conn, "GET", f"/_cluster/health/{index}")
     status = h.get("status")
     if status == "red":

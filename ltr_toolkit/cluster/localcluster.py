@@ -40,7 +40,8 @@ def start_cluster(n: int, require_plugin: bool = True, timeout: float = 300.0,
     if n < 2:
         raise UserError(f"--nodes {n}: a cluster needs at least 2 nodes (`ltr cluster start` alone starts one)")
     with ln._lock():
-        if ln.running_node():
+        alive = [x for x in nodes() if ln._pid_is_our_node(x.pid, x.home)]
+        if ln.running_node() or alive:
             raise UserError("a local node already runs", "stop it first: `ltr cluster stop`")
         inst = ln.provision(require_plugin=require_plugin, log=log)
         root = ln.state_dir()
@@ -50,27 +51,33 @@ def start_cluster(n: int, require_plugin: bool = True, timeout: float = 300.0,
                   "discovery.seed_hosts": ",".join(f"127.0.0.1:{t}" for _, t in ports),
                   "cluster.initial_cluster_manager_nodes": ",".join(names)}
         deadline = time.monotonic() + timeout
-        started = []
-        for i, ((port, tport), name) in enumerate(zip(ports, names)):
-            d = root / "nodes" / str(i + 1)
-            for sub in ("data", "logs"):
-                (d / sub).mkdir(parents=True, exist_ok=True)
-                ln._chown_tree(d / sub)
-            pid = ln.launch(inst, d / "opensearch.pid", d / "logs", deadline, dict(
-                common, **{"node.name": name, "http.port": str(port), "transport.port": str(tport),
-                           "path.data": str(d / "data"), "path.logs": str(d / "logs")}))
-            started.append(ln.NodeInfo(pid=pid, url=f"http://127.0.0.1:{port}", port=port,
-                                       home=str(inst.home), version=ln.versions.OPENSEARCH_VERSION,
-                                       plugin=inst.plugin))
-            write_json(cluster_file(), {"nodes": [s.__dict__ for s in started]})
-        write_json(root / "node.json", started[0].__dict__)
-        log(f"{n} nodes started (pids {', '.join(str(s.pid) for s in started)}); waiting until they form a cluster")
+        started: list[ln.NodeInfo] = []
         try:
+            _launch_all(inst, root, ports, names, common, deadline, started)
+            write_json(root / "node.json", started[0].__dict__)
+            log(f"{n} nodes started (pids {', '.join(str(s.pid) for s in started)}); waiting until they form a cluster")
             _wait_formed(started, deadline)
         except BaseException:
             stop_all()
             raise
         return started
+
+
+def _launch_all(inst, root, ports, names, common, deadline, started) -> None:
+    """Launch each node; ``started`` (and cluster.json) grows as they start, so that a
+    failure part-way leaves every started pid on record for :func:`stop_all`."""
+    for i, ((port, tport), name) in enumerate(zip(ports, names)):
+        d = root / "nodes" / str(i + 1)
+        for sub in ("data", "logs"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+            ln._chown_tree(d / sub)
+        pid = ln.launch(inst, d / "opensearch.pid", d / "logs", deadline, dict(
+            common, **{"node.name": name, "http.port": str(port), "transport.port": str(tport),
+                       "path.data": str(d / "data"), "path.logs": str(d / "logs")}))
+        started.append(ln.NodeInfo(pid=pid, url=f"http://127.0.0.1:{port}", port=port,
+                                   home=str(inst.home), version=ln.versions.OPENSEARCH_VERSION,
+                                   plugin=inst.plugin))
+        write_json(cluster_file(), {"nodes": [s.__dict__ for s in started]})
 
 
 def _wait_formed(started: list[ln.NodeInfo], deadline: float) -> None:

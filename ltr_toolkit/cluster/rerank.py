@@ -144,14 +144,18 @@ def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage
     :class:`RescoreFallbackWarning`; recorded in ``fallbacks``, position -> reason):
     reranking never turns a first-stage result into an error."""
     if first_ids is None:
-        depth = max(window, derived_depth(model_params(conn, model, store)))
+        depth = max(window, size, derived_depth(model_params(conn, model, store)))
         first_ids = msearch_ids(conn, index, param_list, first_stage, None, depth, depth, store,
                                 batch, max_terms=max_terms)
     mp = serving_params(conn, index, param_list, first_stage, model, store, batch, first_ids,
                         max_terms)
     failed: dict[int, str] = {}
+    first_ids = [ids or [] for ids in first_ids]
     ranked = msearch_ids(conn, index, param_list, first_stage, model, size, window, store, batch,
                          mp, max_terms, failed, weights, [ids[:window] for ids in first_ids])
+    for i, ids in enumerate(first_ids):     # below the window: the first stage's order
+        if ranked[i] is not None and len(ids) > window:
+            ranked[i] = (ranked[i] + ids[window:])[:size]
     if failed:
         plain = msearch_ids(conn, index, [param_list[i] for i in failed], first_stage, None,
                             size, window, store, batch, max_terms=max_terms)
@@ -179,12 +183,15 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
         from .clauses import term_budget
         max_terms = term_budget(conn, index, first_stage, params, model=model, store=store)
     params = fit_params(params, max_terms)
-    mp, top = None, None
+    mp, top, below = None, None, []
     if model:
-        depth = max(window, derived_depth(model_params(conn, model, store)))
-        top = msearch_ids(conn, index, [params], first_stage, None, depth, depth, store)[0]
+        depth = max(window, size, derived_depth(model_params(conn, model, store)))
+        plain = call(conn, conn.client().search, index=index, store=store,
+                     body=search_body(first_stage, params, None, depth, window, store))
+        hits = plain["hits"]["hits"]
+        top = [h["_id"] for h in hits]
         mp = serving_params(conn, index, [params], first_stage, model, store, first_ids=[top])[0]
-        top = top[:window]
+        top, below = top[:window], hits[window:size]     # below the window: first-stage order
     body = search_body(first_stage, params, model, size, window, store, mp, weights=weights,
                        top_ids=top)
     try:
@@ -198,4 +205,4 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
                     body=search_body(first_stage, params, None, size, window, store), store=store)
     return [{"rank": r + 1, "id": h["_id"], "score": h["_score"],
              "title": (h.get("_source") or {}).get("title", "")}
-            for r, h in enumerate(resp["hits"]["hits"])]
+            for r, h in enumerate((resp["hits"]["hits"] + below)[:size])]

@@ -73,9 +73,11 @@ class Serving:
                batch: int = 50) -> list[list[str]]:
         """Ranked ids per query: the first stage's global top ``window`` reordered by the
         model (the first stage alone without one)."""
+        if first_ids is not None:
+            first_ids = [list(ids or []) for ids in first_ids]      # a failed query: none
         if not self.model:
             ids = first_ids or self.first_ids(conn, param_list, batch=batch)
-            return [list(i or [])[:max(size, self.window)] for i in ids]
+            return [list(i or [])[:size] for i in ids]
         return rerank_ids(conn, self.index, param_list, self.first_stage, self.model, size,
                           self.window, self.store, batch, first_ids, self.max_terms,
                           fallbacks, self.weights)

@@ -9,9 +9,11 @@ from .report import compare, per_query_json, run_metrics
 
 def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None = None, k: int = 10,
                   window: int = 100, store: str | None = None, baseline_name: str = "bm25",
-                  first_stage=None):
+                  first_stage=None, weights=(0.0, 1.0)):
     """Run every judged query live: the first stage alone, then each model reranking its
-    top ``window``; returns (report, per-query metrics, qids)."""
+    top ``window`` with the rescore ``weights`` (query_weight, rescore_query_weight: the
+    model alone by default; ``(1, beta)`` for a model deployed blended with the first
+    stage); returns (report, per-query metrics, qids)."""
     from ..cluster.clauses import term_budget
     from ..cluster.firststage import FirstStage
     from ..cluster.params import derived_depth, model_params
@@ -36,7 +38,8 @@ def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None =
     fallbacks: dict[str, list[str]] = {}
     for m in models or []:
         fell: dict[int, str] = {}
-        ranked = serving.for_model(m).rerank(conn, param_list, size, first_ids=first, fallbacks=fell)
+        ranked = serving.for_model(m, weights).rerank(conn, param_list, size, first_ids=first,
+                                                      fallbacks=fell)
         fallbacks[m] = [qids[i] for i in fell]
         per_query[m] = run_metrics(ranked, qids, jl, k)
     report = compare(per_query, baseline_name, k)

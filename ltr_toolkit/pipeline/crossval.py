@@ -26,6 +26,7 @@ import numpy as np
 from ..cluster.featurelog import query_budget
 from ..cluster.firststage import FirstStage
 from ..cluster.model_store import delete_model, upload
+from ..cluster.params import derived_depth, featureset_params
 from ..cluster.rerank import MODEL_ONLY
 from ..cluster.serving import Serving
 from ..cluster.store import get_featureset
@@ -119,6 +120,10 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         raise UserError(f"{len(qids)} usable queries for {folds} folds", "judge more queries")
     run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
                folds, name_prefix, str(workdir))
+    if run.failed:          # the first stage failed now for queries logged before
+        failed.update({qids[i]: why for i, why in run.failed.items()})
+        raise UserError(f"the first stage failed for {len(run.failed)} logged queries "
+                        f"(e.g. {next(iter(failed.items()))})", "check the cluster, then run again")
     per_query = {baseline_name: run_metrics(run.first, qids, jl, k)}
     try:
         for algo, fixed in algos.items():
@@ -156,10 +161,12 @@ class _Run:
         self.featureset, self.k, self.seed, self.where = featureset, k, seed, where
         self.folds, self.name_prefix, self.source = folds, name_prefix, source
         self.params = [jl.query_params(q) for q in qids]
-        self.first = [ids or [] for ids in serving.first_ids(conn, self.params, depth=max(k, 10),
-                                                               failures={})]
         fs = get_featureset(conn, featureset, serving.store) or {}
         self.first_col = serving.first_stage.feature_column(fs)
+        depth = max(k, 10, derived_depth(featureset_params(fs)))
+        self.failed: dict[int, str] = {}
+        self.first = [ids or [] for ids in serving.first_ids(conn, self.params, depth=depth,
+                                                               failures=self.failed)]
         self.models: dict[str, list[str]] = {}
         self.chosen: dict[str, list[dict]] = {}
         self.fallbacks: dict[str, list[str]] = {}

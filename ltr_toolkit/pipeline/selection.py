@@ -115,7 +115,10 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
     "params", "blend", "inner_ndcg", "first_stage_inner_ndcg", "best_model",
     "best_model_inner_ndcg", "inner_p_value", "tried"}``."""
     useful = [q for q in range(ds.n_queries) if np.ptp(ds.y[ds.query(q)]) > 0]
-    where = inner_folds(len(useful), min(folds, max(2, len(useful))), seed)
+    if len(useful) < 2:           # nothing to learn from, nothing to validate on
+        return dict(_choice([], FIRST_STAGE), inner_ndcg=None, first_stage_inner_ndcg=None,
+                    best_model=None, best_model_inner_ndcg=None, inner_p_value=None, tried=[])
+    where = inner_folds(len(useful), min(folds, len(useful)), seed)
     trials = grid(algo, len(useful))
     per: dict = {}
     for f in np.unique(where):
