@@ -290,25 +290,24 @@ def test_hessian_scale_multiplies_the_hessians_only():
     assert np.abs(h1).sum() > 0
 
 
-def _kept_bytes(fn) -> int:
-    """Bytes allocated by ``fn()`` and still held when it has returned (its result dropped)."""
+def _traced(fn) -> tuple[int, int]:
+    """(bytes still held after ``fn()`` returned, with its result dropped; peak bytes
+    while it ran), by tracemalloc."""
     import tracemalloc
     tracemalloc.start()
     try:
         fn()
-        return tracemalloc.get_traced_memory()[0]
+        return tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+
+
+def _kept_bytes(fn) -> int:
+    return _traced(fn)[0]
 
 
 def _peak_bytes(fn) -> int:
-    import tracemalloc
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return _traced(fn)[1]
 
 
 def test_position_weights_kept_between_calls_stay_within_a_few_chunks():
