@@ -294,8 +294,14 @@ def test_job_killed_at_random_moments_resumes_byte_identical(cranfield_job, tmp_
     kills, with_progress = 0, 0
     ckpt = run_dir / "out" / ".work" / "features.txt.ckpt.json"
     while kills < 6:
+        before = ckpt.stat().st_mtime_ns if ckpt.exists() else None
         p = subprocess.Popen(cmd + [str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.5, max(1.0, min(4.0, full * 0.25))))
+        if kills % 2:    # a random moment after this run committed a round of its own
+            while p.poll() is None and (ckpt.stat().st_mtime_ns if ckpt.exists() else None) == before:
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0.0, 0.5))
+        else:            # a random moment, start-up included
+            time.sleep(rng.uniform(0.5, max(1.0, min(4.0, full * 0.25))))
         if p.poll() is not None:
             break        # finished before this kill: it had little left to do
         os.kill(p.pid, signal.SIGKILL)

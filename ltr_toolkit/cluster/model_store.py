@@ -14,7 +14,7 @@ from ..errors import UserError
 from .client import Connection, request
 from .featurelog import featureset_info
 from .params import DERIVED, NO_DOC
-from .store import get_document, list_elements, store_path
+from .store import get_document, list_elements, refresh_store, store_path
 
 
 def list_models(conn: Connection, store: str | None = None, prefix: str | None = None) -> list[dict]:
@@ -29,11 +29,30 @@ def get_model(conn: Connection, name: str, store: str | None = None) -> dict | N
     return get_document(conn, f"{store_path(store)}/_model/{name}", store)
 
 
-def delete_model(conn: Connection, name: str, store: str | None = None) -> bool:
+def delete_model(conn: Connection, name: str, store: str | None = None,
+                 refresh: bool = True) -> bool:
+    """False when there is no such model. ``refresh``: the store's listing no longer
+    names it when this returns (see ``refresh_store``)."""
     if get_model(conn, name, store) is None:
         return False
     request(conn, "DELETE", f"{store_path(store)}/_model/{name}", store=store)
+    if refresh:
+        refresh_store(conn, store)
     return True
+
+
+def delete_models(conn: Connection, names: list[str], store: str | None = None) -> list[str]:
+    """Delete each model, then refresh the listing once. Returns the names that could not
+    be deleted (the error is not raised: a clean-up goes on past one failure)."""
+    failed = []
+    for name in names:
+        try:
+            delete_model(conn, name, store, refresh=False)
+        except Exception:           # noqa: BLE001 - reported by name to the caller
+            failed.append(name)
+    if len(failed) < len(names):
+        refresh_store(conn, store)
+    return failed
 
 
 def _versions(base: str, names: list[str]) -> list[tuple[int, str]]:
@@ -52,8 +71,8 @@ def prune_versions(conn: Connection, base: str, keep: int, store: str | None = N
     """Delete all but the newest ``keep`` (>= 1) versions ``{base}-v{n}`` of a model;
     other names (``{base}`` itself, ``{base}-v2-old``, ``{base}x-v1``) are never touched.
     Returns (kept, deleted) names, oldest first; ``dry_run`` deletes nothing. The plugin
-    does not refresh its store after a delete, so a listing may show a deleted model for
-    about a second; a model already gone is skipped."""
+    does not refresh its store after a delete; this does, so a listing right after agrees.
+    A model already gone is skipped."""
     if int(keep) < 1:
         raise UserError(f"--keep {keep}: keep at least 1 version (ltr model delete removes one)")
     versions = [n for _, n in _versions(base, model_names(conn, store, prefix=base))]
@@ -61,7 +80,9 @@ def prune_versions(conn: Connection, base: str, keep: int, store: str | None = N
     doomed, kept = versions[:cut], versions[cut:]
     if not dry_run:
         for name in doomed:
-            delete_model(conn, name, store)
+            delete_model(conn, name, store, refresh=False)
+        if doomed:
+            refresh_store(conn, store)
     return kept, doomed
 
 

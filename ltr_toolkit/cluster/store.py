@@ -15,6 +15,13 @@ def store_index(store: str | None) -> str:
     return ".ltrstore" if not store else f".ltrstore_{store}"
 
 
+def refresh_store(conn: Connection, store: str | None) -> None:
+    """Make the store's listing current. The plugin lists with a search, which sees a
+    delete only after the index's next refresh (about a second): a listing right after
+    ``ltr model delete`` or a cross-validation's clean-up would still name the models."""
+    request(conn, "POST", f"/{store_index(store)}/_refresh", store=store)
+
+
 DEFAULT_STORE_KEY = "_default_"
 
 

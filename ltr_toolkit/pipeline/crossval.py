@@ -18,14 +18,13 @@ settings chosen without it, and a recommendation of what to deploy.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import numpy as np
 
 from ..cluster.featurelog import query_budget
 from ..cluster.firststage import FirstStage
-from ..cluster.model_store import delete_model, upload
+from ..cluster.model_store import delete_models, upload
 from ..cluster.params import derived_depth, featureset_params
 from ..cluster.rerank import MODEL_ONLY
 from ..cluster.serving import Serving
@@ -99,6 +98,20 @@ def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, wo
     return load_logged(data), side, serving, dict(side["failed_queries"])
 
 
+def _clean_up(conn, models: dict[str, list[str]], store, log) -> list[str]:
+    """Delete the fold models; returns (and logs) those that could not be deleted."""
+    names = [n for group in models.values() for n in group]
+    try:
+        left = delete_models(conn, names, store)
+    except Exception as e:       # noqa: BLE001 - the refresh failed: the deletes went through
+        log(f"fold models deleted, but the store's listing may lag a second ({e})")
+        return []
+    if left:
+        log(f"{len(left)} fold models could not be deleted: {', '.join(left)} "
+            f"(delete them with ltr model delete)")
+    return left
+
+
 def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: dict[str, dict | None],
                    workdir, folds: int = 5, k: int = 10, window: int = 100,
                    store: str | None = None, first_stage: FirstStage | None = None,
@@ -130,10 +143,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
             per_query[algo] = run_metrics(run.rankings(algo, fixed), qids, jl, k)
             log(f"{algo}: chosen per fold: {run.chosen[algo]}")
     finally:
-        if not keep_models:
-            for name in (n for names in run.models.values() for n in names):
-                with contextlib.suppress(Exception):
-                    delete_model(conn, name, store)
+        left = [] if keep_models else _clean_up(conn, run.models, store, log)
     report = compare(per_query, baseline_name, k)
     report.update({
         "evaluation": f"{folds}-fold cross-validation over {len(qids)} judged queries "
@@ -141,6 +151,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                       f"without it)",
         "folds": folds, "window": window, "first_stage": serving.first_stage.to_dict(),
         "serving": serving.to_dict(), "models": run.models if keep_models else {},
+        "models_left": left,
         "settings": run.chosen, "fixed_settings": {a: v for a, v in algos.items() if v is not None},
         "candidates": side.get("candidates"), "seed": seed,
         "max_query_terms": serving.max_terms, "fitted_queries": side.get("fitted_queries", 0),
