@@ -356,6 +356,62 @@ def judgments_check(file: Path, fmt: Annotated[Optional[Format], typer.Option("-
     out.print(f"{len(jl)} judgments, {len(jl.queries)} queries, {len(jl.duplicates)} duplicates")
 
 
+class ClickModel(str, Enum):
+    ctr = "ctr"
+    coec = "coec"
+    sdbn = "sdbn"
+    pbm = "pbm"
+    ubm = "ubm"
+
+
+@judgments_app.command("clicks")
+def judgments_clicks(ctx: typer.Context,
+                     output: Annotated[Path, typer.Option("-o", "--output", help="The judgment list (.csv, .jsonl, .qrels or RankLib); OUT.counts.csv and OUT.json go beside it.")],
+                     file: Annotated[Optional[Path], typer.Argument(help="UBI events: NDJSON or the bulk format (both indices in one file). Without it: the cluster's UBI indices.")] = None,
+                     model: Annotated[ClickModel, typer.Option("--model")] = ClickModel.pbm,
+                     fmt: Annotated[Optional[Format], typer.Option("--format", help="Guessed from the output's name when omitted.")] = None,
+                     prior: Annotated[Optional[float], typer.Option("--prior", min=0, help="Pseudo-observations towards the average (default: 0 for coec, 1 otherwise).")] = None,
+                     min_impressions: Annotated[int, typer.Option("--min-impressions", min=1)] = 5,
+                     grades: Annotated[str, typer.Option("--grades", help="levels (whole grades 0..--levels) or estimate (the model's number).")] = "levels",
+                     levels: Annotated[int, typer.Option("--levels", min=1)] = 4,
+                     positions: Annotated[str, typer.Option("--positions", help="Positions counted from: auto, 0 or 1.")] = "auto",
+                     max_rank: Annotated[int, typer.Option("--max-rank", min=1, help="COEC: ranks with a rank CTR (the Workbench's maxRank).")] = 20,
+                     days: Annotated[Optional[float], typer.Option("--days", help="Cluster: the last N days of events.")] = None,
+                     since: Annotated[Optional[str], typer.Option("--since", help="Cluster: events at or after this time (ISO 8601).")] = None,
+                     until: Annotated[Optional[str], typer.Option("--until", help="Cluster: events before this time (ISO 8601).")] = None,
+                     queries_index: Annotated[str, typer.Option("--queries-index")] = "ubi_queries",
+                     events_index: Annotated[str, typer.Option("--events-index")] = "ubi_events",
+                     clicks_as: Annotated[str, typer.Option("--click-actions", help="Comma-separated action names read as clicks.")] = "click"):
+    """Judgments from User Behavior Insights events through a click model (ctr, coec as the
+    Search Relevance Workbench computes it, sdbn, pbm, ubm); bad event data is counted and
+    reported."""
+    from .clicks.judge import ClickSettings, judge
+    from .clicks.output import write_counts, write_judgments, write_report
+    settings = ClickSettings(model=model.value, prior=prior, min_impressions=min_impressions,
+                             mapping=grades, levels=levels, positions=positions, max_rank=max_rank)
+    _writable(output)
+    click_actions = tuple(a.strip() for a in clicks_as.split(",") if a.strip())
+    if file is not None:
+        from .clicks.events import read_file
+        log, source = read_file(file, click_actions=click_actions), str(file)
+    else:
+        from .cluster.ubi import read_event_log, time_range
+        conn = _conn(ctx)
+        rng = time_range(since, until, days)
+        log = read_event_log(conn, rng, queries_index, events_index, click_actions=click_actions)
+        source = f"{conn.display_url}/{events_index} {json.dumps(rng)}"
+    jl, rows, report = judge(log, settings, source)
+    files = write_judgments(jl, output, fmt.value if fmt else None)
+    files += [write_counts(rows, output), write_report(report, output)]
+    for line in log.problems.lines():
+        err.print(f"bad data: {line}")
+    c = report["counts"]
+    out.print(f"{c['events']} events, {c['searches']} searches, {c['clicks']} clicks (positions counted "
+              f"from {report['positions_counted_from']}); {model.value}: {c['judged_pairs']} judgments for "
+              f"{c['queries']} queries ({c['pairs_below_min_impressions']} pairs under {min_impressions} "
+              f"impressions left out) written to {', '.join(str(f) for f in files)}")
+
+
 FieldsOpt = Annotated[Optional[str], typer.Option("--fields", help="First stage: BM25 best_fields over these comma-separated fields (default title,abstract).")]
 TemplateOpt = Annotated[Optional[Path], typer.Option("--first-stage", help="First stage: a search template file {\"query\": {...}} with {{keywords}} and per-query params.")]
 

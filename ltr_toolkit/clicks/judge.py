@@ -1,0 +1,51 @@
+"""Events -> judgments in one call: the path ``ltr judgments clicks`` and the click job take."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import UserError
+from .events import EventLog
+from .grades import DEFAULT_LEVELS, DEFAULT_MIN_IMPRESSIONS
+from .models import COEC_MAX_RANK, estimate
+from .output import click_judgments
+from .sessions import DEFAULT_DEPTH, build_table
+
+
+@dataclass
+class ClickSettings:
+    model: str = "pbm"
+    prior: float | None = None          # None: the model's default (models.DEFAULT_PRIOR)
+    min_impressions: int = DEFAULT_MIN_IMPRESSIONS
+    mapping: str = "levels"
+    levels: int = DEFAULT_LEVELS
+    positions: str = "auto"             # auto | 0 | 1
+    depth: int = DEFAULT_DEPTH
+    max_rank: int = COEC_MAX_RANK       # COEC only
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "extra"}
+
+
+def judge(log: EventLog, settings: ClickSettings, source: str):
+    """(judgment list, per-pair rows, report) of the events in ``log``."""
+    table = build_table(log, settings.positions, settings.depth)
+    opts = {"max_rank": settings.max_rank} if settings.model == "coec" else {}
+    est = estimate(table, settings.model, settings.prior, **opts)
+    jl, rows = click_judgments(est, table.texts, table.docs, settings.mapping, settings.levels,
+                               settings.min_impressions, source)
+    report = {
+        "source": source, "settings": settings.to_dict(), "model_info": est.info,
+        "positions_counted_from": table.base,
+        "counts": {"events": len(log), "searches": int(np.count_nonzero(np.diff(table.search)) + (len(table) > 0)), "rows": len(table), "clicks": int(table.click.sum()),
+                   "pairs": len(est.estimate), "judged_pairs": len(jl), "queries": len(jl.queries),
+                   "pairs_below_min_impressions": len(est.estimate) - len(jl)},
+        "bad_data": log.problems.to_dict(),
+    }
+    if not len(jl):
+        raise UserError(f"no pair has {settings.min_impressions} impressions or more "
+                        f"({len(est.estimate)} pairs seen)", "lower --min-impressions or read more events")
+    return jl, rows, report

@@ -1,0 +1,180 @@
+"""Click models: one estimate per (query, document) pair from the rows of :mod:`.sessions`.
+
+Every model is NumPy over the rows (``np.bincount`` per pair / per position): no loop over
+events or pairs; the EM models loop over iterations only. ``prior`` is a number of
+pseudo-observations pulling a pair's estimate towards the model's overall average (a Beta
+prior): a pair seen twice and clicked once is not rated 0.5 with the confidence of one
+seen 2,000 times.
+
+* ``ctr`` — raw click-through rate, clicks / impressions: biased by position (the
+  baseline the others are measured against).
+* ``coec`` — clicks over expected clicks, as OpenSearch's Search Relevance Workbench
+  computes it (its ``CoecClickModel``): the CTR of each rank r < ``max_rank`` over all
+  queries, ``ctr_r = clicks at r / impressions at r``; per pair, over its impressions at
+  ranks <= ``max_rank``, ``rating = clicks / (ctr_R * impressions)`` where R is the
+  *smallest* rank the pair was seen at (``ctr_R`` = 0 for R = ``max_rank``), 0 when that
+  is 0, rounded to 3 decimals. 1 = as often clicked as the average result at its rank.
+  ``prior`` > 0 gives ``(clicks + prior) / (expected + prior)`` instead (not the
+  Workbench's number; the default prior for COEC is 0).
+* ``sdbn`` — simplified DBN (Chuklin et al., *Click Models for Web Search*, 2015): results
+  at or above a search's last click were examined; attractiveness = clicks / examined,
+  satisfaction = last clicks / clicks; estimate = attractiveness x satisfaction.
+  Searches without a click add nothing.
+* ``pbm`` — position-based model, P(click) = theta_rank x alpha_pair, fitted by EM;
+  estimate = alpha (attractiveness). theta is scaled so that position 0 is always examined.
+* ``ubm`` — user browsing model: examination theta depends on the rank and on the distance
+  to the previous click in the search; EM as for PBM; estimate = alpha.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import UserError
+from .sessions import Table
+
+MODELS = ("ctr", "coec", "sdbn", "pbm", "ubm")
+#: a pair estimate's default prior strength, per model (COEC: 0, the Workbench's numbers)
+DEFAULT_PRIOR = {"ctr": 1.0, "coec": 0.0, "sdbn": 1.0, "pbm": 1.0, "ubm": 1.0}
+COEC_MAX_RANK = 20
+
+
+@dataclass
+class Estimates:
+    model: str
+    query: np.ndarray          # text code per pair
+    doc: np.ndarray            # doc code per pair
+    impressions: np.ndarray    # per pair
+    clicks: np.ndarray         # per pair
+    estimate: np.ndarray       # the model's estimate per pair
+    info: dict = field(default_factory=dict)
+
+
+def _shrunk(num, den, prior):
+    """(num + prior * mean) / (den + prior), mean = sum(num) / sum(den); 0 where undefined."""
+    mean = num.sum() / den.sum() if den.sum() > 0 else 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (num + prior * mean) / (den + prior)
+    return np.nan_to_num(out, nan=0.0, posinf=0.0)
+
+
+def ctr(t: Table, pair, n_pairs, prior):
+    clicks = np.bincount(pair, t.click, n_pairs)
+    return _shrunk(clicks, np.bincount(pair, minlength=n_pairs).astype(float), prior), {}
+
+
+def coec(t: Table, pair, n_pairs, prior, max_rank: int = COEC_MAX_RANK):
+    use = t.pos <= max_rank
+    pos, click, pair = t.pos[use], t.click[use], pair[use]
+    shown = np.bincount(pos, minlength=max_rank + 1)[:max_rank]
+    clicked = np.bincount(pos, click, max_rank + 1)[:max_rank]
+    rank_ctr = np.zeros(max_rank + 1)            # rank max_rank (kept by the filter): 0
+    rank_ctr[:max_rank] = np.divide(clicked, shown, out=np.zeros(max_rank), where=shown > 0)
+    low = np.full(n_pairs, max_rank, np.int64)
+    np.minimum.at(low, pair, pos)
+    c = np.bincount(pair, click, n_pairs)
+    expected = rank_ctr[low] * np.bincount(pair, minlength=n_pairs)
+    if prior > 0:
+        rating = (c + prior) / (expected + prior)
+    else:
+        rating = np.divide(c, expected, out=np.zeros(n_pairs), where=expected > 0)
+    return np.round(rating, 3), {"rank_ctr": [round(float(x), 6) for x in rank_ctr[:max_rank]],
+                                 "max_rank": max_rank}
+
+
+def _group_starts(search):
+    start = np.ones(len(search), bool)
+    start[1:] = search[1:] != search[:-1]
+    return start
+
+
+def _last_click(t: Table):
+    """Per row: the position of its search's last click (-1: no click)."""
+    start = _group_starts(t.search)
+    gid = np.cumsum(start) - 1
+    last = np.full(gid[-1] + 1 if len(gid) else 0, -1, np.int64)
+    np.maximum.at(last, gid[t.click], t.pos[t.click])
+    return last[gid], gid
+
+
+def sdbn(t: Table, pair, n_pairs, prior):
+    last, _ = _last_click(t)
+    examined = t.pos <= last
+    is_last = t.click & (t.pos == last)
+    clicks = np.bincount(pair, t.click, n_pairs)
+    attract = _shrunk(clicks, np.bincount(pair, examined, n_pairs), prior)
+    satisfy = _shrunk(np.bincount(pair, is_last, n_pairs), clicks, prior)
+    return attract * satisfy, {}
+
+
+def _previous_click(t: Table):
+    """Per row: the position of the previous click in its search (-1: none)."""
+    start = _group_starts(t.search)
+    gid = np.cumsum(start) - 1
+    big = int(t.pos.max(initial=0)) + 2
+    v = np.where(t.click, t.pos, -1).astype(np.int64) + gid * big
+    upto = np.maximum.accumulate(v) - gid * big     # the last click at or above each row
+    prev = np.empty(len(v), np.int64)
+    prev[1:] = upto[:-1]
+    prev[start] = -1
+    return np.maximum(prev, -1)
+
+
+def _em(t: Table, pair, n_pairs, prior, exam, ref, iters, tol):
+    """EM for P(click) = theta[exam] * alpha[pair]; theta[ref] scaled to 1."""
+    n_exam = int(exam.max(initial=0)) + 1
+    seen = np.bincount(pair, minlength=n_pairs).astype(float)
+    per_exam = np.bincount(exam, minlength=n_exam).astype(float)
+    alpha, theta = np.full(n_pairs, 0.5), np.full(n_exam, 0.5)
+    it = 0
+    for it in range(1, iters + 1):
+        a, th = alpha[pair], theta[exam]
+        denom = np.maximum(1.0 - th * a, 1e-12)
+        post_a = np.where(t.click, 1.0, (1.0 - th) * a / denom)
+        post_t = np.where(t.click, 1.0, th * (1.0 - a) / denom)
+        new = np.bincount(pair, post_a, n_pairs)
+        mean = new.sum() / seen.sum()
+        new = (new + prior * mean) / (seen + prior)
+        theta = np.divide(np.bincount(exam, post_t, n_exam), per_exam, out=theta, where=per_exam > 0)
+        scale = theta[ref] if theta[ref] > 0 else 1.0
+        theta = np.clip(theta / scale, 0.0, 1.0)
+        new = np.clip(new * scale, 0.0, 1.0)
+        done = np.abs(new - alpha).max(initial=0.0) < tol
+        alpha = new
+        if done:
+            break
+    return alpha, theta, it
+
+
+def pbm(t: Table, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
+    alpha, theta, it = _em(t, pair, n_pairs, prior, t.pos.astype(np.int64), 0, iters, tol)
+    return alpha, {"theta": [round(float(x), 6) for x in theta], "iterations": it}
+
+
+def ubm(t: Table, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
+    depth = int(t.pos.max(initial=0)) + 1
+    dist = t.pos - _previous_click(t)              # 1 .. depth (no previous click: pos + 1)
+    exam = t.pos.astype(np.int64) * (depth + 1) + dist
+    alpha, theta, it = _em(t, pair, n_pairs, prior, exam, 1, iters, tol)
+    return alpha, {"iterations": it, "theta_no_click": [round(float(theta[r * (depth + 1) + r + 1]), 6)
+                                                        for r in range(depth)]}
+
+
+def estimate(t: Table, model: str, prior: float | None = None, **opts) -> Estimates:
+    """The model's estimates for every (query, document) pair of ``t``."""
+    fns = {"ctr": ctr, "coec": coec, "sdbn": sdbn, "pbm": pbm, "ubm": ubm}
+    if model not in fns:
+        raise UserError(f"unknown click model {model!r}", f"use one of {', '.join(MODELS)}")
+    if not len(t):
+        raise UserError("no usable impressions in the events (see the data report)")
+    prior = DEFAULT_PRIOR[model] if prior is None else float(prior)
+    if prior < 0:
+        raise UserError(f"prior {prior:g}: expected a number >= 0")
+    pair, q, d = t.pairs()
+    est, info = fns[model](t, pair, len(q), prior, **opts)
+    return Estimates(model=model, query=q, doc=d,
+                     impressions=np.bincount(pair, minlength=len(q)),
+                     clicks=np.bincount(pair, t.click, len(q)).astype(np.int64),
+                     estimate=np.asarray(est, float), info=dict(info, prior=prior))

@@ -1,0 +1,229 @@
+"""Judgments from UBI clicks (issue 23): COEC against a hand computation of the Search
+Relevance Workbench's formula, bad event data counted, simulated Cranfield traffic written
+to the real node and read back by ``ltr judgments clicks``, and the debiased models'
+Kendall tau vs raw CTR on simulated traffic with a stated position bias."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from scipy.stats import kendalltau
+
+from ltr_toolkit.clicks import grades, models, sessions
+from ltr_toolkit.clicks import simulate as S
+from ltr_toolkit.clicks.events import read_file
+from ltr_toolkit.clicks.output import qid_for
+from ltr_toolkit.data.judgments import load_judgments
+from ltr_toolkit.datasets import cranfield
+
+
+def _event(action, qid, doc, pos, text="a", **extra):
+    ev = {"action_name": action, "query_id": qid, "event_attributes": {"object": {"object_id": doc}}}
+    if pos is not None:
+        ev["event_attributes"]["position"] = {"ordinal": pos}
+    if text is not None:
+        ev["user_query"] = text
+    ev.update(extra)
+    return ev
+
+
+def _write(path, docs, bulk=False):
+    with open(path, "w") as fh:
+        for d in docs:
+            if bulk:
+                index = "ubi_events" if "action_name" in d else "ubi_queries"
+                fh.write(json.dumps({"index": {"_index": index}}) + "\n")
+            fh.write((d if isinstance(d, str) else json.dumps(d)) + "\n")
+    return path
+
+
+#: (search, user_query, shown docs, clicked docs): positions are the list's, from 0
+FIXTURE = [("s1", "a", ["d1", "d2", "d3"], {"d2"}),
+           ("s2", "a", ["d2", "d1", "d3"], {"d2", "d3"}),
+           ("s3", "b", ["d4", "d1"], {"d4"})]
+
+
+def _fixture_events(base=0):
+    for qid, text, shown, clicked in FIXTURE:
+        for r, d in enumerate(shown):
+            yield _event("impression", qid, d, r + base, text)
+        for r, d in enumerate(shown):
+            if d in clicked:
+                yield _event("click", qid, d, r + base, text)
+
+
+def workbench_coec(events, max_rank):
+    """The Workbench's CoecClickModel, written out with dicts from its description:
+    rank CTR = clicks / impressions per ordinal < max_rank over all events with ordinal <=
+    max_rank; per (user_query, object_id): clicks / (ctr[lowest ordinal] * impressions)."""
+    ev = [e for e in events if e["event_attributes"]["position"]["ordinal"] <= max_rank]
+    shown, clicked = defaultdict(int), defaultdict(int)
+    pair = defaultdict(lambda: {"c": 0, "i": 0, "rank": 10**9})
+    for e in ev:
+        r = e["event_attributes"]["position"]["ordinal"]
+        p = pair[(e["user_query"], e["event_attributes"]["object"]["object_id"])]
+        p["rank"] = min(p["rank"], r)
+        if e["action_name"] == "click":
+            clicked[r] += 1
+            p["c"] += 1
+        else:
+            shown[r] += 1
+            p["i"] += 1
+    ctr = {r: (clicked[r] / shown[r] if shown[r] else 0.0) for r in range(max_rank)}
+    out = {}
+    for key, p in pair.items():
+        expected = ctr.get(p["rank"], 0.0) * p["i"]
+        out[key] = round(p["c"] / expected, 3) if expected > 0 else 0.0
+    return out
+
+
+def _counts(path):
+    rows = (path.parent / (path.name + ".counts.csv")).read_text().splitlines()[1:]
+    import csv
+    return {(r[1], r[2]): r for r in csv.reader(rows)}
+
+
+def test_coec_equals_the_workbench_formula_by_hand(tmp_path, cli):
+    # by hand: rank CTR 0: 2/3 (d1 s1, d2 s2, d4 s3 shown; d2, d4 clicked), 1: 1/3, 2: 1/2
+    hand = {("a", "d1"): 0.0, ("a", "d2"): 1.5, ("a", "d3"): 1.0, ("b", "d4"): 1.5, ("b", "d1"): 0.0}
+    events = list(_fixture_events(0))
+    assert workbench_coec(events, 20) == hand
+    for base in (0, 1):
+        f = _write(tmp_path / f"ev{base}.ndjson", _fixture_events(base))
+        out = tmp_path / f"coec{base}.csv"
+        r = cli("judgments", "clicks", str(f), "-o", str(out), "--model", "coec", "--grades", "estimate",
+                "--min-impressions", "1")
+        assert r.returncode == 0, r.stderr
+        assert f"counted from {base}" in r.stdout
+        jl = load_judgments(out)
+        assert {(jl.queries[q], d): g for (q, d), g in jl.grades.items()} == hand
+        counts = _counts(out)
+        assert counts[("a", "d2")][4:6] == ["2", "2"] and counts[("a", "d1")][4:6] == ["2", "0"]
+
+
+def test_coec_equals_the_workbench_formula_on_simulated_traffic(tmp_path):
+    """The same comparison over many searches, and a max_rank that cuts the lists."""
+    jl = cranfield.judgments()
+    rankings = {q: [d for d, _ in jl.docs_of(q)][:8] for q in jl.judged_qids()[:30]}
+    sim = S.simulate(rankings, jl.queries, jl.grades, 800, seed=7)
+    docs = [d for kind, d in S.ubi_documents(sim, base=0) if kind == "ubi_events"]
+    for max_rank in (20, 4):
+        want = workbench_coec(docs, max_rank)
+        table = sessions.build_table(read_file(_write(tmp_path / "sim.ndjson", docs)))
+        est = models.estimate(table, "coec", max_rank=max_rank)
+        got = {(table.texts[q], table.docs[d]): e for q, d, e in zip(est.query, est.doc, est.estimate)}
+        assert len(want) > 100
+        assert {k: got[k] for k in want} == want
+        # pairs seen only below max_rank: no Workbench rating; here 0 (never a grade above 0)
+        assert all(got[k] == 0.0 for k in set(got) - set(want))
+
+
+def test_bad_event_data_is_counted_not_fatal(tmp_path, cli):
+    good = list(_fixture_events(1))
+    bad = [
+        "{not json",
+        _event("add_to_cart", "s1", "d1", 1),
+        _event("hover", "s1", "d1", 1),
+        {"action_name": "click", "event_attributes": {"object": {"object_id": "d1"}}},   # no query_id
+        _event("click", "s1", None, 1) | {"event_attributes": {"position": {"ordinal": 1}}},  # no object
+        _event("impression", "s1", "d1", 1),          # duplicate impression
+        _event("click", "s1", "d2", 2),               # repeated click
+        _event("click", "s3", "d9", 5),               # never shown
+        _event("impression", "s4", "d1", "x", text="c"),            # bad position, no hit list
+        _event("impression", "s5", "d7", None, text=None),          # user_query + position from record
+        _event("click", "s5", "d7", None, text=None),
+        {"query_id": "s5", "user_query": "e", "query_response_hit_ids": ["d6", "d7"]},
+        _event("impression", "s6", "d1", 1, text=None),             # no user_query anywhere
+        [1, 2],
+    ]
+    f = _write(tmp_path / "bad.ndjson", good + bad)
+    out = tmp_path / "j.txt"
+    r = cli("judgments", "clicks", str(f), "-o", str(out), "--model", "pbm", "--min-impressions", "1")
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and "bad data:" in r.stderr
+    rep = json.loads((tmp_path / "j.txt.json").read_text())["bad_data"]
+    assert rep["counts"] == {
+        "invalid_json": 1, "unknown_action": 2, "no_query_id": 1, "no_object_id": 1,
+        "duplicate_impressions": 1, "repeated_clicks": 1, "clicks_without_impression": 1,
+        "bad_position": 1, "no_position": 1, "user_query_from_record": 2, "no_user_query": 1,
+        "not_an_event": 1}
+    assert rep["unknown_actions"] == {"add_to_cart": 1, "hover": 1}
+    assert rep["first_seen"]["invalid_json"] == f"{f}:{len(good) + 1}"
+    jl = load_judgments(out)
+    assert ("e", "d7") in {(jl.queries[q], d) for q, d in jl.grades}   # repaired from its record
+    # a file with no usable event at all: one line, exit 2, naming the file
+    empty = _write(tmp_path / "none.ndjson", ["{bad", _event("hover", "s1", "d1", 1)])
+    r = cli("judgments", "clicks", str(empty), "-o", str(tmp_path / "x.txt"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert str(empty) in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.fixture(scope="module")
+def first_stage_top10(ltr_cluster, cranfield_index):
+    """The first stage's real top 10 on the node for every judged Cranfield query."""
+    from ltr_toolkit.cluster.firststage import FirstStage
+    from ltr_toolkit.cluster.rerank import msearch_ids
+    jl = cranfield.judgments()
+    qids = jl.judged_qids()
+    ids = msearch_ids(ltr_cluster.conn(), "cranfield-test", [jl.query_params(q) for q in qids],
+                      FirstStage.from_fields(), None, 10, 10)
+    return {q: r for q, r in zip(qids, ids) if r}
+
+
+def _tau_by_model(rankings, sessions_n, seed):
+    jl = cranfield.judgments()
+    sim = S.simulate(rankings, jl.queries, jl.grades, sessions_n, seed=seed)
+    table = sessions.build_table(S.event_log(sim))
+    truth = S.true_grades(sim, jl.grades)
+    taus = {}
+    for m in models.MODELS:
+        est = models.estimate(table, m)
+        keep = grades.keep_mask(est)
+        g = grades.to_grades(est)[keep]
+        true = np.array([truth[(table.texts[q], table.docs[d])] for q, d in zip(est.query[keep], est.doc[keep])])
+        taus[m] = kendalltau(g, true).statistic
+    return taus
+
+
+def test_debiased_models_beat_raw_ctr_on_simulated_cranfield_traffic(first_stage_top10):
+    """20,000 searches over the first stage's real top 10, position bias 1/(rank+1): the
+    EM models' grades agree with the true grades better than CTR's, for two seeds."""
+    for seed in (1, 2):
+        taus = _tau_by_model(first_stage_top10, 20_000, seed)
+        assert taus["pbm"] > taus["ctr"] + 0.02, taus
+        assert taus["ubm"] > taus["ctr"] + 0.02, taus
+
+
+def test_simulated_traffic_on_the_node_to_judgments(ltr_cluster, first_stage_top10, tmp_path, cli):
+    from ltr_toolkit.cluster import ubi
+    import datetime as dt
+    conn = ltr_cluster.conn()
+    jl = cranfield.judgments()
+    qi, ev = "test_ubi_queries", "test_ubi_events"
+    ubi.create_indices(conn, qi, ev, recreate=True)
+    now = dt.datetime.now(dt.timezone.utc)
+    old = S.simulate(first_stage_top10, jl.queries, jl.grades, 300, seed=5,
+                     start=now - dt.timedelta(days=20), seconds=3600)
+    new = S.simulate(first_stage_top10, jl.queries, jl.grades, 1500, seed=6,
+                     start=now - dt.timedelta(days=2), seconds=86400)
+    try:
+        ubi.write_documents(conn, S.ubi_documents(old), qi, ev)
+        ubi.write_documents(conn, S.ubi_documents(new), qi, ev)
+        mapping = conn.client().indices.get_mapping(index=ev)[ev]["mappings"]["properties"]
+        assert mapping["event_attributes"]["properties"]["position"]["properties"]["ordinal"]["type"] == "integer"
+        out = tmp_path / "clicks.jsonl"
+        r = cli("--url", ltr_cluster.url, "judgments", "clicks", "-o", str(out), "--model", "pbm",
+                "--days", "7", "--queries-index", qi, "--events-index", ev, "--min-impressions", "3")
+        assert r.returncode == 0, r.stderr
+        report = json.loads((tmp_path / "clicks.jsonl.json").read_text())
+        assert report["counts"]["searches"] == 1500          # the 20-day-old ones are outside
+        assert report["positions_counted_from"] == 1
+        assert report["bad_data"]["counts"] == {}
+        got = load_judgments(out)
+        assert set(got.queries.values()) <= set(jl.queries.values())
+        assert len(got) > 1000 and all(qid_for(t) == q for q, t in got.queries.items())
+    finally:
+        conn.client().indices.delete(index=f"{qi},{ev}", ignore_unavailable=True)
