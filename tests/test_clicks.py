@@ -197,7 +197,10 @@ def test_debiased_models_beat_raw_ctr_on_simulated_cranfield_traffic(first_stage
         assert taus["ubm"] > taus["ctr"] + 0.02, taus
 
 
-def test_simulated_traffic_on_the_node_to_judgments(ltr_cluster, first_stage_top10, tmp_path, cli):
+@pytest.fixture(scope="module")
+def ubi_on_node(ltr_cluster, first_stage_top10):
+    """Simulated searches written to the node's UBI indices: 300 from 20 days ago, 1,500
+    over the last 2 days (positions counted from 1, as in the UBI spec's examples)."""
     from ltr_toolkit.cluster import ubi
     import datetime as dt
     conn = ltr_cluster.conn()
@@ -209,21 +212,55 @@ def test_simulated_traffic_on_the_node_to_judgments(ltr_cluster, first_stage_top
                      start=now - dt.timedelta(days=20), seconds=3600)
     new = S.simulate(first_stage_top10, jl.queries, jl.grades, 1500, seed=6,
                      start=now - dt.timedelta(days=2), seconds=86400)
-    try:
-        ubi.write_documents(conn, S.ubi_documents(old), qi, ev)
-        ubi.write_documents(conn, S.ubi_documents(new), qi, ev)
-        mapping = conn.client().indices.get_mapping(index=ev)[ev]["mappings"]["properties"]
-        assert mapping["event_attributes"]["properties"]["position"]["properties"]["ordinal"]["type"] == "integer"
-        out = tmp_path / "clicks.jsonl"
-        r = cli("--url", ltr_cluster.url, "judgments", "clicks", "-o", str(out), "--model", "pbm",
-                "--days", "7", "--queries-index", qi, "--events-index", ev, "--min-impressions", "3")
-        assert r.returncode == 0, r.stderr
-        report = json.loads((tmp_path / "clicks.jsonl.json").read_text())
-        assert report["counts"]["searches"] == 1500          # the 20-day-old ones are outside
-        assert report["positions_counted_from"] == 1
-        assert report["bad_data"]["counts"] == {}
-        got = load_judgments(out)
-        assert set(got.queries.values()) <= set(jl.queries.values())
-        assert len(got) > 1000 and all(qid_for(t) == q for q, t in got.queries.items())
-    finally:
-        conn.client().indices.delete(index=f"{qi},{ev}", ignore_unavailable=True)
+    ubi.write_documents(conn, S.ubi_documents(old), qi, ev)
+    ubi.write_documents(conn, S.ubi_documents(new), qi, ev)
+    yield qi, ev
+    conn.client().indices.delete(index=f"{qi},{ev}", ignore_unavailable=True)
+
+
+def test_simulated_traffic_on_the_node_to_judgments(ltr_cluster, ubi_on_node, tmp_path, cli):
+    qi, ev = ubi_on_node
+    conn = ltr_cluster.conn()
+    mapping = conn.client().indices.get_mapping(index=ev)[ev]["mappings"]["properties"]
+    assert mapping["event_attributes"]["properties"]["position"]["properties"]["ordinal"]["type"] == "integer"
+    out = tmp_path / "clicks.jsonl"
+    r = cli("--url", ltr_cluster.url, "judgments", "clicks", "-o", str(out), "--model", "pbm",
+            "--days", "7", "--queries-index", qi, "--events-index", ev, "--min-impressions", "3")
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "clicks.jsonl.json").read_text())
+    assert report["counts"]["searches"] == 1500          # the 20-day-old ones are outside
+    assert report["positions_counted_from"] == 1
+    assert report["bad_data"]["counts"] == {}
+    got = load_judgments(out)
+    texts = set(cranfield.judgments().queries.values())
+    assert set(got.queries.values()) <= texts
+    assert len(got) > 1000 and all(qid_for(t) == q for q, t in got.queries.items())
+
+
+def test_click_job_logs_features_of_the_last_days(ltr_cluster, cranfield_index, ubi_on_node, tmp_path, cli):
+    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.data.featuresets import load_featureset
+    qi, ev = ubi_on_node
+    conn = ltr_cluster.conn()
+    st.init_store(conn, None)
+    fs, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.FEATURE_SET))
+    job = tmp_path / "job.toml"
+    job.write_text(f'[cluster]\nurl = "{ltr_cluster.url}"\n\n[logging]\nfeatureset = "{fs}"\n'
+                   f'index = "{cranfield_index["index"]}"\n\n[clicks]\ndays = 3\nmodel = "ubm"\n'
+                   f'min_impressions = 3\nqueries_index = "{qi}"\nevents_index = "{ev}"\n\n'
+                   '[output]\ndirectory = "out"\nkeep = 2\n')
+    r = cli("job", "run", str(job), "--json")
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads(r.stdout)
+    snap = tmp_path / "out" / "latest"
+    assert manifest["clicks"]["searches"] == 1500 and manifest["status"] == "complete"
+    assert set(manifest["files"]) == {"features.txt", "features.txt.json", "judgments.txt",
+                                      "judgments.txt.counts.csv", "judgments.txt.json"}
+    jl = load_judgments(snap / "judgments.txt")
+    assert manifest["counts"]["rows"] == len(jl) > 1000
+    rows = (snap / "features.txt").read_text().splitlines()
+    assert {ln.split("# ")[1].split()[0] for ln in rows} <= {d for _, d in jl.grades}
+    # a bad [clicks] section: file:line, exit 2
+    job.write_text(job.read_text().replace("days = 3", 'days = "3"'))
+    r = cli("job", "run", str(job))
+    assert r.returncode == 2 and f"{job}:" in r.stderr and "days" in r.stderr, r.stderr

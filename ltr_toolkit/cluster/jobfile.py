@@ -22,7 +22,10 @@ KNOWN = {"cluster": {"url", "ca_certs", "insecure", "timeout"},
          "logging": {"featureset", "index", "judgments", "format", "queries", "store", "fields",
                      "first_stage", "candidates", "unjudged", "judged_outside", "batch",
                      "parallel"},
-         "output": {"directory", "keep", "incremental"}}
+         "output": {"directory", "keep", "incremental"},
+         # a click job: judgments from the last N days of UBI events (ltr_toolkit.clicks)
+         "clicks": {"days", "model", "prior", "min_impressions", "grades", "levels", "positions",
+                    "max_rank", "queries_index", "events_index", "click_actions"}}
 
 
 @dataclass
@@ -34,7 +37,7 @@ class Job:
     timeout: float | None      # None: not in the file (``ltr --timeout``, else DEFAULT_TIMEOUT)
     featureset: str
     index: str
-    judgments: Path
+    judgments: Path | None         # None in a click job ([clicks])
     fmt: str | None
     queries: Path | None
     store: str | None
@@ -49,6 +52,7 @@ class Job:
     keep: int
     incremental: bool
     raw: dict = field(default_factory=dict, repr=False)
+    clicks: dict | None = None     # [clicks]: judgments from UBI events instead of a file
 
 
 class _Checker:
@@ -126,7 +130,9 @@ def _check_layout(raw: dict, c: _Checker) -> None:
     cl, lg, out = raw.get("cluster", {}), raw.get("logging", {}), raw.get("output", {})
     if "url" in cl and ("@" in str(cl["url"]).split("//", 1)[-1].split("/", 1)[0]):
         c.fail("url", "the URL carries credentials: put them in LTR_USER / LTR_PASSWORD instead")
-    for key in ("featureset", "index", "judgments"):
+    if "clicks" in raw and lg.get("judgments"):
+        c.fail("judgments", "a click job makes its judgments from [clicks]: drop judgments = ...")
+    for key in ("featureset", "index") + (() if "clicks" in raw else ("judgments",)):
         if not lg.get(key):
             c.fail("[logging", f"[logging] needs {key} = ...")
     if "directory" not in out:
@@ -149,7 +155,7 @@ def load_job(path) -> Job:
         path=path, url=cl.get("url"), ca_certs=str(c.rel(cl["ca_certs"])) if cl.get("ca_certs") else None,
         insecure=c.flag("cluster", "insecure", cl.get("insecure", False)),
         timeout=c.seconds("cluster", "timeout", cl["timeout"]) if "timeout" in cl else None,
-        featureset=str(lg["featureset"]), index=str(lg["index"]), judgments=c.rel(lg["judgments"]),
+        featureset=str(lg["featureset"]), index=str(lg["index"]), judgments=c.rel(lg.get("judgments")),
         fmt=c.one_of("logging", "format", lg.get("format"), (None, *JUDGMENT_FORMATS)),
         queries=c.rel(lg.get("queries")), store=lg.get("store") or None,
         fields=lg.get("fields"), first_stage=c.rel(lg.get("first_stage")),
@@ -160,7 +166,34 @@ def load_job(path) -> Job:
         batch=c.positive("logging", "batch", lg.get("batch", 25)),
         parallel=c.positive("logging", "parallel", lg.get("parallel", 1)),
         directory=c.rel(out["directory"]), keep=c.positive("output", "keep", out.get("keep", 7)),
-        incremental=c.flag("output", "incremental", out.get("incremental", False)), raw=raw)
+        incremental=c.flag("output", "incremental", out.get("incremental", False)), raw=raw,
+        clicks=_clicks(raw["clicks"], c) if "clicks" in raw else None)
+
+
+def _clicks(cl: dict, c: _Checker) -> dict:
+    """The [clicks] section, checked: ``days`` (required) and the click model's settings."""
+    from ..clicks.grades import MAPPINGS
+    from ..clicks.models import MODELS
+    if "days" not in cl:
+        c.fail("[clicks", "[clicks] needs days = N (the last N days of events)")
+    days = cl["days"]
+    if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
+        c.fail("days", f"[clicks] days = {days!r}: expected a number of days > 0 (no quotes)")
+    out = {"days": float(days),
+           "model": c.one_of("clicks", "model", cl.get("model", "pbm"), MODELS),
+           "grades": c.one_of("clicks", "grades", cl.get("grades", "levels"), MAPPINGS),
+           "positions": str(c.one_of("clicks", "positions", cl.get("positions", "auto"), ("auto", 0, 1)))}
+    for key in ("min_impressions", "levels", "max_rank"):
+        if key in cl:
+            out[key] = c.positive("clicks", key, cl[key])
+    if "prior" in cl:
+        if isinstance(cl["prior"], bool) or not isinstance(cl["prior"], (int, float)) or cl["prior"] < 0:
+            c.fail("prior", f"[clicks] prior = {cl['prior']!r}: expected a number >= 0")
+        out["prior"] = float(cl["prior"])
+    for key in ("queries_index", "events_index", "click_actions"):
+        if key in cl:
+            out[key] = str(cl[key])
+    return out
 
 
 def job_connection(job: Job, given: Connection, explicit_timeout: bool = False) -> Connection:

@@ -49,6 +49,17 @@ The job file is read by :mod:`.jobfile`; the output directory (lock, snapshots,
 Before any work the index's health is read: red (a shard has no copy) is a one-line
 error, exit 2; yellow (replicas missing) a one-line warning, and the run goes on.
 
+A click job has a ``[clicks]`` section instead of ``judgments``: its judgments are made
+when the run starts from the last ``days`` of the cluster's UBI events through a click
+model (``model = "pbm"``, ``min_impressions``, ``prior``, ``grades``, ``positions``,
+``queries_index``, ``events_index``: as ``ltr judgments clicks``), frozen like any judgments,
+and published in the snapshot beside the features (``judgments.txt``, its
+``.counts.csv`` and ``.json`` report)::
+
+    [clicks]
+    days = 7
+    model = "pbm"
+
 Exit codes: 0 complete, 3 partial (queries failed; listed in the manifest), 2 user error
 (a red index among them), 1 unexpected.
 """
@@ -148,7 +159,7 @@ def _inputs(job: Job, conn, work: Path):
     if frozen.is_file():
         inputs = json.loads(frozen.read_text())
         return JudgmentList.from_dict(inputs["judgments"]), inputs["candidates"], stage_fs
-    jl = load_judgments(job.judgments, job.fmt, job.queries)
+    jl = click_judgments(job, conn, work) if job.clicks else load_judgments(job.judgments, job.fmt, job.queries)
     info = None
     if job.candidates:
         budget = query_budget(conn, job.index, jl, job.featureset, stage_fs, job.store)
@@ -156,6 +167,31 @@ def _inputs(job: Job, conn, work: Path):
                                        job.unjudged, job.judged_outside, max_terms=budget)
     write_json(frozen, {"judgments": jl.to_dict(), "candidates": info}, indent=None)
     return jl, info, stage_fs
+
+
+#: a click job's judgments and their counts, published in its snapshot
+CLICK_FILES = ("judgments.txt", "judgments.txt.counts.csv", "judgments.txt.json")
+
+
+def click_judgments(job: Job, conn, work: Path):
+    """A click job's judgments: the last ``days`` of UBI events through its click model,
+    written into ``work`` (published with the snapshot)."""
+    from ..clicks.judge import ClickSettings, judge
+    from ..clicks.output import write_counts, write_judgments, write_report
+    from .ubi import EVENTS, QUERIES, read_event_log, time_range
+    cl = dict(job.clicks)
+    days = cl.pop("days")
+    names = (cl.pop("queries_index", QUERIES), cl.pop("events_index", EVENTS))
+    actions = tuple(a.strip() for a in cl.pop("click_actions", "click").split(",") if a.strip())
+    mapping = cl.pop("grades", "levels")
+    rng = time_range(days=days)
+    events = read_event_log(conn, rng, *names, click_actions=actions)
+    jl, rows, report = judge(events, ClickSettings(mapping=mapping, **cl),
+                             f"{conn.display_url}/{names[1]} last {days:g} days")
+    write_judgments(jl, work / CLICK_FILES[0], "ranklib")
+    write_counts(rows, work / CLICK_FILES[0])
+    write_report(dict(report, time_range=rng), work / CLICK_FILES[0])
+    return jl
 
 
 def _seed_incremental(job: Job, work: Path, log) -> None:
@@ -194,6 +230,9 @@ def _stage(work: Path, run_id: str) -> Path:
     stage.mkdir()
     os.replace(work / "features.txt", stage / "features.txt")
     os.replace(work / "features.txt.json", stage / "features.txt.json")
+    for name in CLICK_FILES:
+        if (work / name).exists():
+            os.replace(work / name, stage / name)
     return stage
 
 
@@ -215,5 +254,7 @@ def _manifest(job: Job, conn, run: dict, side: dict, stage: Path, log_seconds: f
                    "failed_queries": len(failed), "retried_items": side.get("retried_items", 0)},
         "failed_queries": failed,
         "durations_seconds": {"logging": round(log_seconds, 3), "total": round(total_seconds, 3)},
-        "files": {name: sha256(stage / name) for name in ("features.txt", "features.txt.json")},
+        "files": {name: sha256(stage / name) for name in ("features.txt", "features.txt.json", *CLICK_FILES)
+                  if (stage / name).exists()},
+        "clicks": json.loads((stage / CLICK_FILES[2]).read_text())["counts"] if job.clicks else None,
     }

@@ -116,10 +116,13 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    workdir, folds: int = 5, k: int = 10, window: int = 100,
                    store: str | None = None, first_stage: FirstStage | None = None,
                    seed: int = 42, name_prefix: str = "cv", baseline_name: str = "first-stage",
-                   log=lambda msg: None, keep_models: bool = False) -> dict:
+                   log=lambda msg: None, keep_models: bool = False,
+                   evaluate_on: JudgmentList | None = None) -> dict:
     """Returns the pooled report (see the module docstring). ``algos``: algorithm ->
     fixed ``train_model`` settings, or None to choose them by inner cross-validation.
-    Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``."""
+    Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``. ``evaluate_on``: train on
+    ``jl``'s labels (e.g. click-derived) but score every ranking against these judgments
+    (same qids), over the queries judged in both."""
     if folds < 2:
         raise UserError(f"--folds {folds}: cross-validation needs at least 2 folds")
     for algo in algos:
@@ -128,7 +131,9 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     workdir.mkdir(parents=True, exist_ok=True)
     serving = Serving(index, first_stage or FirstStage.from_fields(), window, store)
     ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
-    qids = [q for q in jl.judged_qids() if q not in failed]
+    truth = jl if evaluate_on is None else evaluate_on
+    judged = set(truth.judged_qids())
+    qids = [q for q in jl.judged_qids() if q not in failed and q in judged]
     if len(qids) < folds:
         raise UserError(f"{len(qids)} usable queries for {folds} folds", "judge more queries")
     run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
@@ -137,10 +142,10 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         failed.update({qids[i]: why for i, why in run.failed.items()})
         raise UserError(f"the first stage failed for {len(run.failed)} logged queries "
                         f"(e.g. {next(iter(failed.items()))})", "check the cluster, then run again")
-    per_query = {baseline_name: run_metrics(run.first, qids, jl, k)}
+    per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
     try:
         for algo, fixed in algos.items():
-            per_query[algo] = run_metrics(run.rankings(algo, fixed), qids, jl, k)
+            per_query[algo] = run_metrics(run.rankings(algo, fixed), qids, truth, k)
             log(f"{algo}: chosen per fold: {run.chosen[algo]}")
     finally:
         left = [] if keep_models else _clean_up(conn, run.models, store, log)
@@ -150,6 +155,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                       f"(each query reranked by a model trained, and its settings chosen, "
                       f"without it)",
         "folds": folds, "window": window, "first_stage": serving.first_stage.to_dict(),
+        "trained_on": jl.source, "evaluated_on": truth.source,
         "serving": serving.to_dict(), "models": run.models if keep_models else {},
         "models_left": left,
         "settings": run.chosen, "fixed_settings": {a: v for a, v in algos.items() if v is not None},
