@@ -264,3 +264,25 @@ def test_click_job_logs_features_of_the_last_days(ltr_cluster, cranfield_index, 
     job.write_text(job.read_text().replace("days = 3", 'days = "3"'))
     r = cli("job", "run", str(job))
     assert r.returncode == 2 and f"{job}:" in r.stderr and "days" in r.stderr, r.stderr
+
+
+def test_click_job_files_are_checked(tmp_path):
+    from pathlib import Path
+    from ltr_toolkit.cluster.jobfile import load_job
+    from ltr_toolkit.errors import InputError
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "scheduling.md").read_text()
+    example = next(b for b in (p.split("```", 1)[0] for p in docs.split("```toml\n")[1:]) if "[clicks]" in b)
+    p = tmp_path / "job.toml"
+    p.write_text(example)
+    job = load_job(p)
+    assert job.judgments is None and job.clicks == {"days": 7.0, "model": "pbm", "grades": "levels",
+                                                    "positions": "auto", "min_impressions": 5}
+    for bad, line, fragment in (
+            (example.replace('model = "pbm"', 'model = "dbn"'), 7, "'ubm'"),
+            (example.replace("days = 7", "days = 0"), 6, "days = 0"),
+            (example.replace('index = "cranfield"\n', 'index = "cranfield"\njudgments = "j.txt"\n'), 4, "drop judgments"),
+            (example.replace("days = 7 ", "# days"), 5, "needs days")):
+        p.write_text(bad)
+        with pytest.raises(InputError) as info:
+            load_job(p)
+        assert fragment in str(info.value) and info.value.line == line, str(info.value)

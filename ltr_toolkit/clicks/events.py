@@ -87,12 +87,9 @@ def _ordinal(value):
     return value if isinstance(value, int) and value >= 0 else False
 
 
-def _get(doc: dict, *path):
-    for key in path:
-        if not isinstance(doc, dict):
-            return None
-        doc = doc.get(key)
-    return doc
+def _get(doc: dict, key: str, inner: str):
+    value = doc.get(key)
+    return value.get(inner) if isinstance(value, dict) else None
 
 
 class EventReader:
@@ -112,12 +109,14 @@ class EventReader:
         if kind is None:
             p.action(str(name), where)
             return
-        qid, obj = doc.get("query_id"), _get(doc, "event_attributes", "object", "object_id")
+        attrs = doc.get("event_attributes")
+        attrs = attrs if isinstance(attrs, dict) else {}
+        qid, obj = doc.get("query_id"), _get(attrs, "object", "object_id")
         if not isinstance(qid, (str, int)) or qid == "":
             return p.add("no_query_id", 1, where)
         if not isinstance(obj, (str, int)) or obj == "":
             return p.add("no_object_id", 1, where)
-        pos = _ordinal(_get(doc, "event_attributes", "position", "ordinal"))
+        pos = _ordinal(_get(attrs, "position", "ordinal"))
         if pos is False:
             p.add("bad_position", 1, where)
         text = doc.get("user_query")

@@ -15,7 +15,11 @@ seen 2,000 times.
   *smallest* rank the pair was seen at (``ctr_R`` = 0 for R = ``max_rank``), 0 when that
   is 0, rounded to 3 decimals. 1 = as often clicked as the average result at its rank.
   ``prior`` > 0 gives ``(clicks + prior) / (expected + prior)`` instead (not the
-  Workbench's number; the default prior for COEC is 0).
+  Workbench's number; the default prior for COEC is 0). The numbers are the Workbench's
+  on the same events when they carry ``user_query`` and hold no duplicates; here an event
+  without ``user_query`` takes its ``ubi_queries`` record's (the Workbench skips it), a
+  duplicated impression or click counts once (the Workbench counts every copy), and a
+  pair seen only below ``max_rank`` is rated 0 (the Workbench does not list it).
 * ``sdbn`` — simplified DBN (Chuklin et al., *Click Models for Web Search*, 2015): results
   at or above a search's last click were examined; attractiveness = clicks / examined,
   satisfaction = last clicks / clicks; estimate = attractiveness x satisfaction.
