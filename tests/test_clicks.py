@@ -121,6 +121,17 @@ def test_coec_equals_the_workbench_formula_on_simulated_traffic(tmp_path):
         assert all(got[k] == 0.0 for k in set(got) - set(want))
 
 
+def test_sdbn_by_hand(tmp_path):
+    """SDBN (prior 0): results down to the last click were examined, all of them in a search
+    without a click; attractiveness = clicks / examined, satisfaction = last clicks / clicks."""
+    no_click = [_event("impression", "s4", d, r, "b") for r, d in enumerate(["d1", "d4"])]
+    table = sessions.build_table(read_file(_write(tmp_path / "e.ndjson", [*_fixture_events(0), *no_click])))
+    est = models.estimate(table, "sdbn", prior=0)
+    got = {(table.texts[q], table.docs[d]): e for q, d, e in zip(est.query, est.doc, est.estimate)}
+    assert got == {("a", "d1"): 0.0, ("a", "d2"): 1.0 * 0.5, ("a", "d3"): 1.0,
+                   ("b", "d4"): 0.5 * 1.0, ("b", "d1"): 0.0}
+
+
 def test_bad_event_data_is_counted_not_fatal(tmp_path, cli):
     good = list(_fixture_events(1))
     bad = [
@@ -190,11 +201,12 @@ def _tau_by_model(rankings, sessions_n, seed):
 
 def test_debiased_models_beat_raw_ctr_on_simulated_cranfield_traffic(first_stage_top10):
     """20,000 searches over the first stage's real top 10, position bias 1/(rank+1): the
-    EM models' grades agree with the true grades better than CTR's, for two seeds."""
+    debiased models' grades (SDBN's, PBM's and UBM's) agree with the true grades better than
+    CTR's, for two seeds."""
     for seed in (1, 2):
         taus = _tau_by_model(first_stage_top10, 20_000, seed)
-        assert taus["pbm"] > taus["ctr"] + 0.02, taus
-        assert taus["ubm"] > taus["ctr"] + 0.02, taus
+        for m in ("sdbn", "pbm", "ubm"):
+            assert taus[m] > taus["ctr"] + 0.02, (m, taus)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ seen 2,000 times.
 * ``sdbn`` — simplified DBN (Chuklin et al., *Click Models for Web Search*, 2015): results
   at or above a search's last click were examined; attractiveness = clicks / examined,
   satisfaction = last clicks / clicks; estimate = attractiveness x satisfaction.
-  Searches without a click add nothing.
+  A search without a click: the user, never satisfied, examined the whole list.
 * ``pbm`` — position-based model, P(click) = theta_rank x alpha_pair, fitted by EM;
   estimate = alpha (attractiveness). theta is scaled so that position 0 is always examined.
 * ``ubm`` — user browsing model: examination theta depends on the rank and on the distance
@@ -95,12 +95,16 @@ def _group_starts(search):
 
 
 def _last_click(t: Table):
-    """Per row: the position of its search's last click (-1: no click)."""
+    """Per row: the position of its search's last click (no click: the search's last
+    position, as SDBN's user, never satisfied, scans the whole list)."""
     start = _group_starts(t.search)
     gid = np.cumsum(start) - 1
-    last = np.full(gid[-1] + 1 if len(gid) else 0, -1, np.int64)
+    n = gid[-1] + 1 if len(gid) else 0
+    last = np.full(n, -1, np.int64)
     np.maximum.at(last, gid[t.click], t.pos[t.click])
-    return last[gid], gid
+    deepest = np.full(n, -1, np.int64)
+    np.maximum.at(deepest, gid, t.pos)
+    return np.where(last >= 0, last, deepest)[gid], gid
 
 
 def sdbn(t: Table, pair, n_pairs, prior):
