@@ -720,10 +720,17 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
           k: Annotated[int, typer.Option("--k", min=1, help="NDCG@k for LambdaRank weights and early stopping.")] = 10,
           patience: Annotated[Optional[int], typer.Option("--patience", min=1, help="Early stopping (with --valid): epochs for networks (default 10), rounds for trees (default: none, all --trees are kept; the validation NDCG is still shown).")] = None,
           truncation: Annotated[str, typer.Option("--truncation", help="Pairs with a document in the current top T: default (k for networks, weighted by |dNDCG@k|; 32 for trees, as xgboost's rank:ndcg), k (same as --k), an integer, or all.")] = "default",
-          seed: Annotated[int, typer.Option("--seed")] = 42):
+          seed: Annotated[int, typer.Option("--seed")] = 42,
+          max_bin: Annotated[Optional[int], typer.Option("--max-bin", min=2, help="Histogram bins per feature (trees; default 256).")] = None,
+          dask: Annotated[Optional[str], typer.Option("--dask", help="Train the trees on Dask: a scheduler address (tcp://host:8786) or local:N (N local workers). DATA, --valid and --test may then be globs or comma-separated files (quote globs), read in parallel by the workers.")] = None):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
     from .pipeline.train import TREE_ALGOS, train_from_files
     algo = algo.value
+    if dask is not None:
+        import functools
+        from .pipeline.dask_train import train_from_files_dask
+        train_from_files = functools.partial(train_from_files_dask, address=dask,
+                                             log=lambda m: err.print(m))
     total = trees if algo in TREE_ALGOS else epochs
     hidden_sizes = _hidden(hidden)
     monitor = "valid" if valid else "train"
@@ -736,7 +743,7 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
             data, algo=algo, valid=valid, test=test, output=output, hidden=hidden_sizes,
             epochs=epochs, lr=lr, optimizer=optimizer.value, sigma=sigma, k=k, patience=patience,
             seed=seed, on_epoch=on_epoch, trees=trees, depth=depth,
-            truncation=_truncation(truncation))
+            truncation=_truncation(truncation), **({} if max_bin is None else {"max_bin": max_bin}))
     for w in artifact.get("warnings", []):
         err.print(f"warning: {w}")
     table = Table("split", f"NDCG@{k}", "queries")

@@ -76,7 +76,8 @@ def read_sidecar(path) -> dict:
         raise InputError(side, getattr(exc, "lineno", None), "sidecar is not valid JSON") from None
 
 
-def load_logged(path, n_features: int | None = None) -> RankingDataset:
+def load_logged(path, n_features: int | None = None,
+                byte_range: tuple[int, int] | None = None) -> RankingDataset:
     """:func:`load_svmlight` with what the sidecar says: feature names, and absent
     features as missing (NaN) when it records ``"missing_features": "absent"``."""
     side = read_sidecar(path)
@@ -84,7 +85,8 @@ def load_logged(path, n_features: int | None = None) -> RankingDataset:
     names = side.get("feature_names")
     if n_features is None and names:
         n_features = len(names)   # trailing features may be absent from every row
-    ds = load_svmlight(path, n_features=n_features, missing=missing, feature_names=names)
+    ds = load_svmlight(path, n_features=n_features, missing=missing, feature_names=names,
+                       byte_range=byte_range)
     ds.meta["sidecar"] = side
     return ds
 
@@ -113,15 +115,20 @@ class _ChunkError(Exception):
 
 
 def load_svmlight(path, n_features: int | None = None, missing: float = 0.0,
-                  feature_names: list[str] | None = None) -> RankingDataset:
+                  feature_names: list[str] | None = None,
+                  byte_range: tuple[int, int] | None = None) -> RankingDataset:
+    """``byte_range`` (start, end): only the lines in those bytes of the file (start and
+    end at line starts; line numbers in errors then count from start)."""
     path = Path(path)
     if n_features is not None:
         n_features = int(n_features)
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb") if byte_range is None else _ByteRange(path, *byte_range)
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     builder = _Builder(path, n_features, missing, feature_names)
+    if byte_range is not None:
+        builder.size = max(1, byte_range[1] - byte_range[0])
     _keep_freed_memory()
     with fh, ThreadPoolExecutor(_THREADS) as pool:
         pending: deque = deque()     # at most one chunk ahead of the workers
@@ -137,6 +144,26 @@ def load_svmlight(path, n_features: int | None = None, missing: float = 0.0,
                 fut.cancel()
             raise
     return builder.finish()
+
+
+class _ByteRange:
+    """A binary file read only from byte ``start`` up to ``end`` (``readinto``)."""
+
+    def __init__(self, path, start: int, end: int):
+        self._fh = open(path, "rb")
+        self._fh.seek(start)
+        self._left = max(0, end - start)
+
+    def readinto(self, view) -> int:
+        n = self._fh.readinto(view[:min(len(view), self._left)]) if self._left else 0
+        self._left -= n
+        return n
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._fh.close()
 
 
 def _keep_freed_memory():

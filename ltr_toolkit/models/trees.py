@@ -184,15 +184,29 @@ class LambdaMART(EstimatorParams):
                     grad[sl], hess[sl] = c.grad_hess(preds[sl])
                 return grad, hess
             return other
-        pairs = RankPairs(train.y, train.offsets, self._weighting(), float(self.sigma),
-                          self._truncation(), float(self.mu), self._query_normalization(),
-                          score_normalization=bool(self.score_normalization),
-                          hessian_scale=float(self.hessian_scale),
-                          truncate_discounts=bool(self.truncate_discounts))
+        pairs = self.rank_pairs(train.y, train.offsets)
 
         def obj(preds, dtrain):
             return pairs.grad_hess(preds)
         return obj
+
+    def rank_pairs(self, labels, offsets) -> RankPairs:
+        """The objective's pairs of these queries (labels, row offsets): per query, so a
+        part of the queries gets exactly those queries' lambdas (``distributed.trees``)."""
+        return RankPairs(labels, offsets, self._weighting(), float(self.sigma),
+                         self._truncation(), float(self.mu), self._query_normalization(),
+                         score_normalization=bool(self.score_normalization),
+                         hessian_scale=float(self.hessian_scale),
+                         truncate_discounts=bool(self.truncate_discounts))
+
+    def stopping_callbacks(self) -> list:
+        """xgboost's early stopping on the validation NDCG@k, when asked for."""
+        import xgboost as xgb
+        if self.early_stopping_rounds is None:
+            return []
+        return [xgb.callback.EarlyStopping(
+            rounds=int(self.early_stopping_rounds), metric_name=self.metric_name,
+            data_name="valid", maximize=True, save_best=False)]
 
     # ------------------------------------------------------------------ fit / predict
     def _dmatrix(self, ds: RankingDataset, ref=None):
@@ -250,17 +264,20 @@ class LambdaMART(EstimatorParams):
         if valid is not None:
             evals = [(self._dmatrix(valid, ref=dtrain), "valid")]
             metric = self._ndcg_metric(valid)
-            if self.early_stopping_rounds is not None:
-                cbs.append(xgb.callback.EarlyStopping(
-                    rounds=int(self.early_stopping_rounds), metric_name=self.metric_name,
-                    data_name="valid", maximize=True, save_best=False))
+            cbs += self.stopping_callbacks()
         self.booster_ = xgb.train(
             params, dtrain, num_boost_round=int(self.n_estimators), obj=self.objective(train),
             evals=evals, custom_metric=metric, verbose_eval=False, callbacks=cbs)
-        self.best_iteration_ = int(self.n_estimators) - 1
-        if valid is not None and self.early_stopping_rounds is not None:
-            self.best_iteration_ = int(self.booster_.best_iteration)
+        self.set_booster(self.booster_, valid is not None)
         return self
+
+    def set_booster(self, booster, validated: bool) -> None:
+        """The fitted booster (``best_iteration_``: its best round when early stopping
+        watched a validation set, else its last)."""
+        self.booster_ = booster
+        self.best_iteration_ = int(self.n_estimators) - 1
+        if validated and self.early_stopping_rounds is not None:
+            self.best_iteration_ = int(booster.best_iteration)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Scores (the sum of the trees' leaves up to ``best_iteration_``), in batches of

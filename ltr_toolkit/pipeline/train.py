@@ -53,7 +53,8 @@ def check_algorithm(algo: str) -> None:
 
 def make_estimator(algo: str, hidden=(64, 16), epochs=50, lr=None, optimizer="adam",
                    sigma=1.0, k=10, patience=None, seed=42, trees=300, depth=6,
-                   truncation="default", hessian_scale=None, min_child_weight=None, l2=None):
+                   truncation="default", hessian_scale=None, min_child_weight=None, l2=None,
+                   max_bin=None):
     """The estimator ``train_model`` fits, from its settings (None / "default": the
     family's own default; see :func:`train_model`)."""
     check_algorithm(algo)
@@ -72,7 +73,8 @@ def make_estimator(algo: str, hidden=(64, 16), epochs=50, lr=None, optimizer="ad
                       k=k, sigma=sigma, seed=seed, **given,
                       **({} if patience is None else {"early_stopping_rounds": patience}),
                       **({} if hessian_scale is None else {"hessian_scale": hessian_scale}),
-                      **({} if min_child_weight is None else {"min_child_weight": min_child_weight}))
+                      **({} if min_child_weight is None else {"min_child_weight": min_child_weight}),
+                      **({} if max_bin is None else {"max_bin": max_bin}))
 
 
 def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
@@ -82,7 +84,8 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     ``epochs``, ``lr`` (None: 1e-3 networks, 0.1 trees), ``optimizer``, ``sigma``,
     ``trees``, ``depth``, ``min_child_weight`` (trees), ``l2`` (networks and linear),
     ``truncation`` ("default": the metric's k for networks, 32 for trees; else "k", None
-    for all pairs, or an integer), ``hessian_scale`` (trees). ``patience`` None: the
+    for all pairs, or an integer), ``hessian_scale``, ``max_bin`` (trees: histogram bins
+    per feature, default 256). ``patience`` None: the
     family's early stopping (10 epochs for networks; none for trees, every tree kept)."""
     model = make_estimator(algo, k=k, seed=seed, patience=patience, **settings)
     if patience is not None and valid is None:
@@ -124,7 +127,17 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
         m = evaluate(model.predict(ds.X), ds.y, ds.offsets, k, max_grade=max_grade)
         m["queries"] = ds.n_queries
         metrics[name] = m
-    artifact = {
+    return model_artifact(model, algo, side, nf, metrics, warnings=warnings,
+                          training_data={"path": str(data), "sha256": train.content_hash(),
+                                         "rows": train.n_docs, "queries": train.n_queries},
+                          normalisation=normalisation, history=history, extra=extra)
+
+
+def model_artifact(model, algo: str, side: dict, nf: int, metrics: dict, *, warnings,
+                   training_data: dict, normalisation=None, history=(), extra=None) -> dict:
+    """The self-describing model artifact of a fitted model (``side``: the training
+    data's sidecar)."""
+    return {
         "format": ARTIFACT_FORMAT,
         "toolkit_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -140,15 +153,13 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
         "featureset_params": side.get("featureset_params"),
         "max_query_terms": side.get("max_query_terms"),
         "candidates": side.get("candidates"),
-        "warnings": warnings,
-        "training_data": {"path": str(data), "sha256": train.content_hash(),
-                          "rows": train.n_docs, "queries": train.n_queries},
+        "warnings": list(warnings),
+        "training_data": training_data,
         "metrics": metrics,
-        "history": history,
+        "history": list(history),
         "model": model.state(),
-        **extra,
+        **(extra or {}),
     }
-    return artifact
 
 
 def grade_variation_check(ds, path) -> list[str]:
@@ -156,13 +167,17 @@ def grade_variation_check(ds, path) -> list[str]:
     lambda is 0, and the metric is 1.0 for any model); warn when most queries have none."""
     ptp = np.maximum.reduceat(ds.y, ds.offsets[:-1]) - np.minimum.reduceat(ds.y, ds.offsets[:-1]) \
         if ds.n_docs else np.zeros(0)
-    varied = int(np.sum(ptp > 0))
+    return grade_variation(int(np.sum(ptp > 0)), ds.n_queries, path)
+
+
+def grade_variation(varied: int, n_queries: int, path) -> list[str]:
+    """:func:`grade_variation_check` from the number of queries with two grades."""
     if varied == 0:
         raise UserError(f"{path}: no query has two different grades, so there is nothing to learn",
                         "log candidates (`ltr log --candidates K`) so that unjudged documents "
                         "appear as grade 0, or use judgments with graded relevance")
-    if varied < ds.n_queries / 2:
-        return [f"{path}: only {varied} of {ds.n_queries} queries have two different grades; "
+    if varied < n_queries / 2:
+        return [f"{path}: only {varied} of {n_queries} queries have two different grades; "
                 "the others teach the model nothing"]
     return []
 

@@ -1,0 +1,82 @@
+"""``ltr train --dask``: the tree rankers trained on a Dask cluster from files the workers
+read, written as the same model artifact as ``train.train_from_files`` (``ltr predict``,
+``ltr upload`` take it unchanged). The settings are ``train.make_estimator``'s; the
+metrics in the artifact are computed on the workers, over every query of each split.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import UserError
+from ..io.atomic import check_writable, write_json
+from ..models.trees import ALGOS as TREE_ALGOS
+from .train import (check_algorithm, check_same_features, grade_variation, make_estimator,
+                    model_artifact)
+
+
+def train_from_files_dask(data, address: str, algo="lambdamart", valid=None, test=None,
+                          output=None, on_epoch=None, k=10, seed=42, patience=None,
+                          log=None, **settings) -> dict:
+    """Train ``algo`` (lambdamart, ranknet-tree) on ``data`` (files, comma-separated
+    lists or globs; ``valid`` and ``test`` likewise) on the Dask cluster at ``address``
+    (``local:N``: a LocalCluster of N workers)."""
+    from ..distributed import connect, local_workers, parts, require
+    check_algorithm(algo)
+    local_workers(address)                       # a malformed local:N, before any work
+    if algo not in TREE_ALGOS:
+        raise UserError(f"--dask trains the tree rankers only, not {algo}",
+                        f"use --algo {' or '.join(sorted(TREE_ALGOS))}, or drop --dask")
+    require()
+    if output:
+        check_writable(output)
+    if patience is not None and valid is None:
+        raise UserError("--patience needs --valid: early stopping watches the validation NDCG",
+                        "add --valid FILE, or drop --patience")
+    model = make_estimator(algo, k=k, seed=seed, patience=patience, **settings)
+    files = {"train": parts.expand(data)}
+    files.update({name: parts.expand(spec) for name, spec in (("valid", valid), ("test", test))
+                  if spec is not None})
+    side = parts.sidecar(files["train"])
+    for name, fs in files.items():
+        if name != "train":
+            check_same_features(files["train"][0], side, fs[0], parts.sidecar(fs))
+    say = log or (lambda msg: None)
+    with connect(address) as client:
+        return _train_on(client, model, algo, files, side, on_epoch, say, output)
+
+
+def _train_on(client, model, algo, files, side, on_epoch, say, output) -> dict:
+    from ..distributed import parts, trees
+    t0 = time.perf_counter()
+    nf = len(side["feature_names"]) if side.get("feature_names") else None
+    loaded = {"train": parts.load(client, files["train"], nf)}
+    nf = loaded["train"].width
+    for name in ("valid", "test"):
+        if name in files:
+            loaded[name] = parts.load(client, files[name], nf)
+    workers = len(client.scheduler_info()["workers"])
+    say(f"read {loaded['train'].rows} rows in {len(loaded['train'].parts)} parts on "
+        f"{workers} workers ({time.perf_counter() - t0:.1f} s)")
+    source = ",".join(str(f) for f in files["train"])
+    warnings = grade_variation(loaded["train"].varied, loaded["train"].queries, source)
+    t1 = time.perf_counter()
+    history = trees.fit(client, model, loaded["train"], loaded.get("valid"))
+    rounds = len(model.booster_.get_dump())
+    say(f"{rounds} rounds in {time.perf_counter() - t1:.1f} s")
+    if on_epoch is not None:      # the rounds' validation NDCG, as xgboost logged them
+        values = history.get("valid", {}).get(model.metric_name, [])
+        for r in range(rounds):
+            on_epoch(r, float(values[r]) if r < len(values) else None)
+    max_grade = max(ld.max_grade for ld in loaded.values())
+    metrics = {name: trees.evaluate_parts(client, model, ld, model.k, max_grade)
+               for name, ld in loaded.items()}
+    tr = loaded["train"]
+    artifact = model_artifact(
+        model, algo, side, nf, metrics, warnings=warnings,
+        training_data={"path": source, "sha256": tr.sha256(), "sha256_of": "parts",
+                       "rows": tr.rows, "queries": tr.queries,
+                       "dask": {"workers": workers, "parts": len(tr.parts)}})
+    if output:
+        write_json(output, artifact)
+    return artifact
