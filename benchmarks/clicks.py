@@ -1,0 +1,195 @@
+"""Click models over UBI events (issue 23): ``python -m benchmarks.clicks``.
+
+1. Throughput: 10 million generated events (about 970,000 searches over 50,000 synthetic
+   queries, 10 results each) -> rows -> each model; events/s and the peak memory of that
+   step (tracemalloc: NumPy's allocations). Reading JSON is measured apart, on 1 million
+   events in an NDJSON file.
+2. Kendall tau: 20,000 simulated searches over the first stage's real top 10 of every
+   judged Cranfield query (the node's), position bias theta_r = 1/(r+1) (the simulator's
+   defaults, ``ltr_toolkit.clicks.simulate``); each model's grades (and raw estimates) vs
+   the true grades, 5 seeds.
+3. A reranker trained only on click judgments (PBM, 20,000 searches) vs the first stage,
+   scored on the human Cranfield judgments: live 5-fold cross-validation with library
+   defaults, paired randomisation test.
+
+Table + PNG in benchmarks/results/ (clicks.*). Needs a node with the LTR plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import kendalltau
+
+from ltr_toolkit.clicks import grades, models, sessions
+from ltr_toolkit.clicks import simulate as S
+from ltr_toolkit.clicks.events import read_file
+from ltr_toolkit.clicks.judge import ClickSettings, judge
+from ltr_toolkit.clicks.output import qid_for
+from ltr_toolkit.cluster.rerank import msearch_ids
+from ltr_toolkit.data.judgments import JudgmentList
+from ltr_toolkit.datasets import cranfield
+from ltr_toolkit.pipeline.crossval import cross_validate
+
+from ._live import INDEX, STAGE, connect, prepare, workdir
+from ._report import finish, pyplot, write_table
+
+SESSIONS = 20_000
+SEEDS = (0, 1, 2, 3, 4)
+
+
+def top10(conn) -> dict[str, list[str]]:
+    jl = cranfield.judgments()
+    qids = jl.judged_qids()
+    ids = msearch_ids(conn, INDEX, [jl.query_params(q) for q in qids], STAGE, None, 10, 10)
+    return {q: r for q, r in zip(qids, ids) if r}
+
+
+def synthetic(n_queries=50_000, n_docs=1_000_000, seed=0):
+    rng = np.random.default_rng(seed)
+    docs = rng.integers(0, n_docs, (n_queries, 10))
+    rankings = {f"q{i}": [f"d{d}" for d in row] for i, row in enumerate(docs)}
+    truth = {(q, d): float(g) for q, ds in rankings.items()
+             for d, g in zip(ds, rng.choice(5, 10, p=[.5, .2, .15, .1, .05]))}
+    return rankings, {q: f"query {q}" for q in rankings}, truth
+
+
+def throughput(n_events=10_000_000) -> list[list]:
+    rankings, texts, truth = synthetic()
+    sim = S.simulate(rankings, texts, truth, int(n_events / 10.3), seed=1)
+    log = S.event_log(sim)
+    del sim
+    rows = []
+    for m in models.MODELS:
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        table = sessions.build_table(log)
+        est = models.estimate(table, m)
+        grades.to_grades(est)
+        secs = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        rows.append([m, len(log), round(secs, 1), round(len(log) / secs), round(peak / 2**20),
+                     est.info.get("iterations", "")])
+        del table, est
+    return rows
+
+
+def json_reading(n_events=1_000_000) -> list:
+    rankings, texts, truth = synthetic(5_000, 100_000)
+    sim = S.simulate(rankings, texts, truth, int(n_events / 11.3), seed=2)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "events.ndjson"
+        with open(path, "w") as fh:
+            fh.writelines(json.dumps(doc) + "\n" for _, doc in S.ubi_documents(sim))
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        log = read_file(path)
+        secs = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return ["read NDJSON", len(log), round(secs, 1), round(len(log) / secs), round(peak / 2**20), ""]
+
+
+def taus(rankings, user=None) -> dict[str, list[tuple[float, float]]]:
+    jl = cranfield.judgments()
+    out: dict[str, list] = {m: [] for m in models.MODELS}
+    for seed in SEEDS:
+        sim = S.simulate(rankings, jl.queries, jl.grades, SESSIONS, model=user, seed=seed)
+        table = sessions.build_table(S.event_log(sim))
+        truth = S.true_grades(sim, jl.grades)
+        for m in models.MODELS:
+            est = models.estimate(table, m)
+            keep = grades.keep_mask(est)
+            true = [truth[(table.texts[q], table.docs[d])] for q, d in zip(est.query[keep], est.doc[keep])]
+            out[m].append((kendalltau(grades.to_grades(est)[keep], true).statistic,
+                           kendalltau(est.estimate[keep], true).statistic))
+    return out
+
+
+def human_by_text() -> JudgmentList:
+    """Cranfield's human judgments under the qids click judgments give (from the text)."""
+    jl = cranfield.judgments()
+    out = JudgmentList(source="cranfield human judgments")
+    for q, t in jl.queries.items():
+        out.queries[qid_for(t)] = t
+    out.grades = {(qid_for(jl.queries[q]), d): g for (q, d), g in jl.grades.items()}
+    return out
+
+
+def click_reranker(conn, fs, rankings, window: int) -> dict:
+    jl = cranfield.judgments()
+    sim = S.simulate(rankings, jl.queries, jl.grades, SESSIONS, seed=0)
+    clicks, _, report = judge(S.event_log(sim), ClickSettings(model="pbm"), "simulated clicks (pbm)")
+    rep = cross_validate(conn, INDEX, clicks, fs, {"linear": {}, "lambdamart": {}},
+                         workdir() / f"clicks-cv-{window}", folds=5, window=window,
+                         first_stage=STAGE, name_prefix="bench-clicks", log=print,
+                         evaluate_on=human_by_text())
+    rep["click_counts"] = report["counts"]
+    return rep
+
+
+def main() -> None:
+    conn = connect()
+    fs = prepare(conn)
+    rankings = top10(conn)
+    rows = []
+    for window in (10, 100):
+        rep = click_reranker(conn, fs, rankings, window)
+        base = rep["systems"][rep["baseline"]]["ndcg@10"]
+        for a in ("linear", "lambdamart"):
+            t = rep["tests"][a]
+            rows.append(["reranker on click judgments", f"{a}, window {window}", "NDCG@10 (human)",
+                         round(base, 4), round(rep["systems"][a]["ndcg@10"], 4), round(t["mean_delta"], 4),
+                         round(t["p_value"], 4), f"{t['wins']}/{t['ties']}/{t['losses']}"])
+    tau = taus(rankings)
+    for name, user, result in (("position bias 1/(r+1)", None, tau),
+                               ("no position bias (eta 0), cascade stop only", S.UserModel(eta=0.0), None)):
+        for m, vals in (result or taus(rankings, user)).items():
+            g, e = np.array(vals).T
+            rows.append([f"Kendall tau vs true grades, {name}", m, "grades / estimates", round(g.mean(), 4),
+                         round(g.std(), 4), round(e.mean(), 4), round(e.std(), 4), ""])
+    speed = throughput() + [json_reading()]
+    for r in speed:
+        rows.append(["throughput", r[0], "events, seconds, events/s, peak MiB, EM iterations", *r[1:]])
+    write_table("clicks", ["part", "what", "columns", "a", "b", "c", "d", "e"], rows, notes(tau))
+    plot(tau, speed)
+
+
+def notes(tau) -> list[str]:
+    return [
+        "reranker rows: a = first stage NDCG@10, b = reranked, c = delta, d = p (paired "
+        "randomisation test, 10,000 sign flips), e = W/T/L; trained only on PBM click judgments "
+        f"from {SESSIONS:,} simulated searches, scored on the human Cranfield judgments, 5-fold CV, "
+        "library defaults, first stage multi_match over title and abstract",
+        f"tau rows: a = mean tau of the grades (0..4), b = its sd over {len(SEEDS)} seeds, c = mean "
+        "tau of the raw estimates, d = its sd; pairs with >= 5 impressions; simulator: theta_r = "
+        "1/(r+1), attractiveness 0.05 + 0.95 (2^g - 1)/15, stop after a click 0.2 + 0.6 g/4",
+        "throughput rows: rows -> model -> grades on 10M generated events (one model per row, "
+        "the aggregation included each time); 'read NDJSON' parses 1M events from a file",
+    ]
+
+
+def plot(tau, speed) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    ms = list(tau)
+    g = [np.mean([v[0] for v in tau[m]]) for m in ms]
+    e = [np.mean([v[1] for v in tau[m]]) for m in ms]
+    axes[0].bar(np.arange(len(ms)) - 0.2, g, width=0.4, label="grades")
+    axes[0].bar(np.arange(len(ms)) + 0.2, e, width=0.4, label="estimates")
+    axes[0].set_xticks(range(len(ms)), ms)
+    axes[0].set_title(f"Kendall tau vs true grades ({SESSIONS:,} searches)")
+    axes[0].legend(fontsize=8)
+    axes[1].bar([r[0] for r in speed], [r[3] / 1e6 for r in speed])
+    axes[1].set_title("million events / s")
+    finish(fig, "clicks")
+
+
+if __name__ == "__main__":
+    main()
