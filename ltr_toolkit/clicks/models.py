@@ -130,22 +130,31 @@ def _previous_click(t: Table):
     return np.maximum(prev, -1)
 
 
+def _groups(pair, exam, click, n_exam):
+    """Rows with the same (pair, examination index, click) as one group with a weight: the
+    EM's work and memory scale with the groups, not the events."""
+    key = (pair.astype(np.int64) * n_exam + exam) * 2 + click
+    key, weight = np.unique(key, return_counts=True)
+    return key // 2 // n_exam, (key // 2) % n_exam, (key % 2).astype(bool), weight.astype(float)
+
+
 def _em(t: Table, pair, n_pairs, prior, exam, ref, iters, tol):
     """EM for P(click) = theta[exam] * alpha[pair]; theta[ref] scaled to 1."""
     n_exam = int(exam.max(initial=0)) + 1
-    seen = np.bincount(pair, minlength=n_pairs).astype(float)
-    per_exam = np.bincount(exam, minlength=n_exam).astype(float)
+    pair, exam, click, w = _groups(pair, exam, t.click, n_exam)
+    seen = np.bincount(pair, w, n_pairs)
+    per_exam = np.bincount(exam, w, n_exam)
     alpha, theta = np.full(n_pairs, 0.5), np.full(n_exam, 0.5)
     it = 0
     for it in range(1, iters + 1):
         a, th = alpha[pair], theta[exam]
         denom = np.maximum(1.0 - th * a, 1e-12)
-        post_a = np.where(t.click, 1.0, (1.0 - th) * a / denom)
-        post_t = np.where(t.click, 1.0, th * (1.0 - a) / denom)
-        new = np.bincount(pair, post_a, n_pairs)
+        post_a = np.where(click, 1.0, (1.0 - th) * a / denom)
+        post_t = np.where(click, 1.0, th * (1.0 - a) / denom)
+        new = np.bincount(pair, w * post_a, n_pairs)
         mean = new.sum() / seen.sum()
         new = (new + prior * mean) / (seen + prior)
-        theta = np.divide(np.bincount(exam, post_t, n_exam), per_exam, out=theta, where=per_exam > 0)
+        theta = np.divide(np.bincount(exam, w * post_t, n_exam), per_exam, out=theta, where=per_exam > 0)
         scale = theta[ref] if theta[ref] > 0 else 1.0
         theta = np.clip(theta / scale, 0.0, 1.0)
         new = np.clip(new * scale, 0.0, 1.0)
