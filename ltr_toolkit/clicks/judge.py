@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,10 +24,9 @@ class ClickSettings:
     positions: str = "auto"             # auto | 0 | 1
     depth: int = DEFAULT_DEPTH
     max_rank: int = COEC_MAX_RANK       # COEC only
-    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "extra"}
+        return dict(self.__dict__)
 
 
 def judge(log: EventLog, settings: ClickSettings, source: str):
