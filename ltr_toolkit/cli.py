@@ -364,6 +364,17 @@ class ClickModel(str, Enum):
     ubm = "ubm"
 
 
+class Grading(str, Enum):
+    levels = "levels"
+    estimate = "estimate"
+
+
+class Positions(str, Enum):
+    auto = "auto"
+    zero = "0"
+    one = "1"
+
+
 @judgments_app.command("clicks")
 def judgments_clicks(ctx: typer.Context,
                      output: Annotated[Path, typer.Option("-o", "--output", help="The judgment list (.csv, .jsonl, .qrels or RankLib); OUT.counts.csv and OUT.json go beside it.")],
@@ -372,9 +383,9 @@ def judgments_clicks(ctx: typer.Context,
                      fmt: Annotated[Optional[Format], typer.Option("--format", help="Guessed from the output's name when omitted.")] = None,
                      prior: Annotated[Optional[float], typer.Option("--prior", min=0, help="Pseudo-observations towards the average (default: 0 for coec, 1 otherwise).")] = None,
                      min_impressions: Annotated[int, typer.Option("--min-impressions", min=1)] = 5,
-                     grades: Annotated[str, typer.Option("--grades", help="levels (whole grades 0..--levels) or estimate (the model's number).")] = "levels",
+                     grades: Annotated[Grading, typer.Option("--grades", help="levels (whole grades 0..--levels) or estimate (the model's number).")] = Grading.levels,
                      levels: Annotated[int, typer.Option("--levels", min=1)] = 4,
-                     positions: Annotated[str, typer.Option("--positions", help="Positions counted from: auto, 0 or 1.")] = "auto",
+                     positions: Annotated[Positions, typer.Option("--positions", help="Positions counted from (auto: 1 when no impression has position 0).")] = Positions.auto,
                      max_rank: Annotated[int, typer.Option("--max-rank", min=1, help="COEC: ranks with a rank CTR (the Workbench's maxRank).")] = 20,
                      days: Annotated[Optional[float], typer.Option("--days", help="Cluster: the last N days of events.")] = None,
                      since: Annotated[Optional[str], typer.Option("--since", help="Cluster: events at or after this time (ISO 8601).")] = None,
@@ -388,7 +399,7 @@ def judgments_clicks(ctx: typer.Context,
     from .clicks.judge import ClickSettings, judge
     from .clicks.output import write_counts, write_judgments, write_report
     settings = ClickSettings(model=model.value, prior=prior, min_impressions=min_impressions,
-                             mapping=grades, levels=levels, positions=positions, max_rank=max_rank)
+                             mapping=grades.value, levels=levels, positions=positions.value, max_rank=max_rank)
     _writable(output)
     click_actions = tuple(a.strip() for a in clicks_as.split(",") if a.strip())
     if file is not None:
