@@ -292,6 +292,52 @@ def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     out.print_json(json.dumps(fs))
 
 
+@featureset_app.command("cost")
+def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
+                    index: Annotated[str, typer.Option("--index")] = "cranfield",
+                    store: StoreOpt = None, fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                    window: Annotated[int, typer.Option("--window", min=1, help="The depth reranked: the first stage's global top WINDOW.")] = 100,
+                    algo: Annotated[Algo, typer.Option("--algo", help="The model family of the ablation.")] = Algo.lambdamart,
+                    folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds of the ablation.")] = 5,
+                    timing_queries: Annotated[int, typer.Option("--timing-queries", min=1, help="Judged queries timed live.")] = 100,
+                    passes: Annotated[int, typer.Option("--passes", min=1, help="Timed passes over them (after one warm-up pass).")] = 2,
+                    workdir: Annotated[Path, typer.Option("--workdir", help="Where the logged candidates go.")] = Path("ltr-cost"),
+                    fmt: Annotated[Optional[Format], typer.Option("--format", help="Judgment format; guessed from the name when omitted.")] = None,
+                    queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None,
+                    json_out: Annotated[Optional[Path], typer.Option("--json")] = None):
+    """What each feature of a stored set costs at serving time (ms added to the request,
+    measured live) next to what it brings to NDCG@k (drop-one ablation under
+    cross-validation on the logged candidates: a negative delta means the feature helps)."""
+    from .cluster.serving import Serving
+    from .data.judgments import load_judgments
+    from .io.atomic import write_json
+    from .pipeline.featurecost import cost_report
+    _writable(json_out)
+    jl = load_judgments(judgments, fmt.value if fmt else None, queries)
+    stage = _first_stage(fields, first_stage)
+    conn = _ltr_conn(ctx)
+    stage.check(conn, index)
+    rep = cost_report(conn, Serving(index, stage, window, store), jl, name, workdir, algo.value,
+                      folds, timing_queries, passes, log=lambda m: err.print(m))
+    out.print(_cost_table(rep))
+    if json_out:
+        write_json(json_out, rep)
+
+
+def _cost_table(rep: dict) -> Table:
+    from .evaluation.featurecost import FEEDBACK
+    c = rep["contribution"]
+    table = Table("feature", "ms added (p50)", f"ndcg@{rep['k']} without it", "delta", "p")
+    for row, cost in rep["cost"].items():   # the first request: what the feedback group needs
+        ab = c["rows"].get(FEEDBACK if row.startswith("first request") else row)
+        table.add_row(row, f"{cost['p50_ms']:.2f}",
+                      *((f"{ab['ndcg']:.4f}", f"{ab['delta']:+.4f}", f"{ab['p_value']:.4f}") if ab
+                        else ("", "", "")))
+    table.add_row("(all features, model)", "", f"{c['all']:.4f}", "", "")
+    table.add_row("(first stage order)", "", f"{c['first_stage']:.4f}", "", "")
+    return table
+
+
 # --------------------------------------------------------------------------- collections
 
 ShardsOpt = Annotated[int, typer.Option("--shards", min=1, help="Primary shards of the new index.")]
@@ -499,7 +545,7 @@ def upload_cmd(ctx: typer.Context, model: Path,
                name: Annotated[str, typer.Option("--name", help="Base name; the next -vN is used unless --exact.")],
                featureset: Annotated[Optional[str], typer.Option("--featureset", help="Feature set (default: the one the training data was logged with).")] = None,
                store: StoreOpt = None,
-               index: Annotated[Optional[str], typer.Option("--index", help="Validate the model with a query on this index first.")] = None,
+               index: Annotated[Optional[str], typer.Option("--index", help="Validate the model with a query on this index first, and measure what it takes in the plugin's cache.")] = None,
                exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False):
     """Export MODEL.json to the plugin's format, check it, and create it in the store."""
     from .cluster.model_store import upload
@@ -518,7 +564,12 @@ def upload_cmd(ctx: typer.Context, model: Path,
     if art.get("max_query_terms"):
         out.print(f"long queries: send at most {art['max_query_terms']} distinct words, as "
                   "logging did (ltr search --max-terms; ltr_toolkit.data.querytext.fit_keywords)")
-    for w in res["warnings"]:
+    from .cluster.modelcache import cache_warnings
+    cache, warns = cache_warnings(conn, res["name"], store, index)
+    if cache["model_bytes"] is not None:
+        out.print(f"plugin cache: the model takes {cache['model_bytes'] / 1024:.1f} KB of "
+                  f"ltr.caches.max_mem {cache['limit_bytes'] / 1024 ** 2:.1f} MB per node")
+    for w in res["warnings"] + warns:
         err.print(f"warning: {w}")
 
 
@@ -797,19 +848,29 @@ def predict(model: Path, data: Path,
 
 @job_app.command("run")
 def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The job file (TOML).")],
-            json_report: Annotated[bool, typer.Option("--json", help="Print the run's manifest as JSON on stdout.")] = False):
+            json_report: Annotated[bool, typer.Option("--json", help="Print the run's manifest as JSON on stdout.")] = False,
+            part: Annotated[Optional[str], typer.Option("--part", help="I/N: log only the I-th of N slices of the queries (each part may run on another machine, same output directory); the part that completes the set publishes one snapshot, identical to a whole run's.")] = None):
     """Run a feature-logging job once: lock, log (resumable), publish a snapshot
     atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
     from .cluster.jobfile import job_connection, load_job
+    from .cluster.jobparts import parse_part, run_part
     from .cluster.jobs import run_job
+    i_n = parse_part(part) if part is not None else None
     spec = load_job(job)
     conn = job_connection(spec, ctx.obj, explicit_timeout=ctx.meta.get("timeout_given", False))
     from .cluster import client as cl
     cl.check_ltr(conn)
-    manifest = run_job(spec, conn, log=lambda m: err.print(m))
+    if i_n is not None:
+        manifest = run_part(spec, conn, *i_n, log=lambda m: err.print(m))
+    else:
+        manifest = run_job(spec, conn, log=lambda m: err.print(m))
     if json_report:
         print(json.dumps(manifest, indent=2))
-    else:
+    if "snapshot" not in manifest:    # a part: the snapshot waits for others (or was merged)
+        if not json_report:
+            out.print(f"part {manifest['part']}: {manifest['status']}")
+        return
+    if not json_report:
         out.print(f"snapshot {manifest['snapshot']} ({manifest['status']}): "
                   f"{manifest['counts']['rows']} rows")
     for q, why in manifest.get("failed_queries", []):

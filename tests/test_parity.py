@@ -231,3 +231,34 @@ def test_plugin_defect_ranklib_networks_are_not_thread_safe(logged):
     print(f"queries scored differently under concurrency (5 x 60): {diffs}")
     assert diffs["linear"] == 0
     assert diffs["lambdarank-nn"] > 0
+
+
+@pytest.mark.parametrize("algo", ["lambdamart", "linear"])
+def test_served_scores_equal_ltr_predict_under_four_concurrent_clients(logged, algo):
+    """Four threads query through the helper users call (rerank.search: the first stage's
+    top ids for the feedback features, then the rescore) at the same time; every served
+    score equals ltr predict's for that query's row."""
+    from concurrent.futures import ThreadPoolExecutor
+    from ltr_toolkit.cluster.rerank import search
+    conn, index, fs_name, train, serve, test_jl, d = logged
+    kw, rtol = ALGOS[algo]
+    path = d / f"conc4-{algo}.json"
+    train_from_files(train, algo=algo, output=path, seed=4, **kw)
+    art, model = load_model(path)
+    name = upload(conn, art, model, f"conc4-{algo}", fs_name, index=index)["name"]
+    predict_file(path, serve, d / f"conc4-{algo}.scores")
+    local = np.loadtxt(d / f"conc4-{algo}.scores")
+    ds = load_logged(serve)
+    where = {(q, doc): i for i, (q, doc) in enumerate(zip(ds.qids[ds.row_query], ds.doc_ids))}
+    qids = test_jl.judged_qids() * 6
+
+    def served(q):
+        return q, search(conn, index, test_jl.query_params(q), STAGE, name, size=WINDOW,
+                         window=WINDOW, max_terms=1000)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(served, qids))
+    for q, hits in results:
+        rows = [where[(q, h["id"])] for h in hits]
+        np.testing.assert_allclose([h["score"] for h in hits], local[rows], rtol=rtol, atol=1e-30,
+                                   err_msg=f"{algo}, query {q}")
+    assert len(results) == len(qids) and sum(len(h) for _, h in results) >= len(qids) * 50

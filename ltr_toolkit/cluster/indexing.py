@@ -3,7 +3,8 @@ user's own documents (JSONL, one object per line with an ``id`` and text fields)
 
 Each text field is analysed for BM25 and kept under two more similarities as
 multi-fields (``.lmd``: LM Dirichlet, ``.dfr``: divergence from randomness), with its
-token count in ``<field>_len``: the shape the shipped feature set expects."""
+token count in ``<field>_len`` and its term vectors stored (for feedback features): the
+shape the shipped feature set expects."""
 
 from __future__ import annotations
 
@@ -26,7 +27,13 @@ def pick_analyzer(conn: Connection) -> str:
 
 
 #: Recorded in the index's ``_meta``: an index made by an older mapping is re-made.
-CORPUS_VERSION = "cranfield@2"
+CORPUS_VERSION = "cranfield@3"
+
+
+#: Term vectors (terms and frequencies) stored for the main text fields: ``more_like_this``
+#: feedback features read the liked documents' terms from them instead of re-analysing
+#: their text (the same feature values, in less time: benchmarks/results/latency.md).
+TERM_VECTORS = "yes"
 
 
 def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CORPUS_VERSION,
@@ -36,14 +43,15 @@ def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CO
     the standard analyzer, without multi-fields)."""
     text = {"type": "text", "analyzer": analyzer}
     subs = {"lmd": dict(text, similarity="lmd"), "dfr": dict(text, similarity="dfr")}
+    stored = dict(text, term_vector=TERM_VECTORS)
     if fields is None:
-        props = {"title": dict(text, fields={"raw": {"type": "keyword"}, **subs}),
+        props = {"title": dict(stored, fields={"raw": {"type": "keyword"}, **subs}),
                  "authors": {"type": "text", "analyzer": "standard"},
                  "source": {"type": "text", "analyzer": "standard"},
-                 "abstract": dict(text, fields=subs),
+                 "abstract": dict(stored, fields=subs),
                  "title_len": {"type": "integer"}, "abstract_len": {"type": "integer"}}
     else:
-        props = {f: dict(text, fields=subs) for f in fields}
+        props = {f: dict(stored, fields=subs) for f in fields}
         props.update({f"{f}_len": {"type": "integer"} for f in fields})
     return {"settings": {"number_of_shards": int(shards), "number_of_replicas": int(replicas),
                          "index": {"similarity": {

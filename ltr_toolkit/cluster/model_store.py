@@ -13,6 +13,7 @@ import re
 from ..errors import UserError
 from .client import Connection, request
 from .featurelog import featureset_info
+from .lookups import forget_model
 from .params import DERIVED, NO_DOC
 from .store import get_document, list_elements, refresh_store, store_path
 
@@ -36,6 +37,7 @@ def delete_model(conn: Connection, name: str, store: str | None = None,
     if get_model(conn, name, store) is None:
         return False
     request(conn, "DELETE", f"{store_path(store)}/_model/{name}", store=store)
+    forget_model(conn, name, store)
     if refresh:
         refresh_store(conn, store)
     return True

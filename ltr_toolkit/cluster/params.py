@@ -59,8 +59,11 @@ def check_params(needed, available: dict, qid: str, what: str) -> None:
 
 
 def stored_model(conn, model: str, store: str | None = None) -> dict:
+    """The stored model's definition (read once per process and kept: see ``lookups``)."""
+    from .lookups import model_document
     from .store import get_document, store_path
-    doc = get_document(conn, f"{store_path(store)}/_model/{model}", store)
+    doc = model_document(conn, model, store,
+                         lambda: get_document(conn, f"{store_path(store)}/_model/{model}", store))
     if doc is None:
         raise UserError(f"model {model} not found in store {store or '(default)'}",
                         "`ltr model list` shows the stored models; `ltr upload` adds one")
