@@ -1,110 +1,191 @@
-"""Live rerank latency: ``python -m benchmarks.latency``.
+"""Live rerank latency through the helper users call: ``python -m benchmarks.latency``.
 
-On the Cranfield index (``bench-cranfield``) with the demo's feature set: trains a tree
-(lambdamart), a network (lambdarank-nn) and a linear model on the train split's logged
-candidates, uploads them, and times the 225 Cranfield queries (one warm-up pass, then 3
-passes, one client thread, client-side wall time) as
+Two set-ups on the Cranfield collection, measured in the same run, each with 1 and 4
+concurrent clients (threads of one process), one node, window 100, size 10:
 
-* the first stage alone (BM25 best_fields over title and abstract),
-* the first stage's top-ids request alone (what the feedback features add as a round trip),
-* each model reranking the top 10 / 100 / 1000: the ids request + the rescore request,
-  as ``rerank.search`` serves it.
+* **before**: the index mapping, feature set and serving path as they were: two
+  ``more_like_this`` feedback features (top 3 and top 10 documents) re-analysing the
+  liked documents' text (no term vectors), served the way the helper served them (the
+  model's definition read from the store for every query, then the first stage's top
+  ``window`` ids, then the rescore restricted to them: three requests);
+* **after**: the shipped mapping (term vectors) and feature set (one feedback feature
+  over the top 3), through ``ltr_toolkit.cluster.rerank.search`` as users call it; plus a
+  model on the same set without its feedback feature (served in one request).
 
-Reports p50/p95/p99 in ms and the p99 overhead over the first stage alone.
+The first stage alone is the same helper without a model, in the same interleaved loop:
+for every query, every system runs back to back in a random order, so that a slow moment
+of the machine falls on all of them alike. Reports p50/p95/p99 in ms and the ratio to the
+first stage's. Models are trained on the train split's logged candidates with one fixed
+setting per family (the same before and after).
 """
 
 from __future__ import annotations
 
+import random
+import threading
 import time
 
 import numpy as np
 
-from ltr_toolkit.cluster.candidates import candidate_judgments
-from ltr_toolkit.cluster.featurelog import log_features
+from ltr_toolkit.cluster import store as st
+from ltr_toolkit.cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
 from ltr_toolkit.cluster.model_store import upload
-from ltr_toolkit.cluster.params import derived_depth, model_params, with_first_stage_ids
-from ltr_toolkit.cluster.rerank import search_body
+from ltr_toolkit.cluster.params import derived_depth, featureset_params, with_first_stage_ids
+from ltr_toolkit.cluster.rerank import search, search_body
+from ltr_toolkit.cluster.serving import Serving
+from ltr_toolkit.cluster.store import get_document, store_path
+from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.pipeline.train import load_model, train_from_files
 
 from ._live import INDEX, STAGE, connect, prepare, workdir
 from ._report import finish, pyplot, write_table
 
-WINDOWS = (10, 100, 1000)
-PASSES = 3
-MODELS = {"lambdamart": dict(trees=200, depth=3, lr=0.05), "lambdarank-nn": dict(epochs=40, hidden=(16, 4)),
-          "linear": dict(epochs=40)}
+OLD_INDEX = "bench-cranfield-before"
+WINDOW, SIZE, PASSES = 100, 10, 2
+MODELS = {"lambdamart": dict(trees=200, depth=4, lr=0.1), "linear": dict(epochs=40),
+          "lambdarank-nn": dict(epochs=40, hidden=(16,))}
+TOP10 = {"name": "prf_top10_mlt", "params": [f"first_stage_id_{i}" for i in range(1, 11)],
+         "template_language": "mustache",
+         "template": {"more_like_this": {
+             "fields": ["title", "abstract"], "like": [{"_id": "{{first_stage_id_%d}}" % i}
+                                                      for i in range(1, 11)],
+             "include": True, "min_term_freq": 1, "min_doc_freq": 2, "max_query_terms": 50,
+             "minimum_should_match": "10%"}}}
 
 
-def _timed(fn, params):
-    for p in params:   # warm-up
-        fn(p)
-    lat = []
-    for _ in range(PASSES):
-        for p in params:
-            t0 = time.perf_counter()
-            fn(p)
-            lat.append((time.perf_counter() - t0) * 1e3)
-    return np.percentile(lat, [50, 95, 99])
+def _old_index(conn) -> None:
+    """Cranfield with the mapping as it was: no term vectors."""
+    if corpus_version(conn, OLD_INDEX) != CORPUS_VERSION:
+        index_documents(conn, OLD_INDEX, cranfield.documents(), recreate=True, term_vectors=False)
+
+
+def _feature_sets(conn) -> dict[str, str]:
+    shipped = load_featureset(cranfield.FEATURE_SET)
+    sets = {"after": shipped,
+            "before": dict(shipped, name="bench-before", features=shipped["features"] + [TOP10]),
+            "after, no feedback": dict(shipped, name="bench-nofeedback",
+                                       features=[f for f in shipped["features"]
+                                                 if not derived_depth(f.get("params", []))])}
+    return {k: st.upload_featureset_versioned(conn, v)[0] for k, v in sets.items()}
+
+
+def _models(conn, fsets: dict[str, str]) -> dict[str, dict[str, str]]:
+    """{set-up: {algo: stored model}} trained on the train split's candidates."""
+    d = workdir()
+    train = cranfield.split_judgments("train")
+    out = {}
+    for setup, fs in fsets.items():
+        index = OLD_INDEX if setup == "before" else INDEX
+        data = d / f"latency-{fs}.txt"
+        if not data.exists():
+            Serving(index, STAGE, WINDOW).log_candidates(conn, train, fs, data)
+        algos = MODELS if setup != "after, no feedback" else {"lambdamart": MODELS["lambdamart"]}
+        out[setup] = {}
+        for algo, kw in algos.items():
+            path = d / f"latency-{fs}-{algo}.json"
+            train_from_files(data, algo=algo, output=path, **kw)
+            art, model = load_model(path)
+            out[setup][algo] = upload(conn, art, model, f"bench-{fs}-{algo}", fs)["name"]
+    return out
+
+
+def _before(conn, index, params, model):
+    """The helper as it served before: the model read from the store, the top ``window``
+    ids, then the rescore restricted to them."""
+    doc = get_document(conn, f"{store_path(None)}/_model/{model}", None)
+    depth = max(WINDOW, SIZE, derived_depth(featureset_params(doc["model"]["feature_set"])))
+    c = conn.client()
+    hits = c.search(index=index, body=search_body(STAGE, params, None, depth, WINDOW))["hits"]["hits"]
+    ids = [h["_id"] for h in hits]
+    mp = with_first_stage_ids(params, ids, derived_depth(featureset_params(doc["model"]["feature_set"])))
+    c.search(index=index, body=search_body(STAGE, params, model, SIZE, WINDOW, None, mp,
+                                           top_ids=ids[:WINDOW]))
+
+
+def _systems(conn, models) -> dict[str, object]:
+    sys = {"before | first stage": lambda p: search(conn, OLD_INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000),
+           "after | first stage": lambda p: search(conn, INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000)}
+    for algo, m in models["before"].items():
+        sys[f"before | {algo}"] = lambda p, m=m: _before(conn, OLD_INDEX, p, m)
+    for setup in ("after", "after, no feedback"):
+        for algo, m in models[setup].items():
+            sys[f"{setup} | {algo}"] = lambda p, m=m: search(conn, INDEX, p, STAGE, m, SIZE, WINDOW,
+                                                             max_terms=1000)
+    return sys
+
+
+def _run(systems, queries, clients: int, seed: int) -> dict[str, list[float]]:
+    """Every thread takes its share of the queries; per query, every system in a random order."""
+    times = {s: [] for s in systems}
+    lock = threading.Lock()
+
+    def work(share, rng):
+        for p in share:
+            order = list(systems)
+            rng.shuffle(order)
+            for s in order:
+                t0 = time.perf_counter()
+                systems[s](p)
+                ms = (time.perf_counter() - t0) * 1e3
+                with lock:
+                    times[s].append(ms)
+    threads = [threading.Thread(target=work, args=(queries[i::clients], random.Random(seed + i)))
+               for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return times
 
 
 def main():
     conn = connect()
-    c = conn.client()
-    fs = prepare(conn)
-    d = workdir()
-    cands, info = candidate_judgments(conn, INDEX, cranfield.split_judgments("train"), 100, STAGE)
-    data = d / "latency-train.txt"
-    if not data.exists():
-        log_features(conn, cands, fs, INDEX, data, first_stage=STAGE, candidates=info)
-    names = {}
-    for algo, kw in MODELS.items():
-        path = d / f"latency-{algo}.json"
-        train_from_files(data, algo=algo, output=path, **kw)
-        art, model = load_model(path)
-        names[algo] = upload(conn, art, model, f"bench-{algo}", fs)["name"]
-    params = [{"keywords": t} for t in cranfield.queries().values()]
+    prepare(conn)
+    _old_index(conn)
+    models = _models(conn, _feature_sets(conn))
+    systems = _systems(conn, models)
+    queries = [{"keywords": t} for t in cranfield.queries().values()]
+    _run(systems, queries, 1, 0)                       # warm-up pass
+    rows = []
+    for clients in (1, 4):
+        times = {s: [] for s in systems}
+        for rep in range(PASSES):
+            for s, t in _run(systems, queries, clients, 100 * rep + clients).items():
+                times[s] += t
+        base = {setup: np.percentile(times[f"{setup} | first stage"], [50, 95, 99])
+                for setup in ("before", "after")}
+        for s, t in times.items():
+            setup = s.split(" | ")[0].split(",")[0]
+            p = np.percentile(t, [50, 95, 99])
+            rows.append([s, clients, *np.round(p, 2), round(p[0] / base[setup][0], 2),
+                         round(p[2] / base[setup][2], 2)])
+            print(rows[-1], flush=True)
+    _write(rows, models)
 
-    def first_stage(p):
-        c.search(index=INDEX, body=search_body(STAGE, p, size=10, source=None))
-    base = _timed(first_stage, params)
-    rows = [["first stage (bm25)", "-", *np.round(base, 2), 0.0, 0.0]]
-    depth = max(derived_depth(model_params(conn, m)) for m in names.values())
 
-    def ids_only(p):
-        c.search(index=INDEX, body=search_body(STAGE, p, size=depth, source=None))
-    if depth:
-        p = _timed(ids_only, params)
-        rows.append([f"first-stage ids (top {depth})", "-", *np.round(p, 2),
-                     round(p[2] - base[2], 2), round(100 * (p[2] - base[2]) / base[2], 1)])
-    for algo, m in names.items():
-        mdepth = derived_depth(model_params(conn, m))
-        for w in WINDOWS:
-            def rerank(p, m=m, w=w, mdepth=mdepth):
-                mp = p
-                if mdepth:
-                    hits = c.search(index=INDEX, body=search_body(STAGE, p, size=mdepth, source=None))
-                    mp = with_first_stage_ids(p, [h["_id"] for h in hits["hits"]["hits"]], mdepth)
-                c.search(index=INDEX, body=search_body(STAGE, p, m, 10, w, None, mp, source=None))
-            p = _timed(rerank, params)
-            rows.append([algo, w, *np.round(p, 2), round(p[2] - base[2], 2),
-                         round(100 * (p[2] - base[2]) / base[2], 1)])
-            print(f"{algo} window {w}: p50 {p[0]:.2f} p95 {p[1]:.2f} p99 {p[2]:.2f} ms", flush=True)
-    notes = [f"{len(params)} queries x {PASSES} passes after a warm-up pass, size 10, one client thread",
-             f"models: {', '.join(names.values())}; feature set {fs} "
-             f"(feedback features need the first stage's top {depth} ids: 2 requests per reranked query)",
-             "node: single local OpenSearch, 512 MiB heap, 2 cores shared with the client"]
-    write_table("latency", ["system", "window", "p50 ms", "p95 ms", "p99 ms", "p99 overhead ms",
-                            "p99 overhead %"], rows, notes)
+def _write(rows, models):
+    notes = [f"Cranfield, {len(cranfield.queries())} queries x {PASSES} passes per client count "
+             f"(after a warm-up pass), window {WINDOW}, size {SIZE}; 4 clients: 4 threads of one "
+             "process (a RankLib network is queried one at a time per process: not thread-safe "
+             "in the plugin)",
+             "ratios: to the first stage of the same set-up, same clients, same run",
+             f"models: {models}",
+             "node: one local OpenSearch, 512 MiB heap, 2 cores shared with the client"]
+    write_table("latency", ["system", "clients", "p50 ms", "p95 ms", "p99 ms", "p50 ratio",
+                            "p99 ratio"], rows, notes)
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(9, 4))
-    labels = [f"{r[0]}" + (f" w{r[1]}" if r[1] != "-" else "") for r in rows]
-    for i, q in enumerate(("p50", "p95", "p99")):
-        ax.bar(np.arange(len(rows)) + (i - 1) * 0.27, [r[2 + i] for r in rows], width=0.27, label=q)
-    ax.set_xticks(np.arange(len(rows)), labels, rotation=30, ha="right")
-    ax.set_ylabel("ms")
-    ax.set_title("rerank latency, Cranfield queries")
-    ax.legend()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, clients in zip(axes, (1, 4)):
+        sel = [r for r in rows if r[1] == clients]
+        x = np.arange(len(sel))
+        for i, q in enumerate(("p50", "p95", "p99")):
+            ax.bar(x + (i - 1) * 0.27, [r[2 + i] for r in sel], width=0.27, label=q)
+        ax.set_xticks(x, [r[0] for r in sel], rotation=35, ha="right", fontsize=8)
+        ax.set_title(f"{clients} client(s)")
+        ax.set_ylabel("ms")
+        ax.legend()
+    fig.suptitle("rerank latency through rerank.search, Cranfield, window 100")
     finish(fig, "latency")
 
 

@@ -37,13 +37,13 @@ TERM_VECTORS = "yes"
 
 
 def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CORPUS_VERSION,
-            shards: int = 1, replicas: int = 0) -> dict:
+            shards: int = 1, replicas: int = 0, term_vectors: bool = True) -> dict:
     """BM25 on the text fields; the same text under other similarities as multi-fields,
     and each field's token count. ``fields`` None: Cranfield's (authors and source with
     the standard analyzer, without multi-fields)."""
     text = {"type": "text", "analyzer": analyzer}
     subs = {"lmd": dict(text, similarity="lmd"), "dfr": dict(text, similarity="dfr")}
-    stored = dict(text, term_vector=TERM_VECTORS)
+    stored = dict(text, term_vector=TERM_VECTORS) if term_vectors else text
     if fields is None:
         props = {"title": dict(stored, fields={"raw": {"type": "keyword"}, **subs}),
                  "authors": {"type": "text", "analyzer": "standard"},
@@ -72,10 +72,12 @@ def corpus_version(conn: Connection, index: str) -> str | None:
 
 def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: str | None = None,
                     recreate: bool = False, fields: tuple[str, ...] | None = None,
-                    meta: str = CORPUS_VERSION, shards: int = 1, replicas: int = 0) -> dict:
+                    meta: str = CORPUS_VERSION, shards: int = 1, replicas: int = 0,
+                    term_vectors: bool = True) -> dict:
     """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
     an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
-    fields and mapping. Returns a summary."""
+    fields and mapping. ``term_vectors``: store them (:data:`TERM_VECTORS`; off saves
+    index space where no feature uses ``more_like_this``). Returns a summary."""
     from opensearchpy import helpers
     from ..errors import UserError
     c = conn.client()
@@ -85,7 +87,8 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
             raise UserError(f"index {index} already exists on {conn.display_url}",
                             "pass --recreate to delete and re-create it, or choose another --index")
         call(conn, c.indices.delete, index=index)
-    call(conn, c.indices.create, index=index, body=mapping(analyzer, fields, meta, shards, replicas))
+    call(conn, c.indices.create, index=index,
+         body=mapping(analyzer, fields, meta, shards, replicas, term_vectors))
     names = fields or FIELDS
     lengths = fields or ("title", "abstract")
 
