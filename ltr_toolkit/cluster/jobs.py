@@ -89,13 +89,9 @@ def run_job(job: Job, conn, log=lambda msg: None) -> dict:
         work.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         run = _run_record(work, log)
-        done = snapshot_path(directory, run["run_id"])
-        if (done / "manifest.json").is_file():   # killed after the rename: finish publishing
-            point_latest(directory, done)
-            manifest = json.loads((done / "manifest.json").read_text())
-            manifest.update(snapshot=str(done), pruned=prune(directory, job.keep))
-            shutil.rmtree(work)
-            return manifest
+        finished = finish_published(job, work, run)
+        if finished is not None:
+            return finished
         index_health(conn, job.index, log)
         jl, info, stage_fs = _inputs(job, conn, work)
         t_log = time.monotonic()
@@ -110,6 +106,19 @@ def run_job(job: Job, conn, log=lambda msg: None) -> dict:
         log(f"published {final.name}: {side['rows']} rows, {len(side['missing_docs'])} missing docs, "
             f"{len(side.get('failed_queries', []))} failed queries")
         return manifest
+
+
+def finish_published(job: Job, work: Path, run: dict) -> dict | None:
+    """A run killed after its snapshot's rename: point ``latest`` at it, prune, and
+    return its manifest (None: the run had not published)."""
+    done = snapshot_path(job.directory, run["run_id"])
+    if not (done / "manifest.json").is_file():
+        return None
+    point_latest(job.directory, done)
+    manifest = json.loads((done / "manifest.json").read_text())
+    manifest.update(snapshot=str(done), pruned=prune(job.directory, job.keep))
+    shutil.rmtree(work)
+    return manifest
 
 
 def index_health(conn, index: str, log) -> str:

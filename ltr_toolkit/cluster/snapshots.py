@@ -21,13 +21,14 @@ LATEST = "latest"
 
 
 @contextlib.contextmanager
-def job_lock(directory: Path):
-    """An exclusive lock on ``directory/.lock`` for the whole run."""
+def job_lock(directory: Path, name: str = ".lock", wait: bool = False):
+    """An exclusive lock on ``directory/.lock`` for the whole run (``name``: another lock
+    file, e.g. one part's; ``wait``: wait for a live holder instead of refusing)."""
     directory.mkdir(parents=True, exist_ok=True)
-    lock = directory / ".lock"
+    lock = directory / name
     fh = open(lock, "a+")
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except BlockingIOError:
         fh.seek(0)
         holder = fh.read().strip() or "?"

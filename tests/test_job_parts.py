@@ -1,0 +1,74 @@
+"""`ltr job run JOB.toml --part I/N`: a logging job in N parts by query, run at the same
+time against the real node, published as one snapshot identical to a whole run's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from test_jobs import ROOT, _job, cranfield_job  # noqa: F401  (the module's live fixture)
+
+from ltr_toolkit.cluster.jobparts import parse_part
+from ltr_toolkit.errors import UserError
+
+
+def _run_parts(job, n: int) -> list[subprocess.CompletedProcess]:
+    """The N parts of ``job`` started together, each its own process (as on N machines)."""
+    procs = [subprocess.Popen([sys.executable, "-m", "ltr_toolkit.cli", "job", "run", str(job),
+                               "--part", f"{i}/{n}", "--json"], cwd=str(ROOT), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for i in range(1, n + 1)]
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=600)
+        out.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
+    return out
+
+
+@pytest.mark.cluster
+@pytest.mark.ltr
+def test_two_parts_at_once_publish_the_whole_runs_snapshot(cranfield_job, tmp_path, cli):
+    from ltr_toolkit.data.judgments import load_judgments, save_ranklib
+    url, fs, index, judg = cranfield_job
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "parts").mkdir()
+    full = load_judgments(judg)
+    judg = tmp_path / "judgments.txt"                  # 90 of the 225 queries: fast enough
+    save_ranklib(full.subset(full.qids()[:90]), judg)
+    whole = _job(tmp_path / "whole", url, fs, index, judg, candidates=20)
+    parted = _job(tmp_path / "parts", url, fs, index, judg, candidates=20)
+    r = cli("job", "run", str(whole), "--json")
+    assert r.returncode == 0, r.stderr
+    single = json.loads(r.stdout)
+    runs = _run_parts(parted, 2)
+    assert [p.returncode for p in runs] == [0, 0], [p.stderr for p in runs]
+    reports = [json.loads(p.stdout) for p in runs]
+    published = [m for m in reports if "snapshot" in m]
+    assert len(published) == 1, reports                 # the part that completed the set
+    other = next(m for m in reports if "snapshot" not in m)
+    assert other["status"] in ("part logged", "merged")
+    merged = published[0]
+    out_w, out_p = tmp_path / "whole" / "out", tmp_path / "parts" / "out"
+    a, b = out_w / "latest", out_p / "latest"
+    assert (b / "features.txt").read_bytes() == (a / "features.txt").read_bytes()
+    side_a, side_b = (json.loads((d / "features.txt.json").read_text()) for d in (a, b))
+    side_a.pop("retried_items"), side_b.pop("retried_items")     # load-dependent counts
+    assert side_b == side_a
+    assert merged["counts"] == single["counts"] and merged["status"] == "complete"
+    assert merged["files"]["features.txt"] == single["files"]["features.txt"]
+    assert merged["parts"]["count"] == 2 and single["counts"]["rows"] > 1000
+    # one snapshot, nothing of the parts left
+    assert sorted(p.name for p in out_p.iterdir() if not p.name.startswith(".lock")) == \
+        sorted([b.resolve().name, "latest"])
+
+
+def test_part_option_is_checked_before_any_work(tmp_path, cli):
+    for bad in ("3/2", "0/2", "1", "a/b"):
+        with pytest.raises(UserError, match="expected I/N"):
+            parse_part(bad)
+    assert parse_part("2/4") == (2, 4)
+    r = cli("job", "run", str(tmp_path / "missing.toml"), "--part", "3/2")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--part '3/2'" in r.stderr
