@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from ltr_toolkit.clicks import grades, models, sessions
+from ltr_toolkit.clicks import grades, groups, models, sessions
 from ltr_toolkit.clicks import simulate as S
 from ltr_toolkit.clicks.events import read_file
 from ltr_toolkit.clicks.output import qid_for
@@ -162,6 +162,13 @@ def test_bad_event_data_is_counted_not_fatal(tmp_path, cli):
         "bad_position": 1, "no_position": 1, "user_query_from_record": 2, "no_user_query": 1,
         "not_an_event": 1}
     assert rep["unknown_actions"] == {"add_to_cart": 1, "hover": 1}
+    # built a slice of searches at a time (bounded memory): the same counts and estimates
+    whole, sliced = read_file(f), read_file(f)
+    g1, g2 = groups.aggregate(whole), groups.aggregate(sliced, slice_events=2)
+    assert whole.problems.counts == sliced.problems.counts == rep["counts"]
+    for m in models.MODELS:
+        e1, e2 = models.estimate(g1, m), models.estimate(g2, m)
+        assert g1.searches == g2.searches == 4 and np.array_equal(e1.estimate, e2.estimate), m
     assert rep["first_seen"]["invalid_json"] == f"{f}:{len(good) + 1}"
     jl = load_judgments(out)
     assert ("e", "d7") in {(jl.queries[q], d) for q, d in jl.grades}   # repaired from its record

@@ -12,6 +12,8 @@ Modules, each importing only the ones above it in this list (and ``data``/``io``
   documents a search returned) into integer-coded columns;
 * :mod:`.sessions` — the vectorised aggregation: one row per (search, shown document)
   with its 0-based position and whether it was clicked;
+* :mod:`.groups` — rows alike for every model summed into weighted groups, built a slice
+  of searches at a time (bounded working memory);
 * :mod:`.models` — click models (CTR, COEC as the Search Relevance Workbench computes it,
   SDBN, PBM and UBM by EM);
 * :mod:`.grades` — priors, the minimum number of impressions, estimates -> grades;

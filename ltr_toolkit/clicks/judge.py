@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import UserError
 from .events import EventLog
+from .groups import aggregate
 from .grades import DEFAULT_LEVELS, DEFAULT_MIN_IMPRESSIONS
 from .models import COEC_MAX_RANK, estimate
 from .output import click_judgments
-from .sessions import DEFAULT_DEPTH, build_table
+from .sessions import DEFAULT_DEPTH
 
 
 @dataclass
@@ -31,17 +30,17 @@ class ClickSettings:
 
 def judge(log: EventLog, settings: ClickSettings, source: str):
     """(judgment list, per-pair rows, report) of the events in ``log``."""
-    table = build_table(log, settings.positions, settings.depth)
+    groups = aggregate(log, settings.positions, settings.depth)
     opts = {"max_rank": settings.max_rank} if settings.model == "coec" else {}
-    est = estimate(table, settings.model, settings.prior, **opts)
-    jl, rows = click_judgments(est, table.texts, table.docs, settings.mapping, settings.levels,
+    est = estimate(groups, settings.model, settings.prior, **opts)
+    jl, rows = click_judgments(est, groups.texts, groups.docs, settings.mapping, settings.levels,
                                settings.min_impressions, source)
     report = {
         "source": source, "settings": settings.to_dict(), "model_info": est.info,
-        "positions_counted_from": table.base,
-        "counts": {"events": len(log), "searches": int(np.count_nonzero(np.diff(table.search)) + (len(table) > 0)), "rows": len(table), "clicks": int(table.click.sum()),
-                   "pairs": len(est.estimate), "judged_pairs": len(jl), "queries": len(jl.queries),
-                   "pairs_below_min_impressions": len(est.estimate) - len(jl)},
+        "positions_counted_from": groups.base,
+        "counts": {"events": len(log), "searches": groups.searches, "rows": int(est.impressions.sum()),
+                   "clicks": int(est.clicks.sum()), "pairs": len(est.estimate), "judged_pairs": len(jl),
+                   "queries": len(jl.queries), "pairs_below_min_impressions": len(est.estimate) - len(jl)},
         "bad_data": log.problems.to_dict(),
     }
     if not len(jl):

@@ -1,7 +1,8 @@
 """Click models: one estimate per (query, document) pair from the rows of :mod:`.sessions`.
 
-Every model is NumPy over the rows (``np.bincount`` per pair / per position): no loop over
-events or pairs; the EM models loop over iterations only. ``prior`` is a number of
+Every model is NumPy over the weighted groups of rows of :mod:`.groups` (``np.bincount``
+per pair / per position): no loop over events or pairs; the EM models loop over
+iterations only. ``prior`` is a number of
 pseudo-observations pulling a pair's estimate towards the model's overall average (a Beta
 prior): a pair seen twice and clicked once is not rated 0.5 with the confidence of one
 seen 2,000 times.
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import UserError
+from .groups import Groups, from_table
 from .sessions import Table
 
 MODELS = ("ctr", "coec", "sdbn", "pbm", "ubm")
@@ -64,22 +66,23 @@ def _shrunk(num, den, prior):
     return np.nan_to_num(out, nan=0.0, posinf=0.0)
 
 
-def ctr(t: Table, pair, n_pairs, prior):
-    clicks = np.bincount(pair, t.click, n_pairs)
-    return _shrunk(clicks, np.bincount(pair, minlength=n_pairs).astype(float), prior), {}
+def ctr(g: Groups, pair, n_pairs, prior):
+    clicks = np.bincount(pair, g.weight * g.click, n_pairs)
+    return _shrunk(clicks, np.bincount(pair, g.weight, n_pairs), prior), {}
 
 
-def coec(t: Table, pair, n_pairs, prior, max_rank: int = COEC_MAX_RANK):
-    use = t.pos <= max_rank
-    pos, click, pair = t.pos[use], t.click[use], pair[use]
-    shown = np.bincount(pos, minlength=max_rank + 1)[:max_rank]
-    clicked = np.bincount(pos, click, max_rank + 1)[:max_rank]
+def coec(g: Groups, pair, n_pairs, prior, max_rank: int = COEC_MAX_RANK):
+    use = g.pos <= max_rank
+    pos, w, pair = g.pos[use], g.weight[use], pair[use]
+    wc = w * g.click[use]
+    shown = np.bincount(pos, w, max_rank + 1)[:max_rank]
+    clicked = np.bincount(pos, wc, max_rank + 1)[:max_rank]
     rank_ctr = np.zeros(max_rank + 1)            # rank max_rank (kept by the filter): 0
     rank_ctr[:max_rank] = np.divide(clicked, shown, out=np.zeros(max_rank), where=shown > 0)
     low = np.full(n_pairs, max_rank, np.int64)
     np.minimum.at(low, pair, pos)
-    c = np.bincount(pair, click, n_pairs)
-    expected = rank_ctr[low] * np.bincount(pair, minlength=n_pairs)
+    c = np.bincount(pair, wc, n_pairs)
+    expected = rank_ctr[low] * np.bincount(pair, w, n_pairs)
     if prior > 0:
         rating = (c + prior) / (expected + prior)
     else:
@@ -88,60 +91,18 @@ def coec(t: Table, pair, n_pairs, prior, max_rank: int = COEC_MAX_RANK):
                                  "max_rank": max_rank}
 
 
-def _group_starts(search):
-    start = np.ones(len(search), bool)
-    start[1:] = search[1:] != search[:-1]
-    return start
-
-
-def _last_click(t: Table):
-    """Per row: the position of its search's last click (no click: the search's last
-    position, as SDBN's user, never satisfied, scans the whole list)."""
-    start = _group_starts(t.search)
-    gid = np.cumsum(start) - 1
-    n = gid[-1] + 1 if len(gid) else 0
-    last = np.full(n, -1, np.int64)
-    np.maximum.at(last, gid[t.click], t.pos[t.click])
-    deepest = np.full(n, -1, np.int64)
-    np.maximum.at(deepest, gid, t.pos)
-    return np.where(last >= 0, last, deepest)[gid], gid
-
-
-def sdbn(t: Table, pair, n_pairs, prior):
-    last, _ = _last_click(t)
-    examined = t.pos <= last
-    is_last = t.click & (t.pos == last)
-    clicks = np.bincount(pair, t.click, n_pairs)
-    attract = _shrunk(clicks, np.bincount(pair, examined, n_pairs), prior)
-    satisfy = _shrunk(np.bincount(pair, is_last, n_pairs), clicks, prior)
+def sdbn(g: Groups, pair, n_pairs, prior):
+    clicks = np.bincount(pair, g.weight * g.click, n_pairs)
+    attract = _shrunk(clicks, np.bincount(pair, g.weight * g.examined, n_pairs), prior)
+    satisfy = _shrunk(np.bincount(pair, g.weight * g.is_last, n_pairs), clicks, prior)
     return attract * satisfy, {}
 
 
-def _previous_click(t: Table):
-    """Per row: the position of the previous click in its search (-1: none)."""
-    start = _group_starts(t.search)
-    gid = np.cumsum(start) - 1
-    big = int(t.pos.max(initial=0)) + 2
-    v = np.where(t.click, t.pos, -1).astype(np.int64) + gid * big
-    upto = np.maximum.accumulate(v) - gid * big     # the last click at or above each row
-    prev = np.empty(len(v), np.int64)
-    prev[1:] = upto[:-1]
-    prev[start] = -1
-    return np.maximum(prev, -1)
-
-
-def _groups(pair, exam, click, n_exam):
-    """Rows with the same (pair, examination index, click) as one group with a weight: the
-    EM's work and memory scale with the groups, not the events."""
-    key = (pair.astype(np.int64) * n_exam + exam) * 2 + click
-    key, weight = np.unique(key, return_counts=True)
-    return key // 2 // n_exam, (key // 2) % n_exam, (key % 2).astype(bool), weight.astype(float)
-
-
-def _em(t: Table, pair, n_pairs, prior, exam, ref, iters, tol):
-    """EM for P(click) = theta[exam] * alpha[pair]; theta[ref] scaled to 1."""
-    n_exam = int(exam.max(initial=0)) + 1
-    pair, exam, click, w = _groups(pair, exam, t.click, n_exam)
+def _em(g: Groups, pair, n_pairs, prior, exam, ref, iters, tol, n_exam=None):
+    """EM for P(click) = theta[exam] * alpha[pair]; theta[ref] scaled to 1; the work is
+    per group (:mod:`.groups`), each weighted by its rows."""
+    n_exam = n_exam or int(exam.max(initial=0)) + 1
+    click, w = g.click, g.weight
     seen = np.bincount(pair, w, n_pairs)
     per_exam = np.bincount(exam, w, n_exam)
     alpha, theta = np.full(n_pairs, 0.5), np.full(n_exam, 0.5)
@@ -165,22 +126,21 @@ def _em(t: Table, pair, n_pairs, prior, exam, ref, iters, tol):
     return alpha, theta, it
 
 
-def pbm(t: Table, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
-    alpha, theta, it = _em(t, pair, n_pairs, prior, t.pos.astype(np.int64), 0, iters, tol)
+def pbm(g: Groups, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
+    alpha, theta, it = _em(g, pair, n_pairs, prior, g.pos.astype(np.int64), 0, iters, tol)
     return alpha, {"theta": [round(float(x), 6) for x in theta], "iterations": it}
 
 
-def ubm(t: Table, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
-    depth = int(t.pos.max(initial=0)) + 1
-    dist = t.pos - _previous_click(t)              # 1 .. depth (no previous click: pos + 1)
-    exam = t.pos.astype(np.int64) * (depth + 1) + dist
-    alpha, theta, it = _em(t, pair, n_pairs, prior, exam, 1, iters, tol)
+def ubm(g: Groups, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
+    depth = int(g.pos.max(initial=0)) + 1
+    exam = g.pos.astype(np.int64) * (depth + 1) + g.dist      # dist 1 .. depth
+    alpha, theta, it = _em(g, pair, n_pairs, prior, exam, 1, iters, tol, (depth + 1) ** 2)
     return alpha, {"iterations": it, "theta_no_click": [round(float(theta[r * (depth + 1) + r + 1]), 6)
                                                         for r in range(depth)]}
 
 
-def estimate(t: Table, model: str, prior: float | None = None, **opts) -> Estimates:
-    """The model's estimates for every (query, document) pair of ``t``."""
+def estimate(t: Table | Groups, model: str, prior: float | None = None, **opts) -> Estimates:
+    """The model's estimates for every (query, document) pair of ``t`` (rows or groups)."""
     fns = {"ctr": ctr, "coec": coec, "sdbn": sdbn, "pbm": pbm, "ubm": ubm}
     if model not in fns:
         raise UserError(f"unknown click model {model!r}", f"use one of {', '.join(MODELS)}")
@@ -189,9 +149,10 @@ def estimate(t: Table, model: str, prior: float | None = None, **opts) -> Estima
     prior = DEFAULT_PRIOR[model] if prior is None else float(prior)
     if prior < 0:
         raise UserError(f"prior {prior:g}: expected a number >= 0")
-    pair, q, d = t.pairs()
-    est, info = fns[model](t, pair, len(q), prior, **opts)
+    g = from_table(t) if isinstance(t, Table) else t
+    pair, q, d = g.pairs()
+    est, info = fns[model](g, pair, len(q), prior, **opts)
     return Estimates(model=model, query=q, doc=d,
-                     impressions=np.bincount(pair, minlength=len(q)),
-                     clicks=np.bincount(pair, t.click, len(q)).astype(np.int64),
+                     impressions=np.round(np.bincount(pair, g.weight, len(q))).astype(np.int64),
+                     clicks=np.round(np.bincount(pair, g.weight * g.click, len(q))).astype(np.int64),
                      estimate=np.asarray(est, float), info=dict(info, prior=prior))

@@ -46,13 +46,6 @@ class Table:
     def __len__(self) -> int:
         return len(self.search)
 
-    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(pair index per row, query code per pair, doc code per pair)."""
-        key = self.query.astype(np.int64) * max(len(self.docs), 1) + self.doc
-        uniq, inv = np.unique(key, return_inverse=True)
-        n = max(len(self.docs), 1)
-        return inv.astype(np.int64), (uniq // n).astype(np.int32), (uniq % n).astype(np.int32)
-
 
 def _join(keys: np.ndarray, table_keys: np.ndarray) -> np.ndarray:
     """Index into sorted unique ``table_keys`` of each key, -1 where absent."""
