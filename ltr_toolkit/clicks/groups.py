@@ -81,11 +81,15 @@ _FIELDS = ("pos", "dist", "examined", "is_last", "click")
 
 def _grouped(pair_key, cols: dict, weight) -> dict:
     """Rows with equal (pair_key, pos, dist, examined, is_last, click) summed into one."""
-    pos, dist = cols["pos"].astype(np.int64), cols["dist"].astype(np.int64)
-    depth = int(max(pos.max(initial=0), dist.max(initial=0))) + 2
-    flags = cols["examined"] * 4 + cols["is_last"] * 2 + cols["click"]
-    key = ((pair_key * depth + pos) * depth + dist) * 8 + flags
+    depth = int(max(cols["pos"].max(initial=0), cols["dist"].max(initial=0))) + 2
+    key = pair_key * depth                       # in place from here: one int64 array
+    key += cols["pos"]
+    key *= depth
+    key += cols["dist"]
+    key *= 8
+    key += cols["examined"] * np.int8(4) + cols["is_last"] * np.int8(2) + cols["click"]
     uniq, inv = np.unique(key, return_inverse=True)
+    del key
     w = np.bincount(inv.reshape(-1), weight, len(uniq))
     flags, rest = uniq % 8, uniq // 8
     return {"pair_key": rest // depth // depth, "pos": ((rest // depth) % depth).astype(np.int32),
@@ -122,16 +126,23 @@ def aggregate(log: EventLog, base="auto", depth: int = DEFAULT_DEPTH,
     if parts == 1:
         return from_table(build_table(log, base, depth))
     recs = np.fromiter(set(log.record_text) | set(log.record_hits), np.int64)
-    done = []
+    acc, searches = None, 0
     for p in range(parts):
         sub = _slice(log, log.search % parts == p, set(recs[recs % parts == p].tolist()))
         t = build_table(sub, base, depth)
+        del sub
         if len(t):
-            done.append(from_table(t))
-    if not done:
+            g = from_table(t)
+            searches += g.searches
+            acc = g.__dict__ if acc is None else _merge(acc, g.__dict__)
+    if acc is None:
         return from_table(build_table(log, base, depth))
-    cols = {f: np.concatenate([getattr(g, f) for g in done]) for f in _FIELDS}
-    merged = _grouped(np.concatenate([g.pair_key for g in done]), cols,
-                      np.concatenate([g.weight for g in done]))
-    return Groups(texts=log.texts.names, docs=log.docs.names, base=base,
-                  searches=sum(g.searches for g in done), **merged)
+    fields = {f: acc[f] for f in ("pair_key", *_FIELDS, "weight")}
+    return Groups(texts=log.texts.names, docs=log.docs.names, base=base, searches=searches, **fields)
+
+
+def _merge(a: dict, b: dict) -> dict:
+    """Two sets of groups as one (the running total stays as small as the groups are)."""
+    cols = {f: np.concatenate([a[f], b[f]]) for f in _FIELDS}
+    return _grouped(np.concatenate([a["pair_key"], b["pair_key"]]), cols,
+                    np.concatenate([a["weight"], b["weight"]]))
