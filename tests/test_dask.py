@@ -112,3 +112,16 @@ def test_without_dask_says_how_to_install(tmp_path, mslr_paths):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and 'pip install "ltr-toolkit[dask]"' in lines[0], r.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+def test_ranknet_trees_on_dask_equal_one_process(mslr_split, scheduler):
+    """RankNet-trees (the other tree objective) through the library call: the same model
+    as one process (exact sketch), per-split metrics and all."""
+    from ltr_toolkit.pipeline.train import train_from_files
+    kw = dict(algo="ranknet-tree", trees=15, max_bin=1024, test=mslr_split / "valid.txt")
+    a = train_from_files(mslr_split / "all.txt", **kw)
+    b = train_from_files_dask(str(mslr_split / "train-1.txt") + "," +
+                              str(mslr_split / "train-2.txt"), scheduler, **kw)
+    assert b["algorithm"] == "ranknet-tree" and b["hyper_parameters"] == a["hyper_parameters"]
+    for split in ("train", "test"):
+        assert abs(b["metrics"][split]["ndcg@10"] - a["metrics"][split]["ndcg@10"]) <= 0.002
