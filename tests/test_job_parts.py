@@ -72,3 +72,19 @@ def test_part_option_is_checked_before_any_work(tmp_path, cli):
     r = cli("job", "run", str(tmp_path / "missing.toml"), "--part", "3/2")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "--part '3/2'" in r.stderr
+
+
+@pytest.mark.parametrize("kind,body", [
+    ("click", '[logging]\nfeatureset = "f"\nindex = "i"\n[clicks]\ndays = 7\n'
+              '[output]\ndirectory = "o"\n'),
+    ("incremental", '[logging]\nfeatureset = "f"\nindex = "i"\njudgments = "j.txt"\n'
+                    '[output]\ndirectory = "o"\nincremental = true\n'),
+])
+def test_click_and_incremental_jobs_run_whole(tmp_path, kind, body):
+    from ltr_toolkit.cluster.jobfile import load_job
+    from ltr_toolkit.cluster.jobparts import run_part
+    path = tmp_path / "job.toml"
+    path.write_text(body)
+    with pytest.raises(UserError, match=f"a {kind} job runs whole"):
+        run_part(load_job(path), None, 1, 2)
+    assert not (tmp_path / "o").exists()               # refused before any work
