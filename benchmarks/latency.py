@@ -104,13 +104,13 @@ def _before(conn, index, params, model):
 
 
 def _systems(conn, models) -> dict[str, object]:
-    sys = {"before | first stage": lambda p: search(conn, OLD_INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000),
-           "after | first stage": lambda p: search(conn, INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000)}
+    sys = {"before: first stage": lambda p: search(conn, OLD_INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000),
+           "after: first stage": lambda p: search(conn, INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000)}
     for algo, m in models["before"].items():
-        sys[f"before | {algo}"] = lambda p, m=m: _before(conn, OLD_INDEX, p, m)
+        sys[f"before: {algo}"] = lambda p, m=m: _before(conn, OLD_INDEX, p, m)
     for setup in ("after", "after, no feedback"):
         for algo, m in models[setup].items():
-            sys[f"{setup} | {algo}"] = lambda p, m=m: search(conn, INDEX, p, STAGE, m, SIZE, WINDOW,
+            sys[f"{setup}: {algo}"] = lambda p, m=m: search(conn, INDEX, p, STAGE, m, SIZE, WINDOW,
                                                              max_terms=1000)
     return sys
 
@@ -153,10 +153,10 @@ def main():
         for rep in range(PASSES):
             for s, t in _run(systems, queries, clients, 100 * rep + clients).items():
                 times[s] += t
-        base = {setup: np.percentile(times[f"{setup} | first stage"], [50, 95, 99])
+        base = {setup: np.percentile(times[f"{setup}: first stage"], [50, 95, 99])
                 for setup in ("before", "after")}
         for s, t in times.items():
-            setup = s.split(" | ")[0].split(",")[0]
+            setup = s.split(": ")[0].split(",")[0]
             p = np.percentile(t, [50, 95, 99])
             rows.append([s, clients, *np.round(p, 2), round(p[0] / base[setup][0], 2),
                          round(p[2] / base[setup][2], 2)])
