@@ -74,6 +74,7 @@ def test_prune_keeps_the_newest_versions_and_nothing_else(store, cli, ltr_cluste
     r = cli(*url, "model", "prune", base, "--keep", "2", "--store", name, "--yes")
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "deleted: ranker-v1, ranker-v2, ranker-v3" in r.stdout.replace("\n", " ")
+    assert "Warning" not in r.stderr, r.stderr     # the listing's refresh warns no user
     for name_ in versions[:3]:                       # gone now (GET by id is real-time)
         assert ms.get_model(conn, name_, name) is None
     want = sorted([f"{base}-v9", f"{base}-v10", *others])

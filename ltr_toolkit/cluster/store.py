@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import UserError
+import warnings
+
+from ..errors import ClusterError, UserError
 from .client import Connection, request, translate
 
 
@@ -15,11 +17,20 @@ def store_index(store: str | None) -> str:
     return ".ltrstore" if not store else f".ltrstore_{store}"
 
 
-def refresh_store(conn: Connection, store: str | None) -> None:
+def refresh_store(conn: Connection, store: str | None) -> bool:
     """Make the store's listing current. The plugin lists with a search, which sees a
     delete only after the index's next refresh (about a second): a listing right after
-    ``ltr model delete`` or a cross-validation's clean-up would still name the models."""
-    request(conn, "POST", f"/{store_index(store)}/_refresh", store=store)
+    ``ltr model delete`` or a cross-validation's clean-up would still name the models.
+    Best effort: OpenSearch warns that direct access to system indices such as
+    ``.ltrstore`` may be refused in a future major version; then (False) the listing
+    lags by that second again, and nothing else changes."""
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*system ind")
+            request(conn, "POST", f"/{store_index(store)}/_refresh", store=store)
+        return True
+    except ClusterError:
+        return False
 
 
 DEFAULT_STORE_KEY = "_default_"
