@@ -14,7 +14,7 @@ from ..errors import UserError
 from .client import Connection, request
 from .featurelog import featureset_info
 from .lookups import forget_model
-from .params import DERIVED, NO_DOC
+from .params import placeholder_params
 from .store import get_document, list_elements, refresh_store, store_path
 
 
@@ -113,7 +113,7 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
     req = {"model": {"name": final, "model": body}}
     if index:   # the plugin runs a query with the model before storing it
         if validation_params is None:
-            validation_params = {p: NO_DOC if DERIVED.match(p) else "test" for p in fsinfo["params"]}
+            validation_params = placeholder_params(fsinfo["params"])
         req["validation"] = {"params": validation_params, "index": index}
     request(conn, "POST", f"{store_path(store)}/_featureset/{featureset}/_createmodel", body=req,
             store=store)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 
 from .client import Connection, request
-from .params import DERIVED, NO_DOC, stored_model, featureset_params
+from .params import model_params, placeholder_params
+from .store import sltr
 
 DEFAULT_MAX = 10 * 1024 * 1024
 _UNITS = {"b": 1, "kb": 1024, "mb": 1024 ** 2, "gb": 1024 ** 3, "tb": 1024 ** 4}
@@ -49,10 +50,8 @@ def measure_model(conn: Connection, model: str, store: str | None, index: str) -
     """(bytes the model takes in one node's cache, whether any node kept it) after one
     query on ``index`` loads a model no node has used yet (as after its upload). Not kept:
     larger than the cache, or evicted at once."""
-    params = {p: NO_DOC if DERIVED.match(p) else "test"
-              for p in featureset_params(stored_model(conn, model, store).get("feature_set", {}))}
+    clause = sltr(placeholder_params(model_params(conn, model, store)), model=model, store=store)
     before = _per_node(conn)
-    clause = {"sltr": {"model": model, "params": params, **({"store": store} if store else {})}}
     request(conn, "POST", f"/{index}/_search", body={"size": 0, "query": clause})
     grown = [a.get("ram", 0) - before.get(n, {}).get("ram", 0) for n, a in _per_node(conn).items()
              if a.get("count", 0) > before.get(n, {}).get("count", 0)]

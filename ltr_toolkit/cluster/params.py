@@ -49,6 +49,12 @@ def with_first_stage_ids(params: dict, ids: list[str], depth: int) -> dict:
     return {**params, **{f"first_stage_id_{i + 1}": d for i, d in enumerate(ids)}}
 
 
+def placeholder_params(names) -> dict:
+    """Values for a query that only has to run (validating or loading a model): first-stage
+    ids name no document (:data:`NO_DOC`), other parameters are ``"test"``."""
+    return {p: NO_DOC if DERIVED.match(p) else "test" for p in names}
+
+
 def check_params(needed, available: dict, qid: str, what: str) -> None:
     """Every parameter ``needed`` (derived ones aside) is in ``available``."""
     missing = [p for p in needed if p not in available and not DERIVED.match(p)]

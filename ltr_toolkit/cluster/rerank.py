@@ -198,7 +198,7 @@ def _serving_inputs(conn, index, params, first_stage, model, size, window, store
                  body=search_body(first_stage, params, None, depth, window, store, source=source))
     hits = plain["hits"]["hits"]
     ids = [h["_id"] for h in hits]
-    mp = with_first_stage_ids(params, ids, derived_depth(model_params(conn, model, store)))
+    mp = serving_params(conn, index, [params], first_stage, model, store, first_ids=[ids])[0]
     if not restrict:
         return mp, None, []
     return mp, ids[:window], hits[window:size]       # below the window: first-stage order

@@ -27,8 +27,8 @@ import numpy as np
 
 from ..cluster.client import call
 from ..cluster.lookups import shard_count
-from ..cluster.params import DERIVED, with_first_stage_ids
-from ..cluster.rerank import restrict_to
+from ..cluster.params import derived_depth, with_first_stage_ids
+from ..cluster.rerank import restrict_to, search_body
 from ..cluster.store import sltr
 from ..rank.metrics import ndcg
 from .report import randomisation_test
@@ -56,8 +56,7 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     """{row: {"p50_ms", "mean_ms"}} added per request: one row per feature, ``all
     features``, and ``first request (top N ids)`` when feedback features need one.
     ``param_names``: feature -> the parameters its template uses."""
-    depth = max((int(m.group(1)) for ps in param_names.values() for p in ps
-                 if (m := DERIVED.match(p))), default=0)
+    depth = derived_depth([p for ps in param_names.values() for p in ps])
     tops = serving.first_ids(conn, param_list)
     restrict = shard_count(conn, serving.index) > 1
     client = conn.client()
@@ -75,8 +74,7 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
             rng.shuffle(order)
             for v in order:
                 if variants[v] == "ids":
-                    body = {"query": serving.first_stage.query(params), "size": depth,
-                            "_source": False}
+                    body = search_body(serving.first_stage, params, None, depth, source=None)
                 else:
                     body = _body(serving, full, top[:serving.window] if restrict else None,
                                  variants[v], featureset)

@@ -100,12 +100,7 @@ def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, wo
 
 def _clean_up(conn, models: dict[str, list[str]], store, log) -> list[str]:
     """Delete the fold models; returns (and logs) those that could not be deleted."""
-    names = [n for group in models.values() for n in group]
-    try:
-        left = delete_models(conn, names, store)
-    except Exception as e:       # noqa: BLE001 - the refresh failed: the deletes went through
-        log(f"fold models deleted, but the store's listing may lag a second ({e})")
-        return []
+    left = delete_models(conn, [n for group in models.values() for n in group], store)
     if left:
         log(f"{len(left)} fold models could not be deleted: {', '.join(left)} "
             f"(delete them with ltr model delete)")
