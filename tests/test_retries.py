@@ -69,3 +69,15 @@ def test_overload_is_retried_within_the_budget(server, status):
     assert calls > 1, calls
     assert seconds < 1.0 + 2.0, seconds        # the budget, plus the requests themselves
     assert str(status) in message
+
+
+def test_an_item_lost_with_its_node_is_retried_like_a_busy_one():
+    """A msearch item that failed because its node left (HTTP 500 "Node not connected",
+    seen when a data node is SIGKILLed mid-job) is transient: 503, retried; other errors
+    are kept as they are."""
+    from ltr_toolkit.cluster.client import _partial_as_error
+    lost = {"status": 500, "error": {"type": "search_phase_execution_exception",
+                                     "reason": "[ltr-node-3][127.0.0.1:46741] Node not connected"}}
+    assert _partial_as_error(lost)["status"] == 503
+    bad = {"status": 400, "error": {"type": "parsing_exception", "reason": "unknown query"}}
+    assert _partial_as_error(bad) is bad

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import json
 import re
 import threading
 import time
@@ -325,11 +326,18 @@ def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25,
 _STATS_LOCK = threading.Lock()
 
 
+_LOST_NODE = re.compile(r"node not connected|node_disconnected|node_not_connected|"
+                        r"nodedisconnected|nodenotconnected", re.I)
+
+
 def _partial_as_error(item: dict) -> dict:
     """An answer some shards failed to give (e.g. a node died under it) is not a result:
     it becomes a 503 item, retried like an overloaded node's answer."""
+    if "error" in item:          # a node lost mid-search: as transient as a partial answer
+        lost = _LOST_NODE.search(json.dumps(item["error"]))
+        return {"status": 503, "error": item["error"]} if lost else item
     shards = item.get("_shards") or {}
-    if "error" in item or not shards.get("failed"):
+    if not shards.get("failed"):
         return item
     reasons = [_reason(f.get("reason")) for f in shards.get("failures", [])]
     return {"status": 503, "error": {"type": "partial_results", "reason":
