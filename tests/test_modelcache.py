@@ -42,6 +42,21 @@ def place(ltr_cluster):
     yield conn, store, index
     st.drop_store(conn, store)
     conn.client().indices.delete(index=index, ignore_unavailable=True)
+    _let_the_heap_settle(conn)
+
+
+def _let_the_heap_settle(conn, timeout: float = 30.0) -> None:
+    """The oversized models' definitions (tens of MB of JSON) fill a small node's heap
+    for a while, and the plugin's memory breaker then refuses the next store write:
+    release the caches and wait (bounded) until the heap is below 60% again."""
+    import time
+    request(conn, "POST", "/_ltr/_clearcache")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        nodes = request(conn, "GET", "/_nodes/stats/jvm")["nodes"].values()
+        if max(n["jvm"]["mem"]["heap_used_percent"] for n in nodes) < 60:
+            return
+        time.sleep(0.5)
 
 
 def _create(conn, store, name, trees: int):
