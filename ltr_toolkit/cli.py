@@ -64,6 +64,11 @@ class Format(str, Enum):
     jsonl = "jsonl"
 
 
+class Statistics(str, Enum):
+    dfs = "dfs"
+    shard = "shard"
+
+
 class Unjudged(str, Enum):
     zero = "zero"
     drop = "drop"
@@ -296,6 +301,7 @@ def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
 def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
                     index: Annotated[str, typer.Option("--index")] = "cranfield",
                     store: StoreOpt = None, fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                 statistics: StatsOpt = Statistics.dfs,
                     window: Annotated[int, typer.Option("--window", min=1, help="The depth reranked: the first stage's global top WINDOW.")] = 100,
                     algo: Annotated[Algo, typer.Option("--algo", help="The model family of the ablation.")] = Algo.lambdamart,
                     folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds of the ablation.")] = 5,
@@ -314,7 +320,7 @@ def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
     from .pipeline.featurecost import cost_report
     _writable(json_out)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
-    stage = _first_stage(fields, first_stage)
+    stage = _first_stage(fields, first_stage, statistics)
     conn = _ltr_conn(ctx)
     stage.check(conn, index)
     rep = cost_report(conn, Serving(index, stage, window, store), jl, name, workdir, algo.value,
@@ -471,11 +477,13 @@ def judgments_clicks(ctx: typer.Context,
 
 FieldsOpt = Annotated[Optional[str], typer.Option("--fields", help="First stage: BM25 best_fields over these comma-separated fields (default title,abstract).")]
 TemplateOpt = Annotated[Optional[Path], typer.Option("--first-stage", help="First stage: a search template file {\"query\": {...}} with {{keywords}} and per-query params.")]
+StatsOpt = Annotated[Statistics, typer.Option("--statistics", help="Term statistics of the first stage, the logged features and the rescore: dfs (the whole index's, whatever the number of shards) or shard (each shard's own: query_then_fetch). Serve a model with the statistics it was logged with.")]
 
 
-def _first_stage(fields: Optional[str], template: Optional[Path]):
+def _first_stage(fields: Optional[str], template: Optional[Path], statistics: Statistics = Statistics.dfs):
     from .cluster.firststage import FirstStage
-    return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None)
+    return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None,
+                              statistics.value)
 
 
 def _writable(*paths: Optional[Path]) -> None:
@@ -503,6 +511,7 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             unjudged: Annotated[Unjudged, typer.Option("--unjudged", help="With --candidates: unjudged documents as grade 0, or dropped.")] = Unjudged.zero,
             judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="With --candidates: judged documents outside the top K.")] = JudgedOutside.exclude,
             fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                 statistics: StatsOpt = Statistics.dfs,
             incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
@@ -511,7 +520,7 @@ def log_cmd(ctx: typer.Context, judgments: Path,
     from .data.judgments import load_judgments
     _writable(output)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
-    fs_stage = _first_stage(fields, first_stage)
+    fs_stage = _first_stage(fields, first_stage, statistics)
     conn = _ltr_conn(ctx)
     info = None
     if candidates:
@@ -548,6 +557,7 @@ def upload_cmd(ctx: typer.Context, model: Path,
                index: Annotated[Optional[str], typer.Option("--index", help="Validate the model with a query on this index first, and measure what it takes in the plugin's cache.")] = None,
                exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False):
     """Export MODEL.json to the plugin's format, check it, and create it in the store."""
+    from .cluster.firststage import FirstStage
     from .cluster.model_store import upload
     from .pipeline.train import load_model
     art, m = load_model(model)
@@ -561,6 +571,10 @@ def upload_cmd(ctx: typer.Context, model: Path,
         r = art["rescore"]
         out.print(f"serve it with query_weight {r['query_weight']:g}, rescore_query_weight "
                   f"{r['rescore_query_weight']:.6g} (ltr search --query-weight/--rescore-weight)")
+    if art.get("first_stage"):
+        stage = FirstStage.from_dict(art["first_stage"])
+        out.print(f"term statistics: {stage.statistics} (ltr search/evaluate --statistics "
+                  f"{stage.statistics}; search_type {stage.search_type})")
     if art.get("max_query_terms"):
         out.print(f"long queries: send at most {art['max_query_terms']} distinct words, as "
                   "logging did (ltr search --max-terms; ltr_toolkit.data.querytext.fit_keywords)")
@@ -636,6 +650,7 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                store: StoreOpt = None,
                param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
                fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                 statistics: StatsOpt = Statistics.dfs,
                max_terms: Annotated[Optional[int], typer.Option("--max-terms", min=1, help="Send a long query as its first N distinct words: the model's max_query_terms (`ltr upload` prints it). Default: measured on the cluster.")] = None,
                query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="The first stage's weight in the rescore (1 for a model blended with it; `ltr upload` prints the model's).")] = 0.0,
                rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0):
@@ -649,7 +664,7 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
             raise UserError(f"--param {p!r}: expected NAME=VALUE")
         params[name] = value
     conn = _conn(ctx)
-    stage = _first_stage(fields, first_stage)
+    stage = _first_stage(fields, first_stage, statistics)
     stage.check(conn, index)
     serving = Serving(index, stage, window, store, max_terms, model, (query_weight, rescore_weight))
     hits = serving.search(conn, params, size)
@@ -677,6 +692,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  k: Annotated[int, typer.Option("--k", min=1)] = 10, window: Annotated[int, typer.Option("--window", min=1, help="Rerank exactly the first stage's global top WINDOW, whatever the number of shards.")] = 100,
                  store: StoreOpt = None,
                  fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                 statistics: StatsOpt = Statistics.dfs,
                  folds: Annotated[Optional[int], typer.Option("--cv", min=2, help="Cross-validate: K folds over all judged queries; needs --featureset and --algo.")] = None,
                  featureset: Annotated[Optional[str], typer.Option("--featureset", help="With --cv: the feature set to log.")] = None,
                  algo: Annotated[Optional[List[Algo]], typer.Option("--algo", help="With --cv: algorithm(s) to train per fold.")] = None,
@@ -701,7 +717,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     from .io.atomic import write_json
     _writable(json_out, plot)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
-    stage = _first_stage(fields, first_stage)
+    stage = _first_stage(fields, first_stage, statistics)
     conn = _conn(ctx)
     if (deploy or deploy_anyway or keep_fold_models or settings) and not folds:
         raise UserError("--settings, --deploy, --deploy-anyway and --keep-fold-models go with --cv")

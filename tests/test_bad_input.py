@@ -213,6 +213,7 @@ def _cases(f):
     case(["--url", closed, "search", "x", "--fields", ","], "at least one field")
     case(["--url", closed, "search", "x", "--fields", "a", "--first-stage", str(f["t_novar.json"])], "")
     case(["--url", closed, "search", "x", "--param", "novalue"], "NAME=VALUE")
+    case(["--url", closed, "search", "x", "--statistics", "global"], "--statistics")
     # ---------------------------------------------------------------- model files
     for name, frag in [("m_list.json", "not an ltr-toolkit model"), ("m_text.json", "invalid JSON"),
                        ("m_format.json", "not an ltr-toolkit model"), ("m_broken.json", "broken model"),

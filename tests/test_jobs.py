@@ -52,6 +52,7 @@ _MIN = '[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\n[output]\ndir
     (_MIN.replace('judgments = "j"', 'judgments = "j"\nformat = "qrels"'), 5, "'trec'"),
     (_MIN.replace('judgments = "j"', 'judgments = "j"\nunjudged = "skip"'), 5, "'drop'"),
     (_MIN.replace('judgments = "j"', 'judgments = "j"\njudged_outside = true'), 5, "'include'"),
+    (_MIN.replace('judgments = "j"', 'judgments = "j"\nstatistics = "global"'), 5, "'dfs', 'shard'"),
     (_MIN.replace('directory = "o"', 'directory = "o"\nincremental = "false"'), 7, "expected true or false"),
 ])
 def test_bad_job_files_name_file_and_line(tmp_path, body, line, fragment):

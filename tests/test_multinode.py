@@ -109,15 +109,17 @@ def models(three):
 
 
 def _served(url, model, preference, rows):
-    """The plugin's scores of the logged candidate rows (qid, docid, params)."""
-    from ltr_toolkit.cluster.rerank import rescore_clause  # noqa: F401 (the same sltr clause)
+    """The plugin's scores of the logged candidate rows (qid, docid, params), with the
+    term statistics they were logged with (the default: dfs)."""
+    from ltr_toolkit.cluster.firststage import FirstStage
     from ltr_toolkit.cluster.store import sltr
     c = _conn(url).client()
     got = []
     for qid, docs, params in rows:
         body = {"size": len(docs), "_source": False, "query": {"bool": {
             "filter": [{"ids": {"values": docs}}], "should": [sltr(params, model=model)]}}}
-        hits = c.search(index=INDEX, body=body, params={"preference": preference})["hits"]["hits"]
+        hits = c.search(index=INDEX, body=body, params={
+            "preference": preference, "search_type": FirstStage.from_fields().search_type})["hits"]["hits"]
         score = {h["_id"]: h["_score"] for h in hits}
         got += [score[d] for d in docs]
     return np.array(got)

@@ -100,3 +100,49 @@ def test_below_the_window_the_first_stage_order_follows(sharded):
         assert sorted(got[:5]) == sorted(top[:5]) and got[5:] == top[5:12]
     hits = serving.for_model(model).search(conn, params[0], 12)
     assert [h["id"] for h in hits] == ranked[0]
+
+
+def _logged(conn, index, fs, jl, stage, out):
+    """{(qid, doc): [feature value text]} of ``jl``'s pairs logged from ``index``."""
+    from ltr_toolkit.cluster.featurelog import log_features
+    log_features(conn, jl, fs, index, out, first_stage=stage)
+    rows = {}
+    for ln in out.read_text().splitlines():
+        head, doc = ln.split("#")
+        parts = head.split()
+        rows[(parts[1][4:], doc.strip())] = dict(p.split(":") for p in parts[2:])
+    return rows
+
+
+def test_dfs_statistics_log_serve_and_rank_as_one_shard_does(sharded, tmp_path):
+    """With ``statistics="dfs"`` (the default) the first stage's ranking and every logged
+    feature on 3 shards equal a 1-shard copy's (the plugin's logger would use each shard's
+    statistics without the cached query-phase values); ``"shard"`` differs. The feedback
+    feature is left out: more_like_this picks its terms per shard."""
+    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.cluster.firststage import FirstStage
+    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.cluster.serving import Serving
+    from ltr_toolkit.data.featuresets import load_featureset
+    from ltr_toolkit.datasets import cranfield
+    conn, _, _ = sharded
+    index_documents(conn, "cran-1-shard", cranfield.documents(), recreate=True, shards=1)
+    fs_doc = load_featureset(cranfield.FEATURE_SET)
+    fs, _ = st.upload_featureset_versioned(conn, fs_doc)
+    feedback = {str(i + 1) for i, f in enumerate(fs_doc["features"]) if "first_stage_id" in json.dumps(f)}
+    jl = cranfield.judgments().subset(QIDS)
+    params = [jl.query_params(q) for q in QIDS]
+    dfs, shard = FirstStage.from_fields(), FirstStage.from_fields(statistics="shard")
+    assert dfs.statistics == "dfs"
+    try:
+        one = _logged(conn, "cran-1-shard", fs, jl, dfs, tmp_path / "one.txt")
+        three = {s.statistics: _logged(conn, "cran-3-shards", fs, jl, s, tmp_path / f"{s.statistics}.txt")
+                 for s in (dfs, shard)}
+        plain = lambda rows: {k: {f: v for f, v in r.items() if f not in feedback} for k, r in rows.items()}
+        assert len(one) == len(jl) and plain(three["dfs"]) == plain(one)
+        assert sum(plain(three["shard"])[k] != plain(one)[k] for k in one) > len(one) / 2
+        top_one = Serving("cran-1-shard", dfs, 50).first_ids(conn, params)
+        assert Serving("cran-3-shards", dfs, 50).first_ids(conn, params) == top_one
+        assert Serving("cran-3-shards", shard, 50).first_ids(conn, params) != top_one
+    finally:
+        conn.client().indices.delete(index="cran-1-shard", ignore_unavailable=True)

@@ -346,7 +346,8 @@ def _partial_as_error(item: dict) -> dict:
 
 def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int = 8,
                   base: float = 0.25, stats: dict | None = None,
-                  concurrency: int | None = None, budget: float = RETRY_BUDGET) -> list[dict]:
+                  concurrency: int | None = None, budget: float = RETRY_BUDGET,
+                  search_type: str | None = None) -> list[dict]:
     """``bodies`` through ``_msearch`` (one request), the items the node rejected with a
     :data:`TRANSIENT` status (its search queue full) sent again with exponential backoff
     and jitter, and with half the concurrency each time (``max_concurrent_searches``), for
@@ -360,7 +361,8 @@ def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int
     for attempt in range(retries + 1):
         lines = []
         for i in pending:
-            lines += [{"index": index}, bodies[i]]
+            head = {"index": index, "search_type": search_type} if search_type else {"index": index}
+            lines += [head, bodies[i]]
         params = {"max_concurrent_searches": concurrency} if concurrency else None
         resp = _with_retries(conn, lambda: c.msearch(body=lines, params=params),
                              budget=max(0.0, waited[1] - waited[0]))["responses"]

@@ -1,9 +1,16 @@
 """Feature logging with ``sltr`` + ``ltr_log``: judged (query, document) pairs -> SVMlight.
 
-Per query: a ``bool`` filter with ``terms`` on the judged ``_id``s and a named ``sltr``
-clause, plus the ``ltr_log`` search extension; ``batch`` queries per ``_msearch`` round
-trip (falling back to one search per query if the node refuses ``ext`` there). Retries
-with exponential backoff on 429, 5xx and timeouts.
+Per query: a ``bool`` query with ``terms`` on the judged ``_id``s as a filter and a named
+``sltr`` clause with ``"cache": true`` scored in the query phase, plus the ``ltr_log``
+search extension; ``batch`` queries per ``_msearch`` round trip. Retries with exponential
+backoff on 429, 5xx and timeouts.
+
+Statistics: the plugin's logger runs in the fetch phase, which never sees the statistics
+a ``dfs_query_then_fetch`` search gathered; with ``"cache": true`` it reports the feature
+values the query phase computed instead. So the logged values are computed exactly as the
+served ``sltr`` rescore computes them, with the first stage's ``search_type``
+(``FirstStage.statistics``): the whole index's statistics by default, whatever the number
+of shards (``tests/test_shards.py`` checks both against a one-shard copy).
 
 Output: ``grade qid:N 1:v ... # docid`` rows in feature-set ordinal order, queries in
 judgment order, documents in judgment order; a JSON sidecar ``OUT.json`` with the feature
@@ -49,13 +56,13 @@ QUERY_NAME = "ltr_toolkit_logged"
 
 def log_body(params: dict, docids: list[str], featureset: str, store: str | None) -> dict:
     """The logging request of one query: its judged ``docids`` with the feature set's
-    values (``sltr`` in filter context + the ``ltr_log`` extension)."""
+    values (``sltr`` scored in the query phase, its values cached for the ``ltr_log``
+    extension: see the module docstring)."""
+    logged = sltr(params, featureset=featureset, store=store, name=QUERY_NAME)
+    logged["sltr"]["cache"] = True
     return {
         "size": len(docids), "_source": False,
-        "query": {"bool": {"filter": [
-            {"terms": {"_id": docids}},
-            sltr(params, featureset=featureset, store=store, name=QUERY_NAME),
-        ]}},
+        "query": {"bool": {"must": [logged], "filter": [{"terms": {"_id": docids}}]}},
         "ext": {"ltr_log": {"log_specs": [{"name": LOG_NAME, "named_query": QUERY_NAME,
                                            "missing_as_zero": False}]}},
     }
@@ -134,7 +141,8 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
         max_terms = query_budget(conn, index, jl, featureset, first_stage, store)
     by_q = jl.by_query()
     run_key = hashlib.sha256(json.dumps([jl.content_hash(), fsinfo["sha256"], index, batch,
-                                         first_stage.to_dict() if depth else None, max_terms],
+                                         first_stage.to_dict() if depth else
+                                         first_stage.statistics, max_terms],
                                         sort_keys=True).encode()).hexdigest()
     ck = CheckpointedOutput(out, run_key)
     done = ck.resume()
@@ -150,7 +158,7 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
         if depth:   # the first stage's top ids, as serving computes them
             firsts = msearch_items(conn, index, [
                 {"query": first_stage.query(params[q]), "size": depth, "_source": False}
-                for q in group], stats=stats)
+                for q in group], stats=stats, search_type=first_stage.search_type)
             for q, item in zip(group, firsts):
                 if "error" in item:
                     failed[q] = "first stage: " + _query_failure(item, conn, store)
@@ -159,7 +167,9 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
                     params[q] = with_first_stage_ids(params[q], ids, depth)
         todo = [q for q in group if q not in failed]
         bodies = [log_body(params[q], [d for d, _ in by_q[q]], featureset, store) for q in todo]
-        responses = dict(zip(todo, msearch_items(conn, index, bodies, stats=stats))) if todo else {}
+        items = msearch_items(conn, index, bodies, stats=stats,
+                              search_type=first_stage.search_type) if todo else []
+        responses = dict(zip(todo, items))
         rows, missing, failures, failed_pairs = [], [], [], 0
         for q in group:
             resp = responses.get(q)
@@ -278,6 +288,12 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
     if old.get("featureset_sha256") not in (None, fsinfo["sha256"]):
         raise UserError(f"{out} was logged with another version of feature set {featureset}",
                         "log to a new file, or re-log everything")
+    stage = first_stage or FirstStage.from_fields()
+    was = FirstStage.from_dict(old["first_stage"]).statistics if old.get("first_stage") else "shard"
+    if was != stage.statistics:
+        raise UserError(f"{out} was logged with {was} term statistics, this run uses "
+                        f"{stage.statistics}: its rows would not be comparable",
+                        f"log with --statistics {was}, or to a new file")
     done = _logged_pairs(out)
     new = JudgmentList(source=jl.source, params=dict(jl.params))
     for (q, d), g in jl.grades.items():
@@ -288,9 +304,9 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
     kept, regraded, dropped = _regrade(out.read_text(), jl.grades)
     # the rows already there were fitted to the file's budget: the new ones too
     budget = old.get("max_query_terms") if "max_query_terms" in old else \
-        query_budget(conn, index, jl, featureset, first_stage or FirstStage.from_fields(), store)
+        query_budget(conn, index, jl, featureset, stage, store)
     if new.grades:
-        log_features(conn, new, featureset, index, inc, store, batch, progress, first_stage,
+        log_features(conn, new, featureset, index, inc, store, batch, progress, stage,
                      candidates, max_terms=budget)
         inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
         kept += inc.read_text()

@@ -8,6 +8,15 @@ and serving use the same one:
 * a search template file: JSON holding ``{"query": {...}}`` with Mustache variables such
   as ``"{{keywords}}"`` (``FirstStage.from_file(path)``).
 
+Term statistics (``statistics``): ``"dfs"`` (the default) runs every search the toolkit
+sends for this first stage -- the first stage itself, feature logging and the ``sltr``
+rescore -- as ``dfs_query_then_fetch``, so BM25 and the other features see the whole
+index's statistics and the first stage's ranking, the logged values and the served scores
+do not depend on how the index is sharded (on one shard OpenSearch skips the extra
+phase). ``"shard"`` keeps OpenSearch's default ``query_then_fetch`` (each shard's own
+statistics) at logging and at serving alike. The choice is recorded with the first stage
+(sidecar, model artifact, CV report), so logging and serving use the same one.
+
 Rendering is Mustache's variable substitution on the JSON tree: a string that is exactly
 ``"{{name}}"`` becomes the parameter's value with its JSON type (a number, a list), and
 ``{{name}}`` inside a longer string is replaced by the value's text. Sections and partials
@@ -29,6 +38,7 @@ from ..io.text import read_json
 VAR = re.compile(r"\{\{\{?\s*([A-Za-z_][\w.]*)\s*\}?\}\}")
 SECTION = re.compile(r"\{\{\s*[#^/>!&]")
 DEFAULT_FIELDS = ("title", "abstract")
+STATISTICS = {"dfs": "dfs_query_then_fetch", "shard": "query_then_fetch"}
 #: query types whose object keys are field names, and keys that hold field lists
 _FIELD_KEYED = {"match", "match_phrase", "match_phrase_prefix", "match_bool_prefix", "term",
                 "terms", "range", "prefix", "wildcard", "fuzzy", "regexp", "span_term",
@@ -41,19 +51,24 @@ class FirstStage:
     template: dict
     source: str = "fields"
     params: list[str] = field(default_factory=list)
+    statistics: str = "dfs"
+
+    def __post_init__(self):
+        if self.statistics not in STATISTICS:
+            raise UserError(f"statistics {self.statistics!r}: expected one of {', '.join(STATISTICS)}")
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_fields(cls, fields=DEFAULT_FIELDS) -> "FirstStage":
+    def from_fields(cls, fields=DEFAULT_FIELDS, statistics: str = "dfs") -> "FirstStage":
         fields = [f.strip() for f in fields if f and f.strip()]
         if not fields:
             raise UserError("the first stage needs at least one field")
         tpl = {"multi_match": {"query": "{{keywords}}", "fields": list(fields),
                                "type": "best_fields", "tie_breaker": 0.3}}
-        return cls(template=tpl, source="fields", params=["keywords"])
+        return cls(template=tpl, source="fields", params=["keywords"], statistics=statistics)
 
     @classmethod
-    def from_file(cls, path) -> "FirstStage":
+    def from_file(cls, path, statistics: str = "dfs") -> "FirstStage":
         path = Path(path)
         body, text = read_json(path)
         if not isinstance(body, dict) or set(body) != {"query"} or not isinstance(body["query"], dict):
@@ -67,26 +82,33 @@ class FirstStage:
         names = sorted(set(VAR.findall(text)))
         if not names:
             raise InputError(path, 1, "the template uses no {{variable}}: every query would be the same")
-        return cls(template=body["query"], source=str(path), params=names)
+        return cls(template=body["query"], source=str(path), params=names, statistics=statistics)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "FirstStage":
         if not d:
             return cls.from_fields()
         return cls(template=d["template"], source=d.get("source", "recorded"),
-                   params=list(d.get("params", [])))
+                   params=list(d.get("params", [])),
+                   statistics=d.get("statistics", "shard"))    # recorded before the choice
 
     @classmethod
-    def resolve(cls, template=None, fields=None) -> "FirstStage":
+    def resolve(cls, template=None, fields=None, statistics: str = "dfs") -> "FirstStage":
         """From a template file, else a field list, else the default fields."""
         if template and fields:
             raise UserError("give the first stage as a template or as fields, not both")
         if template:
-            return cls.from_file(template)
-        return cls.from_fields(fields or DEFAULT_FIELDS)
+            return cls.from_file(template, statistics)
+        return cls.from_fields(fields or DEFAULT_FIELDS, statistics)
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "params": list(self.params), "template": self.template}
+        return {"source": self.source, "params": list(self.params), "template": self.template,
+                "statistics": self.statistics}
+
+    @property
+    def search_type(self) -> str:
+        """The ``search_type`` of every search sent for this first stage."""
+        return STATISTICS[self.statistics]
 
     def feature_column(self, featureset: dict) -> int | None:
         """The column of the feature whose template is this first stage (its score, as

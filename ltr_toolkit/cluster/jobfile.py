@@ -14,13 +14,14 @@ from ..errors import InputError
 from ..io.text import read_text
 from .candidates import JUDGED_OUTSIDE, UNJUDGED
 from .client import Connection
+from .firststage import STATISTICS
 
 #: A job's request timeout when neither its file nor ``ltr --timeout`` gives one, seconds.
 DEFAULT_TIMEOUT = 60.0
 
 KNOWN = {"cluster": {"url", "ca_certs", "insecure", "timeout"},
          "logging": {"featureset", "index", "judgments", "format", "queries", "store", "fields",
-                     "first_stage", "candidates", "unjudged", "judged_outside", "batch",
+                     "first_stage", "statistics", "candidates", "unjudged", "judged_outside", "batch",
                      "parallel"},
          "output": {"directory", "keep", "incremental"},
          # a click job: judgments from the last N days of UBI events (ltr_toolkit.clicks)
@@ -43,6 +44,7 @@ class Job:
     store: str | None
     fields: list[str] | None
     first_stage: Path | None
+    statistics: str
     candidates: int | None
     unjudged: str
     judged_outside: str
@@ -159,6 +161,7 @@ def load_job(path) -> Job:
         fmt=c.one_of("logging", "format", lg.get("format"), (None, *JUDGMENT_FORMATS)),
         queries=c.rel(lg.get("queries")), store=lg.get("store") or None,
         fields=lg.get("fields"), first_stage=c.rel(lg.get("first_stage")),
+        statistics=c.one_of("logging", "statistics", lg.get("statistics", "dfs"), tuple(STATISTICS)),
         candidates=c.positive("logging", "candidates", lg["candidates"]) if "candidates" in lg else None,
         unjudged=c.one_of("logging", "unjudged", lg.get("unjudged", "zero"), UNJUDGED),
         judged_outside=c.one_of("logging", "judged_outside", lg.get("judged_outside", "exclude"),

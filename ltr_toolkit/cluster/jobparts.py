@@ -100,7 +100,7 @@ def _log_part(job: Job, conn, i: int, n: int, work: Path, done: Path, log) -> No
     from .firststage import FirstStage
     work.mkdir(parents=True, exist_ok=True)
     index_health(conn, job.index, log)
-    stage_fs = FirstStage.resolve(job.first_stage, job.fields)
+    stage_fs = FirstStage.resolve(job.first_stage, job.fields, job.statistics)
     jl, info, budget, whole = _part_inputs(job, conn, work, i, n, stage_fs)
     t0 = time.monotonic()
     log_features(conn, jl, job.featureset, job.index, work / "features.txt", job.store,

@@ -163,7 +163,7 @@ def _inputs(job: Job, conn, work: Path):
     from .candidates import candidate_judgments
     from .featurelog import query_budget
     from .firststage import FirstStage
-    stage_fs = FirstStage.resolve(job.first_stage, job.fields)
+    stage_fs = FirstStage.resolve(job.first_stage, job.fields, job.statistics)
     frozen = work / "inputs.json"
     if frozen.is_file():
         inputs = json.loads(frozen.read_text())

@@ -7,15 +7,16 @@ most of which training never saw. On several shards the toolkit therefore serves
 requests: the first stage's top ``window`` ids, then the first stage restricted to those
 ids (an ``ids`` filter: it does not change their scores) with the rescore over all of
 them. On one shard the per-shard window is the global one: one request, plus a first one
-only when the model's features use the first stage's top ids (feedback). All requests,
-and logging, run with OpenSearch's default ``query_then_fetch``: shard-local term
-statistics. (The plugin's feature logging ignores ``dfs_query_then_fetch``, so serving with
-dfs would score features with other statistics than the model was trained on.)
+only when the model's features use the first stage's top ids (feedback). Every request
+carries the first stage's ``search_type`` (``FirstStage.statistics``; by default
+``dfs_query_then_fetch``: the whole index's term statistics, in the first stage and in the
+rescore's features alike, as at logging, see ``featurelog``).
 
 The integration point for users' own search code is :func:`rescore_clause` with
 :func:`restrict_to`: put them in any search body, with the model's parameters
 (``keywords``, any per-query parameters, and — when its feature set uses them — the
-first stage's top ids, see ``params``).
+first stage's top ids, see ``params``), and send the request with the ``search_type``
+the model was logged with (``FirstStage.search_type``).
 """
 
 from __future__ import annotations
@@ -81,12 +82,14 @@ def search_body(first_stage: FirstStage, params: dict, model: str | None = None,
 
 
 def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int,
-             concurrency: int | None = None, failures: dict | None = None) -> list[dict | None]:
+             concurrency: int | None = None, failures: dict | None = None,
+             search_type: str | None = None) -> list[dict | None]:
     """Responses in order; a failed item raises, or with ``failures`` is recorded there
     (position -> reason) and answered None."""
     out: list[dict | None] = []
     for start in range(0, len(bodies), batch):
-        items = msearch_items(conn, index, bodies[start:start + batch], concurrency=concurrency)
+        items = msearch_items(conn, index, bodies[start:start + batch], concurrency=concurrency,
+                              search_type=search_type)
         for i, r in enumerate(items, start=start):
             if "error" in r:
                 exc = item_error(r, conn, store)
@@ -115,7 +118,8 @@ def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stag
               for i, p in enumerate(param_list)]
     concurrency = None if not model or thread_safe(conn, model, store) else 1
     return [None if r is None else [h["_id"] for h in r["hits"]["hits"]]
-            for r in _msearch(conn, index, bodies, store, batch, concurrency, failures)]
+            for r in _msearch(conn, index, bodies, store, batch, concurrency, failures,
+                              first_stage.search_type)]
 
 
 def serving_params(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
@@ -195,6 +199,7 @@ def _serving_inputs(conn, index, params, first_stage, model, size, window, store
         return params, None, []
     source = ("title",) if restrict else None
     plain = call(conn, conn.client().search, index=index, store=store,
+                 search_type=first_stage.search_type,
                  body=search_body(first_stage, params, None, depth, window, store, source=source))
     hits = plain["hits"]["hits"]
     ids = [h["_id"] for h in hits]
@@ -238,14 +243,16 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
                        top_ids=top)
     try:
         with _one_at_a_time(conn, model, store):
-            resp = call(conn, conn.client().search, index=index, body=body, store=store)
+            resp = call(conn, conn.client().search, index=index, body=body, store=store,
+                        search_type=first_stage.search_type)
     except ClusterError as exc:
         if not model or isinstance(exc, (PluginMissingError, StoreMissingError, MissingResourceError)):
             raise
         warnings.warn(RescoreFallbackWarning(f"the rescore with model {model} failed: the first "
                                              f"stage's hits are served ({exc})"))
-        resp = call(conn, conn.client().search, index=index,
-                    body=search_body(first_stage, params, None, size, window, store), store=store)
+        resp = call(conn, conn.client().search, index=index, store=store,
+                    search_type=first_stage.search_type,
+                    body=search_body(first_stage, params, None, size, window, store))
     return [{"rank": r + 1, "id": h["_id"], "score": h["_score"],
              "title": (h.get("_source") or {}).get("title", "")}
             for r, h in enumerate((resp["hits"]["hits"] + below)[:size])]

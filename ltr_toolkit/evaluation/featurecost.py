@@ -79,7 +79,8 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
                     body = _body(serving, full, top[:serving.window] if restrict else None,
                                  variants[v], featureset)
                 t0 = time.perf_counter()
-                call(conn, client.search, index=serving.index, body=body, store=serving.store)
+                call(conn, client.search, index=serving.index, body=body, store=serving.store,
+                     search_type=serving.first_stage.search_type)
                 if rep:
                     times[v].append((time.perf_counter() - t0) * 1e3)
     plain = np.asarray(times.pop("plain"))
