@@ -55,9 +55,10 @@ TOP10 = {"name": "prf_top10_mlt", "params": [f"first_stage_id_{i}" for i in rang
 
 
 def _old_index(conn) -> None:
-    """Cranfield with the mapping as it was: no term vectors."""
+    """Cranfield with the mapping as it was: no term vectors, the segments of the bulk load."""
     if corpus_version(conn, OLD_INDEX) != CORPUS_VERSION:
-        index_documents(conn, OLD_INDEX, cranfield.documents(), recreate=True, term_vectors=False)
+        index_documents(conn, OLD_INDEX, cranfield.documents(), recreate=True, term_vectors=False,
+                        merge=False)
 
 
 def _feature_sets(conn) -> dict[str, str]:

