@@ -1,6 +1,7 @@
-"""What is served, in one place: the index, the store, the first stage, the depth it is
-reranked to (``window``: exactly its global top ``window``), the long-query budget and,
-for reranking, the model with its rescore weights.
+"""What is served, in one place: the index, the store, the first stage (with the term
+statistics every search uses, ``FirstStage.statistics``), the depth it is reranked to
+(``window``: exactly its global top ``window``), the long-query budget and, for
+reranking, the model with its rescore weights.
 
 Logging candidates, cross-validation, ``ltr evaluate``, ``ltr search`` and users' own
 code take one :class:`Serving` and call its methods, so what a model is trained on (the
