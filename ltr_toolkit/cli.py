@@ -301,7 +301,7 @@ def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
 def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
                     index: Annotated[str, typer.Option("--index")] = "cranfield",
                     store: StoreOpt = None, fields: FieldsOpt = None, first_stage: TemplateOpt = None,
-                 statistics: StatsOpt = Statistics.dfs,
+                    statistics: StatsOpt = Statistics.dfs,
                     window: Annotated[int, typer.Option("--window", min=1, help="The depth reranked: the first stage's global top WINDOW.")] = 100,
                     algo: Annotated[Algo, typer.Option("--algo", help="The model family of the ablation.")] = Algo.lambdamart,
                     folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds of the ablation.")] = 5,
@@ -511,7 +511,7 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             unjudged: Annotated[Unjudged, typer.Option("--unjudged", help="With --candidates: unjudged documents as grade 0, or dropped.")] = Unjudged.zero,
             judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="With --candidates: judged documents outside the top K.")] = JudgedOutside.exclude,
             fields: FieldsOpt = None, first_stage: TemplateOpt = None,
-                 statistics: StatsOpt = Statistics.dfs,
+            statistics: StatsOpt = Statistics.dfs,
             incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
@@ -650,7 +650,7 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                store: StoreOpt = None,
                param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
                fields: FieldsOpt = None, first_stage: TemplateOpt = None,
-                 statistics: StatsOpt = Statistics.dfs,
+               statistics: StatsOpt = Statistics.dfs,
                max_terms: Annotated[Optional[int], typer.Option("--max-terms", min=1, help="Send a long query as its first N distinct words: the model's max_query_terms (`ltr upload` prints it). Default: measured on the cluster.")] = None,
                query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="The first stage's weight in the rescore (1 for a model blended with it; `ltr upload` prints the model's).")] = 0.0,
                rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0):

@@ -7,9 +7,9 @@ node's URL when it runs: ``localnode.running_node()``). Basic auth comes only fr
 
 from __future__ import annotations
 
+import json
 import os
 import random
-import json
 import re
 import threading
 import time
@@ -358,10 +358,10 @@ def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int
     waited = [0.0, budget]
     out: list[dict | None] = [None] * len(bodies)
     pending = list(range(len(bodies)))
+    head = {"index": index, **({"search_type": search_type} if search_type else {})}
     for attempt in range(retries + 1):
         lines = []
         for i in pending:
-            head = {"index": index, "search_type": search_type} if search_type else {"index": index}
             lines += [head, bodies[i]]
         params = {"max_concurrent_searches": concurrency} if concurrency else None
         resp = _with_retries(conn, lambda: c.msearch(body=lines, params=params),

@@ -48,6 +48,7 @@ from .clauses import term_budget
 from .client import Connection, item_error, msearch_items
 from .firststage import FirstStage
 from .params import check_params, derived_depth, featureset_params, with_first_stage_ids
+from .rerank import search_body
 from .store import get_featureset, sltr
 
 LOG_NAME = "ltr_toolkit"
@@ -157,8 +158,8 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
         failed: dict[str, str] = {}
         if depth:   # the first stage's top ids, as serving computes them
             firsts = msearch_items(conn, index, [
-                {"query": first_stage.query(params[q]), "size": depth, "_source": False}
-                for q in group], stats=stats, search_type=first_stage.search_type)
+                search_body(first_stage, params[q], None, depth, source=None) for q in group],
+                stats=stats, search_type=first_stage.search_type)
             for q, item in zip(group, firsts):
                 if "error" in item:
                     failed[q] = "first stage: " + _query_failure(item, conn, store)

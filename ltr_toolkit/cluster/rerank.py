@@ -190,6 +190,12 @@ def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage
     return ranked  # type: ignore[return-value]
 
 
+def _search(conn: Connection, index: str, first_stage: FirstStage, store, body: dict) -> dict:
+    """One search, with the first stage's term statistics (``search_type``)."""
+    return call(conn, conn.client().search, index=index, body=body, store=store,
+                search_type=first_stage.search_type)
+
+
 def _serving_inputs(conn, index, params, first_stage, model, size, window, store):
     """(the model's parameters, the global top ids to restrict the rescore to or None,
     the hits below the window) of one query: no request at all on one shard for a model
@@ -198,9 +204,8 @@ def _serving_inputs(conn, index, params, first_stage, model, size, window, store
     if not depth:
         return params, None, []
     source = ("title",) if restrict else None
-    plain = call(conn, conn.client().search, index=index, store=store,
-                 search_type=first_stage.search_type,
-                 body=search_body(first_stage, params, None, depth, window, store, source=source))
+    plain = _search(conn, index, first_stage, store,
+                    search_body(first_stage, params, None, depth, window, store, source=source))
     hits = plain["hits"]["hits"]
     ids = [h["_id"] for h in hits]
     mp = serving_params(conn, index, [params], first_stage, model, store, first_ids=[ids])[0]
@@ -243,16 +248,14 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
                        top_ids=top)
     try:
         with _one_at_a_time(conn, model, store):
-            resp = call(conn, conn.client().search, index=index, body=body, store=store,
-                        search_type=first_stage.search_type)
+            resp = _search(conn, index, first_stage, store, body)
     except ClusterError as exc:
         if not model or isinstance(exc, (PluginMissingError, StoreMissingError, MissingResourceError)):
             raise
         warnings.warn(RescoreFallbackWarning(f"the rescore with model {model} failed: the first "
                                              f"stage's hits are served ({exc})"))
-        resp = call(conn, conn.client().search, index=index, store=store,
-                    search_type=first_stage.search_type,
-                    body=search_body(first_stage, params, None, size, window, store))
+        resp = _search(conn, index, first_stage, store,
+                       search_body(first_stage, params, None, size, window, store))
     return [{"rank": r + 1, "id": h["_id"], "score": h["_score"],
              "title": (h.get("_source") or {}).get("title", "")}
             for r, h in enumerate((resp["hits"]["hits"] + below)[:size])]
