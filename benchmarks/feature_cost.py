@@ -1,6 +1,7 @@
-"""Per-feature cost and contribution of the shipped Cranfield feature set:
-``python -m benchmarks.feature_cost`` (what ``ltr featureset cost`` reports, as a table
-and a chart in benchmarks/results/).
+"""Per-feature cost and contribution of the shipped Cranfield feature set plus query-time
+feedback (``feature_sets/cranfield-feedback.json``: the two kinds of feedback side by
+side): ``python -m benchmarks.feature_cost`` (what ``ltr featureset cost`` reports, as a
+table and a chart in benchmarks/results/).
 
 Cost: ms each feature adds to the serving request, live (one node, window 100, all 225
 queries, interleaved with the plain request). Contribution: NDCG@10 without the feature,
@@ -9,9 +10,13 @@ one fixed setting for every row)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
+from ltr_toolkit.cluster import store as st
 from ltr_toolkit.cluster.serving import Serving
+from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.evaluation.featurecost import FEEDBACK
 from ltr_toolkit.pipeline.featurecost import cost_report
@@ -20,9 +25,13 @@ from ._live import INDEX, STAGE, connect, prepare, workdir
 from ._report import finish, pyplot, write_table
 
 
+FEEDBACK_SET = Path(__file__).resolve().parent.parent / "feature_sets" / "cranfield-feedback.json"
+
+
 def main():
     conn = connect()
-    fs = prepare(conn)
+    prepare(conn)
+    fs, _ = st.upload_featureset_versioned(conn, load_featureset(FEEDBACK_SET))
     rep = cost_report(conn, Serving(INDEX, STAGE, 100), cranfield.judgments(), fs,
                       workdir() / "feature-cost", "lambdamart", folds=5, timing_queries=225,
                       passes=2, log=print)

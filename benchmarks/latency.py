@@ -3,14 +3,18 @@
 Two set-ups on the Cranfield collection, measured in the same run, each with 1 and 4
 concurrent clients (threads of one process), one node, window 100, size 10:
 
-* **before**: the index mapping, feature set and serving path as they were: two
+* **before**: the index mapping, feature set and serving path as they were when issue 22
+  was filed (``benchmarks/data/cranfield-before.json``): 18 features, two of them
   ``more_like_this`` feedback features (top 3 and top 10 documents) re-analysing the
   liked documents' text (no term vectors), served the way the helper served them (the
   model's definition read from the store for every query, then the first stage's top
   ``window`` ids, then the rescore restricted to them: three requests);
-* **after**: the shipped mapping (term vectors) and feature set (one feedback feature
-  over the top 3), through ``ltr_toolkit.cluster.rerank.search`` as users call it; plus a
-  model on the same set without its feedback feature (served in one request).
+* **after**: the shipped mapping and feature set (7 features; the feedback comes from
+  each document's neighbours, found at index time: one request), through
+  ``ltr_toolkit.cluster.rerank.search`` as users call it;
+* **after + query-time feedback**: ``feature_sets/cranfield-feedback.json``, the shipped
+  set plus a ``more_like_this`` feedback feature over the first stage's top 3 (term
+  vectors): what query-time feedback costs on top (two requests), for users who want it.
 
 The first stage alone is the same helper without a model, in the same interleaved loop:
 for every query, every system runs back to back in a random order, so that a slow moment
@@ -24,6 +28,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -45,29 +50,22 @@ OLD_INDEX = "bench-cranfield-before"
 WINDOW, SIZE, PASSES = 100, 10, 2
 MODELS = {"lambdamart": dict(trees=200, depth=4, lr=0.1), "linear": dict(epochs=40),
           "lambdarank-nn": dict(epochs=40, hidden=(16,))}
-TOP10 = {"name": "prf_top10_mlt", "params": [f"first_stage_id_{i}" for i in range(1, 11)],
-         "template_language": "mustache",
-         "template": {"more_like_this": {
-             "fields": ["title", "abstract"], "like": [{"_id": "{{first_stage_id_%d}}" % i}
-                                                      for i in range(1, 11)],
-             "include": True, "min_term_freq": 1, "min_doc_freq": 2, "max_query_terms": 50,
-             "minimum_should_match": "10%"}}}
+BEFORE_SET = Path(__file__).parent / "data" / "cranfield-before.json"
+FEEDBACK_SET = Path(__file__).parent.parent / "feature_sets" / "cranfield-feedback.json"
+FEEDBACK = "after + query-time feedback"
 
 
 def _old_index(conn) -> None:
-    """Cranfield with the mapping as it was: no term vectors, the segments of the bulk load."""
+    """Cranfield with the mapping as it was: no term vectors, no neighbours, the segments
+    of the bulk load."""
     if corpus_version(conn, OLD_INDEX) != CORPUS_VERSION:
         index_documents(conn, OLD_INDEX, cranfield.documents(), recreate=True, term_vectors=False,
-                        merge=False)
+                        merge=False, expansion=None)
 
 
 def _feature_sets(conn) -> dict[str, str]:
-    shipped = load_featureset(cranfield.FEATURE_SET)
-    sets = {"after": shipped,
-            "before": dict(shipped, name="bench-before", features=shipped["features"] + [TOP10]),
-            "after, no feedback": dict(shipped, name="bench-nofeedback",
-                                       features=[f for f in shipped["features"]
-                                                 if not derived_depth(f.get("params", []))])}
+    sets = {"after": load_featureset(cranfield.FEATURE_SET),
+            "before": load_featureset(BEFORE_SET), FEEDBACK: load_featureset(FEEDBACK_SET)}
     return {k: st.upload_featureset_versioned(conn, v)[0] for k, v in sets.items()}
 
 
@@ -81,7 +79,7 @@ def _models(conn, fsets: dict[str, str]) -> dict[str, dict[str, str]]:
         data = d / f"latency-{fs}.txt"
         if not data.exists():
             Serving(index, STAGE, WINDOW).log_candidates(conn, train, fs, data)
-        algos = MODELS if setup != "after, no feedback" else {"lambdamart": MODELS["lambdamart"]}
+        algos = MODELS if setup != FEEDBACK else {"lambdamart": MODELS["lambdamart"]}
         out[setup] = {}
         for algo, kw in algos.items():
             path = d / f"latency-{fs}-{algo}.json"
@@ -109,7 +107,7 @@ def _systems(conn, models) -> dict[str, object]:
            "after: first stage": lambda p: search(conn, INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000)}
     for algo, m in models["before"].items():
         sys[f"before: {algo}"] = lambda p, m=m: _before(conn, OLD_INDEX, p, m)
-    for setup in ("after", "after, no feedback"):
+    for setup in ("after", FEEDBACK):
         for algo, m in models[setup].items():
             sys[f"{setup}: {algo}"] = lambda p, m=m: search(conn, INDEX, p, STAGE, m, SIZE, WINDOW,
                                                              max_terms=1000)
@@ -157,7 +155,7 @@ def main():
         base = {setup: np.percentile(times[f"{setup}: first stage"], [50, 95, 99])
                 for setup in ("before", "after")}
         for s, t in times.items():
-            setup = s.split(": ")[0].split(",")[0]
+            setup = s.split(": ")[0].split(" + ")[0]
             p = np.percentile(t, [50, 95, 99])
             rows.append([s, clients, *np.round(p, 2), round(p[0] / base[setup][0], 2),
                          round(p[2] / base[setup][2], 2)])

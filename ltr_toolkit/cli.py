@@ -348,41 +348,74 @@ def _cost_table(rep: dict) -> Table:
 
 ShardsOpt = Annotated[int, typer.Option("--shards", min=1, help="Primary shards of the new index.")]
 ReplicasOpt = Annotated[int, typer.Option("--replicas", min=0, help="Replicas of each shard.")]
+NeighboursOpt = Annotated[int, typer.Option(
+    "--neighbours", min=0, help="Each document's K nearest neighbours (more_like_this over title "
+    "and abstract, else all its fields) indexed in a 'neighbours' field: index-time feedback "
+    "for the neighbours_bm25 feature. 0: none.")]
+
+
+def _expansion(k: int):
+    from .cluster.neighbours import Expansion
+    return Expansion(k=k) if k else None
+
+
+def _indexed(res: dict, what: str) -> None:
+    note = "" if res["analyzer"] == "english" else " (the node has no english analyzer)"
+    out.print(f"indexed {res['count']} documents into {what} with the {res['analyzer']} analyzer"
+              f"{note}" + (f"; {res['errors']} failed" if res["errors"] else ""))
+    if res["errors"]:
+        raise UserError(f"{res['errors']} documents failed to index")
 
 
 @index_app.command("cranfield")
 def index_cranfield(ctx: typer.Context,
                     index: Annotated[str, typer.Option("--index", help="Index name.")] = "cranfield",
                     recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
-                    shards: ShardsOpt = 1, replicas: ReplicasOpt = 0):
+                    shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3):
     """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
     from .cluster.indexing import index_documents
     from .datasets import cranfield
-    conn = _conn(ctx)
-    res = index_documents(conn, index, cranfield.documents(), recreate=recreate, shards=shards,
-                          replicas=replicas)
-    note = "" if res["analyzer"] == "english" else " (the node has no english analyzer)"
-    out.print(f"indexed {res['count']} documents into {index} with the {res['analyzer']} analyzer{note}"
-              + (f"; {res['errors']} failed" if res["errors"] else ""))
-    if res["errors"]:
-        raise UserError(f"{res['errors']} documents failed to index")
+    _indexed(index_documents(_conn(ctx), index, cranfield.documents(), recreate=recreate,
+                             shards=shards, replicas=replicas, expansion=_expansion(neighbours)),
+             index)
 
 
 @index_app.command("jsonl")
 def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="One JSON object per line: an id and text fields.")],
                 index: Annotated[str, typer.Option("--index", help="Index name.")],
                 recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
-                shards: ShardsOpt = 1, replicas: ReplicasOpt = 0):
+                shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3):
     """Load your own documents into INDEX: every text field analysed for BM25, with
-    FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts (the shipped feature set's shape)."""
+    FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts, and the neighbours field (the
+    shipped feature set's shape)."""
     from .cluster.indexing import index_documents, read_jsonl_documents
     docs, fields = read_jsonl_documents(path)
     res = index_documents(_conn(ctx), index, docs, recreate=recreate, fields=fields,
-                          meta=f"jsonl:{path.name}", shards=shards, replicas=replicas)
-    out.print(f"indexed {res['count']} documents into {index} (fields {', '.join(fields)}) with "
-              f"the {res['analyzer']} analyzer" + (f"; {res['errors']} failed" if res["errors"] else ""))
+                          meta=f"jsonl:{path.name}", shards=shards, replicas=replicas,
+                          expansion=_expansion(neighbours))
+    _indexed(res, f"{index} (fields {', '.join(fields)})")
+
+
+@index_app.command("neighbours")
+def index_neighbours(ctx: typer.Context,
+                     index: Annotated[str, typer.Option("--index", help="Your index.")],
+                     fields: Annotated[str, typer.Option("--fields", help="Comma-separated text fields compared by more_like_this (best with term vectors).")] = "title,abstract",
+                     k: Annotated[int, typer.Option("--k", min=1, help="Neighbours per document.")] = 3):
+    """Write each document's K nearest neighbours' text into the 'neighbours' field of an
+    existing INDEX (index-time feedback for a neighbours_bm25 feature; run it again after
+    changing documents)."""
+    from .cluster.neighbours import Expansion, expand
+    spec = Expansion(fields=tuple(f.strip() for f in fields.split(",") if f.strip()), k=k)
+    res = expand(_conn(ctx), index, spec)
+    out.print(f"wrote the text of {k} neighbours into {res['field']} for {res['written']} of "
+              f"{res['documents']} documents of {index}"
+              + (f"; {res['errors']} failed" if res["errors"] else ""))
+    if res["in_source"]:
+        out.print(f"note: {index}'s _source keeps {res['field']}, which slows every search's fetch "
+                  f"phase; an index created with _source.excludes [{res['field']}] does not")
     if res["errors"]:
-        raise UserError(f"{res['errors']} documents failed to index")
+        err.print(f"error: {res['errors']} documents failed to update; run the command again")
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 @judgments_app.command("cranfield")

@@ -4,6 +4,7 @@ contribution under cross-validation, on the session's Cranfield index."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,13 +14,15 @@ from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.evaluation.featurecost import FEEDBACK
 
+FEEDBACK_SET = Path(__file__).resolve().parent.parent / "feature_sets" / "cranfield-feedback.json"
+
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
 
 
 def test_featureset_cost_reports_every_feature(ltr_cluster, cranfield_index, cli, tmp_path):
     conn = ltr_cluster.conn()
     st.init_store(conn, None)
-    fs = load_featureset(cranfield.FEATURE_SET)
+    fs = load_featureset(FEEDBACK_SET)       # the shipped set plus query-time feedback
     name, _ = st.upload_featureset_versioned(conn, fs)
     judg = tmp_path / "test.txt"
     assert cli("judgments", "cranfield", "--split", "test", "-o", str(judg)).returncode == 0

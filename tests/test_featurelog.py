@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def logged_setup(ltr_cluster, cranfield_index):
     conn = ltr_cluster.conn()
     st.init_store(conn, None)
-    fs = load_featureset(cranfield.FEATURE_SET)
+    fs = load_featureset(ROOT / "feature_sets" / "cranfield-feedback.json")  # + query-time feedback
     fs["name"], _ = st.upload_featureset_versioned(conn, fs)
     return conn, cranfield_index["index"], fs
 

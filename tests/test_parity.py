@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -32,13 +34,15 @@ ALGOS = {   # algorithm -> (small training settings, relative tolerance the issu
 }
 
 
-@pytest.fixture(scope="module")
-def logged(ltr_cluster, cranfield_index, tmp_path_factory):
+FEEDBACK_SET = Path(__file__).resolve().parent.parent / "feature_sets" / "cranfield-feedback.json"
+
+
+def _logged(ltr_cluster, cranfield_index, tmp_path_factory, featureset):
     """Training rows (judged pairs of the train split) and serving rows: the first
     stage's top WINDOW for a few test queries, exactly what the rescore will see."""
     conn = ltr_cluster.conn()
     st.init_store(conn, None)
-    fs = load_featureset(cranfield.FEATURE_SET)
+    fs = load_featureset(featureset)
     name, _ = st.upload_featureset_versioned(conn, fs)
     index = cranfield_index["index"]
     d = tmp_path_factory.mktemp("parity")
@@ -50,6 +54,18 @@ def logged(ltr_cluster, cranfield_index, tmp_path_factory):
     serve = d / "serve.txt"
     log_features(conn, cands, name, index, serve)
     return conn, index, name, train, serve, test_jl, d
+
+
+@pytest.fixture(scope="module")
+def logged(ltr_cluster, cranfield_index, tmp_path_factory):
+    """The shipped feature set (served in one request)."""
+    return _logged(ltr_cluster, cranfield_index, tmp_path_factory, cranfield.FEATURE_SET)
+
+
+@pytest.fixture(scope="module")
+def logged_feedback(ltr_cluster, cranfield_index, tmp_path_factory):
+    """The shipped set plus query-time feedback (the first stage's top ids, then the rescore)."""
+    return _logged(ltr_cluster, cranfield_index, tmp_path_factory, FEEDBACK_SET)
 
 
 def test_serving_rows_have_features_that_do_not_match(logged):
@@ -233,21 +249,23 @@ def test_plugin_defect_ranklib_networks_are_not_thread_safe(logged):
     assert diffs["lambdarank-nn"] > 0
 
 
-@pytest.mark.parametrize("algo", ["lambdamart", "linear"])
-def test_served_scores_equal_ltr_predict_under_four_concurrent_clients(logged, algo):
-    """Four threads query through the helper users call (rerank.search: the first stage's
-    top ids for the feedback features, then the rescore) at the same time; every served
-    score equals ltr predict's for that query's row."""
+@pytest.mark.parametrize("algo,setup", [("lambdamart", "shipped"), ("linear", "shipped"),
+                                        ("lambdamart", "feedback")])
+def test_served_scores_equal_ltr_predict_under_four_concurrent_clients(request, algo, setup):
+    """Four threads query through the helper users call (rerank.search: one request for the
+    shipped set; the first stage's top ids, then the rescore, with query-time feedback) at
+    the same time; every served score equals ltr predict's for that query's row."""
+    logged = request.getfixturevalue("logged" if setup == "shipped" else "logged_feedback")
     from concurrent.futures import ThreadPoolExecutor
     from ltr_toolkit.cluster.rerank import search
     conn, index, fs_name, train, serve, test_jl, d = logged
     kw, rtol = ALGOS[algo]
-    path = d / f"conc4-{algo}.json"
+    path = d / f"conc4-{algo}-{setup}.json"
     train_from_files(train, algo=algo, output=path, seed=4, **kw)
     art, model = load_model(path)
-    name = upload(conn, art, model, f"conc4-{algo}", fs_name, index=index)["name"]
-    predict_file(path, serve, d / f"conc4-{algo}.scores")
-    local = np.loadtxt(d / f"conc4-{algo}.scores")
+    name = upload(conn, art, model, f"conc4-{algo}-{setup}", fs_name, index=index)["name"]
+    predict_file(path, serve, d / f"conc4-{algo}-{setup}.scores")
+    local = np.loadtxt(d / f"conc4-{algo}-{setup}.scores")
     ds = load_logged(serve)
     where = {(q, doc): i for i, (q, doc) in enumerate(zip(ds.qids[ds.row_query], ds.doc_ids))}
     qids = test_jl.judged_qids() * 6

@@ -3,12 +3,14 @@ user's own documents (JSONL, one object per line with an ``id`` and text fields)
 
 Each text field is analysed for BM25 and kept under two more similarities as
 multi-fields (``.lmd``: LM Dirichlet, ``.dfr``: divergence from randomness), with its
-token count in ``<field>_len`` and its term vectors stored (for feedback features): the
-shape the shipped feature set expects."""
+token count in ``<field>_len`` and its term vectors stored (for feedback features), and
+each document's nearest neighbours' text in ``neighbours`` (index-time feedback, see
+:mod:`ltr_toolkit.cluster.neighbours`): the shape the shipped feature set expects."""
 
 from __future__ import annotations
 
 from .client import Connection, call, request
+from .neighbours import Expansion, all_neighbour_texts
 
 FIELDS = ("title", "authors", "source", "abstract")
 
@@ -27,7 +29,7 @@ def pick_analyzer(conn: Connection) -> str:
 
 
 #: Recorded in the index's ``_meta``: an index made by an older mapping is re-made.
-CORPUS_VERSION = "cranfield@3"
+CORPUS_VERSION = "cranfield@4"
 
 
 #: Term vectors (terms and frequencies) stored for the main text fields: ``more_like_this``
@@ -37,10 +39,12 @@ TERM_VECTORS = "yes"
 
 
 def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CORPUS_VERSION,
-            shards: int = 1, replicas: int = 0, term_vectors: bool = True) -> dict:
+            shards: int = 1, replicas: int = 0, term_vectors: bool = True,
+            expansion: str | None = None) -> dict:
     """BM25 on the text fields; the same text under other similarities as multi-fields,
     and each field's token count. ``fields`` None: Cranfield's (authors and source with
-    the standard analyzer, without multi-fields)."""
+    the standard analyzer, without multi-fields). ``expansion``: a field for the
+    neighbours' text, indexed but not kept in ``_source`` (it would slow every fetch)."""
     text = {"type": "text", "analyzer": analyzer}
     subs = {"lmd": dict(text, similarity="lmd"), "dfr": dict(text, similarity="dfr")}
     stored = dict(text, term_vector=TERM_VECTORS) if term_vectors else text
@@ -53,12 +57,23 @@ def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CO
     else:
         props = {f: dict(stored, fields=subs) for f in fields}
         props.update({f"{f}_len": {"type": "integer"} for f in fields})
+    mappings = {"_meta": {"corpus": meta}, "properties": props}
+    if expansion:
+        props[expansion] = text
+        mappings["_source"] = {"excludes": [expansion]}
     return {"settings": {"number_of_shards": int(shards), "number_of_replicas": int(replicas),
                          "index": {"similarity": {
                              "lmd": {"type": "LMDirichlet", "mu": 1000},
                              "dfr": {"type": "DFR", "basic_model": "g", "after_effect": "l",
                                      "normalization": "h2"}}}},
-            "mappings": {"_meta": {"corpus": meta}, "properties": props}}
+            "mappings": mappings}
+
+
+def expansion_over(spec: Expansion, fields: tuple[str, ...]) -> Expansion:
+    """``spec`` restricted to a collection's ``fields``: all of them when it has none of
+    the spec's (a user's collection without title and abstract)."""
+    from dataclasses import replace
+    return replace(spec, fields=tuple(f for f in spec.fields if f in fields) or tuple(fields))
 
 
 def corpus_version(conn: Connection, index: str) -> str | None:
@@ -70,29 +85,11 @@ def corpus_version(conn: Connection, index: str) -> str | None:
     return next(iter(resp.values()), {}).get("mappings", {}).get("_meta", {}).get("corpus", "")
 
 
-def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: str | None = None,
-                    recreate: bool = False, fields: tuple[str, ...] | None = None,
-                    meta: str = CORPUS_VERSION, shards: int = 1, replicas: int = 0,
-                    term_vectors: bool = True, merge: bool = True) -> dict:
-    """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
-    an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
-    fields and mapping. ``term_vectors``: store them (:data:`TERM_VECTORS`; off saves
-    index space where no feature uses ``more_like_this``). ``merge``: force-merge the
-    loaded collection to one segment per shard: every feature of an ``sltr`` rescore
-    builds its query once per segment (on Cranfield the rescore of 100 documents by the
-    bundled feature set costs the node 2.9 ms on one segment, 4.8 ms on the three a bulk
-    load leaves). Returns a summary."""
+def _load(conn: Connection, index: str, body: dict, docs: list[dict],
+          fields: tuple[str, ...] | None, extra=None) -> tuple[int, list]:
+    """Creates ``index`` with ``body`` and bulk-loads ``docs`` (plus ``extra(doc)``'s fields)."""
     from opensearchpy import helpers
-    from ..errors import UserError
     c = conn.client()
-    analyzer = analyzer or pick_analyzer(conn)
-    if call(conn, c.indices.exists, index=index):
-        if not recreate:
-            raise UserError(f"index {index} already exists on {conn.display_url}",
-                            "pass --recreate to delete and re-create it, or choose another --index")
-        call(conn, c.indices.delete, index=index)
-    call(conn, c.indices.create, index=index,
-         body=mapping(analyzer, fields, meta, shards, replicas, term_vectors))
     names = fields or FIELDS
     lengths = fields or ("title", "abstract")
 
@@ -100,10 +97,49 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
         src = {f: d.get(f, "") or "" for f in names}
         # token counts: query-independent length features
         src.update({f"{f}_len": len(src[f].split()) for f in lengths})
-        return src
+        return src | (extra(d) if extra else {})
+    call(conn, c.indices.create, index=index, body=body)
     actions = ({"_index": index, "_id": d["id"], "_source": source(d)} for d in docs)
-    ok, errors = call(conn, helpers.bulk, c, actions, chunk_size=500, raise_on_error=False,
-                      refresh="wait_for")
+    return call(conn, helpers.bulk, c, actions, chunk_size=500, raise_on_error=False,
+                refresh="wait_for")
+
+
+def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: str | None = None,
+                    recreate: bool = False, fields: tuple[str, ...] | None = None,
+                    meta: str = CORPUS_VERSION, shards: int = 1, replicas: int = 0,
+                    term_vectors: bool = True, merge: bool = True,
+                    expansion: Expansion | None = Expansion()) -> dict:
+    """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
+    an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
+    fields and mapping. ``term_vectors``: store them (:data:`TERM_VECTORS`; off saves
+    index space where no feature uses ``more_like_this``). ``merge``: force-merge the
+    loaded collection to one segment per shard: every feature of an ``sltr`` rescore
+    builds its query once per segment (on Cranfield the rescore of 100 documents by the
+    bundled feature set costs the node 2.9 ms on one segment, 4.8 ms on the three a bulk
+    load leaves). ``expansion``: each document's nearest neighbours' text
+    (:mod:`ltr_toolkit.cluster.neighbours`), found in a first load on one shard and written by
+    the real one (no updated copies left behind); None: no expansion field. Returns a
+    summary."""
+    from ..errors import UserError
+    c = conn.client()
+    analyzer = analyzer or pick_analyzer(conn)
+    expansion = expansion and expansion_over(expansion, fields or FIELDS)
+    if call(conn, c.indices.exists, index=index):
+        if not recreate:
+            raise UserError(f"index {index} already exists on {conn.display_url}",
+                            "pass --recreate to delete and re-create it, or choose another --index")
+        call(conn, c.indices.delete, index=index)
+    body = mapping(analyzer, fields, meta, shards, replicas, term_vectors,
+                   expansion.field if expansion else None)
+    if expansion:
+        # a first load on one shard finds the neighbours (more_like_this picks its terms
+        # from a shard's statistics: the same neighbours whatever the shard count), then
+        # the real load writes them (no updated copies left behind)
+        _load(conn, index, mapping(analyzer, fields, meta, 1, 0, term_vectors, None), docs, fields)
+        texts = all_neighbour_texts(conn, index, expansion)
+        call(conn, c.indices.delete, index=index)
+    ok, errors = _load(conn, index, body, docs, fields,
+                       expansion and (lambda d: {expansion.field: texts.get(str(d["id"]), "")}))
     if merge:
         call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
         call(conn, c.indices.refresh, index=index)
