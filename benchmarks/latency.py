@@ -9,7 +9,7 @@ concurrent clients (threads of one process), one node, window 100, size 10:
   liked documents' text (no term vectors), served the way the helper served them (the
   model's definition read from the store for every query, then the first stage's top
   ``window`` ids, then the rescore restricted to them: three requests);
-* **after**: the shipped mapping and feature set (7 features; the feedback comes from
+* **after**: the shipped mapping and feature set (5 features; the feedback comes from
   each document's neighbours, found at index time: one request), through
   ``ltr_toolkit.cluster.rerank.search`` as users call it;
 * **after + query-time feedback**: ``feature_sets/cranfield-feedback.json``, the shipped
@@ -47,7 +47,7 @@ from ._live import INDEX, STAGE, connect, prepare, workdir
 from ._report import finish, pyplot, write_table
 
 OLD_INDEX = "bench-cranfield-before"
-WINDOW, SIZE, PASSES = 100, 10, 2
+WINDOW, SIZE, PASSES = 100, 10, 3
 MODELS = {"lambdamart": dict(trees=200, depth=4, lr=0.1), "linear": dict(epochs=40),
           "lambdarank-nn": dict(epochs=40, hidden=(16,))}
 BEFORE_SET = Path(__file__).parent / "data" / "cranfield-before.json"
