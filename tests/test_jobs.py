@@ -395,7 +395,7 @@ def test_429s_are_retried_and_nothing_is_lost(cranfield_job, tmp_path, monkeypat
                                         "thread_pool.search.queue_size": 1})
     try:
         conn = Connection(url=info.url, timeout=120)
-        index_documents(conn, "tiny-pool", cranfield.documents())
+        index_documents(conn, "tiny-pool", cranfield.documents(), expansion=None)
         st.init_store(conn, None)
         st.upload_featureset(conn, load_featureset(cranfield.FEATURE_SET))
         from ltr_toolkit.cluster.featurelog import log_features

@@ -72,7 +72,7 @@ def test_serving_rows_have_features_that_do_not_match(logged):
     *_, serve, _, _ = logged
     ds = load_logged(serve)
     missing = np.isnan(ds.X)
-    assert missing.any(axis=1).mean() > 0.5          # most candidates miss some feature
+    assert missing.any(axis=1).mean() > 0.1          # many candidates miss some feature
     assert (~missing).any(axis=1).all()              # and matches others (first stage: BM25)
     assert 0 < missing.mean() < 1
 

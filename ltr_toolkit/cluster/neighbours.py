@@ -89,7 +89,7 @@ def neighbour_texts(conn: Connection, index: str, spec: Expansion, ids: list[str
     return [neighbour_text(item["hits"]["hits"], spec.fields) for item in items]
 
 
-def all_neighbour_texts(conn: Connection, index: str, spec: Expansion, batch: int = 200
+def all_neighbour_texts(conn: Connection, index: str, spec: Expansion, batch: int = 50
                         ) -> dict[str, str]:
     """Every document's neighbour text, ``batch`` documents per request."""
     ids = _doc_ids(conn, index)
@@ -98,7 +98,7 @@ def all_neighbour_texts(conn: Connection, index: str, spec: Expansion, batch: in
                             neighbour_texts(conn, index, spec, ids[start:start + batch]))}
 
 
-def expand(conn: Connection, index: str, spec: Expansion = Expansion(), batch: int = 200,
+def expand(conn: Connection, index: str, spec: Expansion = Expansion(), batch: int = 50,
            merge: bool = True) -> dict:
     """Writes every document's neighbour text into ``spec.field`` of an existing index
     (recomputed from ``spec.fields`` alone, so running it again is safe), ``batch``
