@@ -31,8 +31,9 @@ FIELD = "neighbours"
 @dataclass(frozen=True)
 class Expansion:
     """``k`` nearest neighbours by ``more_like_this`` over ``fields``, their text in
-    ``field``. ``k`` 3: the depth of the feedback feature it replaces (top 3 was no
-    worse than top 10 on Cranfield and CACM)."""
+    ``field``. ``k`` 3: the depth of the query-time feedback feature it replaces; in
+    offline cross-validation on Cranfield 3 neighbours ranked better than 5 or 10 (on
+    CACM no reranker beats the first stage, with any of them)."""
     fields: tuple[str, ...] = ("title", "abstract")
     k: int = 3
     field: str = FIELD
