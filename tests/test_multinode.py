@@ -185,7 +185,12 @@ def _job(three, out: str) -> Path:
 
 
 def _rows_of(snapshot: Path) -> list[str]:
-    return (snapshot / "latest" / "features.txt").read_text().splitlines()
+    """The logged rows, each run of candidates tied on the first stage's score (feature 1)
+    in a fixed order: which copy answers decides the order of ties (its segment layout)."""
+    from itertools import groupby
+    rows = (snapshot / "latest" / "features.txt").read_text().splitlines()
+    tie = lambda r: (r.split()[1], next((t for t in r.split() if t.startswith("1:")), ""))
+    return [r for _, group in groupby(rows, key=tie) for r in sorted(group)]
 
 
 def test_a_logging_job_survives_a_node_killed_mid_run(three, models):
