@@ -98,7 +98,8 @@ def _global(ctx: typer.Context,
             url: Annotated[Optional[str], typer.Option("--url", envvar="LTR_URL", help="Cluster URL (default: the local node, else http://localhost:9200). Credentials come from LTR_USER / LTR_PASSWORD.")] = None,
             ca_certs: Annotated[Optional[Path], typer.Option("--ca-certs", help="CA bundle for TLS.")] = None,
             insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS certificates.")] = False,
-            timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None):
+            timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None,
+            encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None):
     from .cluster.client import Connection, InsecureTLSWarning
     from .cluster.localnode import running_node
     from .cluster.rerank import RescoreFallbackWarning
@@ -107,6 +108,9 @@ def _global(ctx: typer.Context,
         node = running_node()
         url = node.url if node else None
     ctx.meta["timeout_given"] = timeout is not None
+    if encoder:                 # read by every step that encodes (ltr_toolkit.encoders.load_encoder)
+        import os
+        os.environ["LTR_ENCODER"] = encoder
     ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None, insecure=insecure,
                          **({} if timeout is None else {"timeout": timeout}))
 
@@ -167,7 +171,8 @@ def _ltr_conn(ctx: typer.Context):
 
 @cluster_app.command("start")
 def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start plain OpenSearch when the LTR plugin cannot be provisioned (diagnostics only).")] = False,
-                  nodes: Annotated[int, typer.Option("--nodes", min=1, help="Start a cluster of N local nodes (each 512 MiB heap).")] = 1):
+                  nodes: Annotated[int, typer.Option("--nodes", min=1, help="Start a cluster of N local nodes (each 512 MiB heap).")] = 1,
+                  no_knn: Annotated[bool, typer.Option("--no-knn", help="Without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False):
     """Provision (cached) and start a local node, or a cluster of N nodes; return when it
     is healthy."""
     from .cluster import localnode
@@ -178,7 +183,7 @@ def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start p
         out.print(f"{nodes} nodes healthy at {', '.join(s.url for s in started)} (pids "
                   f"{', '.join(str(s.pid) for s in started)}) in {time.monotonic() - t0:.1f}s")
         return
-    info, started = localnode.start(require_plugin=not no_ltr,
+    info, started = localnode.start(require_plugin=not no_ltr, knn=not no_knn,
                                     log=lambda m: err.print(m))
     if not started:
         out.print(f"a node already runs: {info.url} (pid {info.pid}); nothing started")
@@ -212,6 +217,8 @@ def cluster_status(ctx: typer.Context):
         info = cl.cluster_info(conn)
         health = cl.request(conn, "GET", "/_cluster/health")
         ltr = cl.ltr_plugin_version(conn)
+        from .cluster.lookups import has_knn
+        knn = has_knn(conn)
     except ClusterError as exc:   # nothing (usable) answers: exit 1; bad settings stay exit 2
         err.print(f"error: {exc}")
         raise typer.Exit(1)
@@ -219,6 +226,8 @@ def cluster_status(ctx: typer.Context):
     table.add_row("url", conn.display_url)
     table.add_row("opensearch", info.get("version", {}).get("number", "?"))
     table.add_row("ltr plugin", ltr or "not installed")
+    table.add_row("k-NN plugin", "installed (semantic features)" if knn else
+                  "not installed (lexical features only)")
     table.add_row("health", health.get("status", "?"))
     out.print(table)
 
@@ -354,6 +363,18 @@ NeighboursOpt = Annotated[int, typer.Option(
     "for the neighbours_bm25 feature. 0: none.")]
 
 
+VectorsOpt = Annotated[str, typer.Option(
+    "--vectors", help="Comma-separated fields whose text each document's vector encodes "
+    "(those the collection has; all its fields when none), written to a knn_vector field "
+    "'vector' for the semantic features (needs the k-NN plugin); 'none': no vectors.")]
+
+
+def _vector_fields(spec: str):
+    if spec.strip().lower() in ("", "none", "0"):
+        return None
+    return tuple(f.strip() for f in spec.split(",") if f.strip())
+
+
 def _expansion(k: int):
     from .cluster.neighbours import Expansion
     return Expansion(k=k) if k else None
@@ -363,6 +384,12 @@ def _indexed(res: dict, what: str) -> None:
     note = "" if res["analyzer"] == "english" else " (the node has no english analyzer)"
     out.print(f"indexed {res['count']} documents into {what} with the {res['analyzer']} analyzer"
               f"{note}" + (f"; {res['errors']} failed" if res["errors"] else ""))
+    if res.get("vectors"):
+        v = res["vectors"]
+        out.print(f"vectors of {', '.join(v['text_fields'])} by {v['encoder']['name']} in field "
+                  f"{v['field']} ({v['encoder']['dim']} dimensions)")
+    elif res.get("no_vectors"):
+        err.print(f"note: no vectors: {res['no_vectors']}")
     if res["errors"]:
         raise UserError(f"{res['errors']} documents failed to index")
 
@@ -371,12 +398,14 @@ def _indexed(res: dict, what: str) -> None:
 def index_cranfield(ctx: typer.Context,
                     index: Annotated[str, typer.Option("--index", help="Index name.")] = "cranfield",
                     recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
-                    shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3):
+                    shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
+                    vectors: VectorsOpt = "title,abstract"):
     """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
     from .cluster.indexing import index_documents
     from .datasets import cranfield
     _indexed(index_documents(_conn(ctx), index, cranfield.documents(), recreate=recreate,
-                             shards=shards, replicas=replicas, expansion=_expansion(neighbours)),
+                             shards=shards, replicas=replicas, expansion=_expansion(neighbours),
+                             vector_fields=_vector_fields(vectors)),
              index)
 
 
@@ -384,16 +413,48 @@ def index_cranfield(ctx: typer.Context,
 def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="One JSON object per line: an id and text fields.")],
                 index: Annotated[str, typer.Option("--index", help="Index name.")],
                 recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
-                shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3):
+                shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
+                vectors: VectorsOpt = "title,abstract"):
     """Load your own documents into INDEX: every text field analysed for BM25, with
-    FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts, and the neighbours field (the
-    shipped feature set's shape)."""
+    FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts, the neighbours field and the
+    documents' vectors (the shipped feature set's shape)."""
     from .cluster.indexing import index_documents, read_jsonl_documents
     docs, fields = read_jsonl_documents(path)
     res = index_documents(_conn(ctx), index, docs, recreate=recreate, fields=fields,
                           meta=f"jsonl:{path.name}", shards=shards, replicas=replicas,
-                          expansion=_expansion(neighbours))
+                          expansion=_expansion(neighbours), vector_fields=_vector_fields(vectors))
     _indexed(res, f"{index} (fields {', '.join(fields)})")
+
+
+@index_app.command("vectors")
+def index_vectors_cmd(ctx: typer.Context,
+                      index: Annotated[str, typer.Option("--index", help="Your index.")],
+                      fields: Annotated[str, typer.Option("--fields", help="Comma-separated text fields each document's vector encodes.")] = "title,abstract",
+                      field: Annotated[Optional[str], typer.Option("--field", help="With --existing: the knn_vector field your own pipeline writes.")] = None,
+                      existing: Annotated[bool, typer.Option("--existing", help="The vectors are already there (your ingest pipeline wrote them with --encoder's model): record the field and its model, compute nothing.")] = False):
+    """Write each document's vector (FIELDS encoded) into the knn_vector field 'vector' of
+    an existing INDEX, in batches; restartable (a second run writes only the documents
+    still without one). Exit 3 when some documents failed (named)."""
+    from .cluster.vectors import add_vectors, register
+    conn = _conn(ctx)
+    names = tuple(f.strip() for f in fields.split(",") if f.strip())
+    if existing:
+        if not field:
+            raise UserError("--existing needs --field: the knn_vector field your pipeline writes")
+        res = register(conn, index, field, text_fields=names if ctx.get_parameter_source("fields").name != "DEFAULT" else None)
+        note = (f"; checked on a sample: median cosine {res['checked_cosine']:.4f}"
+                if res.get("checked_cosine") is not None else "")
+        out.print(f"recorded field {field} of {index} as vectors of {res['encoder']['name']}{note}")
+        return
+    with _progress("vectors") as update:
+        res = add_vectors(conn, index, names, progress=lambda n: update(n))
+    out.print(f"wrote vectors of {', '.join(res['fields'])} by {res['encoder']['name']} for "
+              f"{res['written']} documents of {index}"
+              + (f"; {res['no_text']} without text in those fields (no vector)" if res["no_text"] else ""))
+    if res["failed"]:
+        shown = ", ".join(f"{i} ({why})" for i, why in res["failed"][:5])
+        err.print(f"error: {len(res['failed'])} documents failed: {shown}; run the command again")
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 @index_app.command("neighbours")

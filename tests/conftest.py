@@ -83,6 +83,17 @@ def mslr_paths():
 
 
 @pytest.fixture(scope="session")
+def shipped_featureset(ltr_cluster):
+    """The bundled Cranfield feature set in the default store (created when missing)."""
+    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.data.featuresets import load_featureset
+    from ltr_toolkit.datasets import cranfield
+    conn = ltr_cluster.conn()
+    st.init_store(conn, None)
+    return st.upload_featureset_versioned(conn, load_featureset(cranfield.FEATURE_SET))[0]
+
+
+@pytest.fixture(scope="session")
 def cranfield_index(cluster):
     """The bundled Cranfield collection loaded once into the session's node."""
     from ltr_toolkit.cluster.indexing import index_documents

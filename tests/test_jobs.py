@@ -241,14 +241,10 @@ def test_scheduling_examples_parse():
 # ----------------------------------------------------------------- live
 
 @pytest.fixture(scope="module")
-def cranfield_job(ltr_cluster, cranfield_index, tmp_path_factory):
-    from ltr_toolkit.cluster import store as st
+def cranfield_job(ltr_cluster, cranfield_index, shipped_featureset, tmp_path_factory):
     from ltr_toolkit.data.judgments import save_ranklib
     from ltr_toolkit.datasets import cranfield
-    from ltr_toolkit.data.featuresets import load_featureset
-    conn = ltr_cluster.conn()
-    st.init_store(conn, None)
-    name, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.FEATURE_SET))
+    name = shipped_featureset
     d = tmp_path_factory.mktemp("jobs")
     judg = d / "judgments.txt"
     save_ranklib(cranfield.judgments(), judg)

@@ -18,8 +18,9 @@ import json
 from ..errors import UserError
 from .client import Connection, item_error, msearch_items
 from .firststage import FirstStage
-from .params import derived_depth, featureset_params, model_params
+from .params import QUERY_VECTOR, derived_depth, featureset_params, model_params
 from .store import get_featureset, sltr
+from .vectors import placeholder_vector
 
 #: The largest term count probed; queries are cut to it even on a cluster without limit.
 PROBE_MAX = 4096
@@ -110,9 +111,12 @@ def term_budget(conn: Connection, index: str, first_stage: FirstStage, params: d
         return _cache[key]
     fs_only = _bisect(lambda n: _accepts(conn, index, n, params, first_stage, None, None, store))
     best = fs_only
-    depth = derived_depth(_needed(conn, featureset, model, store))
+    needed = _needed(conn, featureset, model, store)
+    depth = derived_depth(needed)
     if fs_only and (featureset or model):
         liked = _liked_ids(conn, index, first_stage, params, depth, fs_only) if depth else {}
+        if QUERY_VECTOR in needed and QUERY_VECTOR not in params:
+            liked[QUERY_VECTOR] = placeholder_vector(conn, index)   # no clauses of its own
         best = _bisect(lambda n: _accepts(conn, index, n, {**params, **liked}, first_stage,
                                           featureset, model, store))
     if not best:

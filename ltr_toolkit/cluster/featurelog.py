@@ -50,6 +50,7 @@ from .firststage import FirstStage
 from .params import check_params, derived_depth, featureset_params, with_first_stage_ids
 from .rerank import search_body
 from .store import get_featureset, sltr
+from .vectors import uses_vector, vector_source, with_query_vectors
 
 LOG_NAME = "ltr_toolkit"
 QUERY_NAME = "ltr_toolkit_logged"
@@ -116,7 +117,7 @@ def query_budget(conn: Connection, index: str, jl: JudgmentList, featureset: str
 def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
                  store: str | None = None, batch: int = 25, progress=None,
                  first_stage: FirstStage | None = None, candidates: dict | None = None,
-                 parallel: int = 1, max_terms: int | None = None) -> dict:
+                 parallel: int = 1, max_terms: int | None = None, encoder=None) -> dict:
     """Log every (query, document) pair of ``jl`` (judged pairs, or first-stage candidates
     from ``candidates.candidate_judgments``, whose info goes in as ``candidates``).
 
@@ -126,7 +127,9 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     or a pair of a failed query. ``parallel`` rounds of ``batch`` queries are in flight at
     once; items the node rejects for load (429) are retried with backoff (counted in the
     sidecar's ``retried_items``). Long queries are fitted to the cluster's clause budget
-    (``max_terms``; None: measured, :mod:`.clauses`), recorded in the sidecar."""
+    (``max_terms``; None: measured, :mod:`.clauses`), recorded in the sidecar. A feature
+    set using ``query_vector`` gets each query's vector by the index's encoder (``encoder``:
+    the user's spec; a different model is refused), recorded in the sidecar."""
     out = Path(out)
     check_writable(out)         # a directory or a read-only place: before any search
     fsinfo = featureset_info(conn, featureset, store)
@@ -138,12 +141,13 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
         check_params(fsinfo["params"], jl.query_params(q), q, f"feature set {featureset}")
     if depth:
         first_stage.check(conn, index)
+    semantic = vector_source(conn, index, encoder)[0] if uses_vector(fsinfo["params"]) else None
     if max_terms is None:
         max_terms = query_budget(conn, index, jl, featureset, first_stage, store)
     by_q = jl.by_query()
     run_key = hashlib.sha256(json.dumps([jl.content_hash(), fsinfo["sha256"], index, batch,
                                          first_stage.to_dict() if depth else
-                                         first_stage.statistics, max_terms],
+                                         first_stage.statistics, max_terms, semantic],
                                         sort_keys=True).encode()).hexdigest()
     ck = CheckpointedOutput(out, run_key)
     done = ck.resume()
@@ -154,7 +158,9 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
 
     def log_round(group: list[str]) -> tuple[str, list, list, int]:
         """(rows text, missing docs, failed queries, pairs of failed queries) of a round."""
-        params = {q: fit_params(jl.query_params(q), max_terms) for q in group}
+        raw = with_query_vectors(conn, index, [jl.query_params(q) for q in group],
+                                 fsinfo["params"], encoder)
+        params = {q: fit_params(p, max_terms) for q, p in zip(group, raw)}
         failed: dict[str, str] = {}
         if depth:   # the first stage's top ids, as serving computes them
             firsts = msearch_items(conn, index, [
@@ -221,6 +227,7 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
         "retried_items": state.get("retried", 0),
         "missing_features": MISSING_ABSENT,
         "max_query_terms": max_terms,
+        "encoder": semantic and semantic["encoder"], "vector_field": semantic and semantic["field"],
         "fitted_queries": sum(fit_keywords(jl.queries[q], max_terms) != jl.queries[q] for q in qids),
     }
     if state["rows"] + len(state["missing"]) + state["failed_pairs"] != judged:

@@ -10,7 +10,10 @@ each document's nearest neighbours' text in ``neighbours`` (index-time feedback,
 from __future__ import annotations
 
 from .client import Connection, call, request
+from .lookups import has_knn
 from .neighbours import Expansion, all_neighbour_texts
+from .vectors import DEFAULT_TEXT_FIELDS, FIELD as VECTOR_FIELD, document_text, \
+    document_vectors, field_mapping, meta_entry
 
 FIELDS = ("title", "authors", "source", "abstract")
 
@@ -29,7 +32,7 @@ def pick_analyzer(conn: Connection) -> str:
 
 
 #: Recorded in the index's ``_meta``: an index made by an older mapping is re-made.
-CORPUS_VERSION = "cranfield@4"
+CORPUS_VERSION = "cranfield@5"
 
 
 #: Term vectors (terms and frequencies) stored for the main text fields: ``more_like_this``
@@ -40,11 +43,13 @@ TERM_VECTORS = "yes"
 
 def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CORPUS_VERSION,
             shards: int = 1, replicas: int = 0, term_vectors: bool = True,
-            expansion: str | None = None) -> dict:
+            expansion: str | None = None, vectors: dict | None = None) -> dict:
     """BM25 on the text fields; the same text under other similarities as multi-fields,
     and each field's token count. ``fields`` None: Cranfield's (authors and source with
     the standard analyzer, without multi-fields). ``expansion``: a field for the
-    neighbours' text, indexed but not kept in ``_source`` (it would slow every fetch)."""
+    neighbours' text, indexed but not kept in ``_source`` (it would slow every fetch).
+    ``vectors``: the vector field's ``_meta`` entry (:func:`.vectors.meta_entry`): a
+    cosine ``knn_vector`` on the lucene engine, also left out of ``_source``."""
     text = {"type": "text", "analyzer": analyzer}
     subs = {"lmd": dict(text, similarity="lmd"), "dfr": dict(text, similarity="dfr")}
     stored = dict(text, term_vector=TERM_VECTORS) if term_vectors else text
@@ -58,11 +63,19 @@ def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CO
         props = {f: dict(stored, fields=subs) for f in fields}
         props.update({f"{f}_len": {"type": "integer"} for f in fields})
     mappings = {"_meta": {"corpus": meta}, "properties": props}
+    hidden = []
     if expansion:
         props[expansion] = text
-        mappings["_source"] = {"excludes": [expansion]}
+        hidden.append(expansion)
+    if vectors:
+        props[vectors["field"]] = field_mapping(vectors["encoder"]["dim"])
+        mappings["_meta"]["vectors"] = vectors
+        hidden.append(vectors["field"])
+    if hidden:
+        mappings["_source"] = {"excludes": hidden}
+    index_settings = {"knn": True} if vectors else {}
     return {"settings": {"number_of_shards": int(shards), "number_of_replicas": int(replicas),
-                         "index": {"similarity": {
+                         "index": {**index_settings, "similarity": {
                              "lmd": {"type": "LMDirichlet", "mu": 1000},
                              "dfr": {"type": "DFR", "basic_model": "g", "after_effect": "l",
                                      "normalization": "h2"}}}},
@@ -108,7 +121,9 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
                     recreate: bool = False, fields: tuple[str, ...] | None = None,
                     meta: str = CORPUS_VERSION, shards: int = 1, replicas: int = 0,
                     term_vectors: bool = True, merge: bool = True,
-                    expansion: Expansion | None = Expansion()) -> dict:
+                    expansion: Expansion | None = Expansion(),
+                    vector_fields: tuple[str, ...] | None = DEFAULT_TEXT_FIELDS,
+                    encoder=None) -> dict:
     """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
     an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
     fields and mapping. ``term_vectors``: store them (:data:`TERM_VECTORS`; off saves
@@ -118,8 +133,10 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     bundled feature set costs the node 2.9 ms on one segment, 4.8 ms on the three a bulk
     load leaves). ``expansion``: each document's nearest neighbours' text
     (:mod:`ltr_toolkit.cluster.neighbours`), found in a first load on one shard and written by
-    the real one (no updated copies left behind); None: no expansion field. Returns a
-    summary."""
+    the real one (no updated copies left behind); None: no expansion field.
+    ``vector_fields``: each document's vector of these fields (those the collection has;
+    all its fields when it has none of them) by ``encoder`` (None: ``$LTR_ENCODER`` or the
+    default) in :data:`.vectors.FIELD`; None: no vectors. Returns a summary."""
     from ..errors import UserError
     c = conn.client()
     analyzer = analyzer or pick_analyzer(conn)
@@ -129,8 +146,13 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
             raise UserError(f"index {index} already exists on {conn.display_url}",
                             "pass --recreate to delete and re-create it, or choose another --index")
         call(conn, c.indices.delete, index=index)
+    no_vectors = None
+    if vector_fields and not has_knn(conn):
+        vector_fields, no_vectors = None, ("the cluster has no k-NN plugin (opensearch-knn): the "
+                                           "semantic features are not available on this index")
+    vec_fields, vec_of = _vectors(docs, fields or FIELDS, vector_fields, encoder)
     body = mapping(analyzer, fields, meta, shards, replicas, term_vectors,
-                   expansion.field if expansion else None)
+                   expansion.field if expansion else None, vec_fields)
     if expansion:
         # a first load on one shard finds the neighbours (more_like_this picks its terms
         # from a shard's statistics: the same neighbours whatever the shard count), then
@@ -138,13 +160,31 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
         _load(conn, index, mapping(analyzer, fields, meta, 1, 0, term_vectors, None), docs, fields)
         texts = all_neighbour_texts(conn, index, expansion)
         call(conn, c.indices.delete, index=index)
-    ok, errors = _load(conn, index, body, docs, fields,
-                       expansion and (lambda d: {expansion.field: texts.get(str(d["id"]), "")}))
+    def extra(d):
+        out = {expansion.field: texts.get(str(d["id"]), "")} if expansion else {}
+        vec = vec_of.get(str(d["id"]))
+        return out | ({VECTOR_FIELD: vec} if vec is not None else {})
+    ok, errors = _load(conn, index, body, docs, fields, extra)
     if merge:
         call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
         call(conn, c.indices.refresh, index=index)
     count = request(conn, "GET", f"/{index}/_count")["count"]
-    return {"index": index, "analyzer": analyzer, "indexed": ok, "errors": len(errors), "count": count}
+    return {"index": index, "analyzer": analyzer, "indexed": ok, "errors": len(errors), "count": count,
+            "vectors": vec_fields, "no_vectors": no_vectors}
+
+
+def _vectors(docs, fields, vector_fields, encoder) -> tuple[dict | None, dict]:
+    """(the vector field's ``_meta`` entry or None, document id -> vector): documents
+    with no text in the fields get none (their semantic features are missing)."""
+    if not vector_fields:
+        return None, {}
+    from ..encoders import load_encoder
+    encoder = encoder or load_encoder()
+    over = tuple(f for f in vector_fields if f in fields) or tuple(fields)
+    texts = {str(d["id"]): t for d in docs if (t := document_text(d, over))}
+    vecs = document_vectors(encoder, list(texts.values()))
+    return meta_entry(encoder, over), {i: [round(float(x), 7) for x in v]
+                                       for i, v in zip(texts, vecs)}
 
 
 def read_jsonl_documents(path) -> tuple[list[dict], tuple[str, ...]]:

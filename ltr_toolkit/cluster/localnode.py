@@ -16,6 +16,11 @@ The LTR plugin zip, first found of:
 2. ``$LTR_HOME/plugins/*.zip`` (the state directory's ``plugins`` folder): drop the
    plugin zip there once and every ``ltr cluster start`` and the test suite use it;
 3. Maven Central (``org.opensearch:ltr:<version>:zip``), when it has it.
+
+The k-NN plugin (``org.opensearch.plugin:opensearch-knn``, the semantic features' vector
+fields and scoring script) comes from Maven Central next to it. Its zip carries no
+native libraries, so only the ``lucene`` engine works (``faiss`` fields kill the node):
+the toolkit's mappings use it.
 """
 
 from __future__ import annotations
@@ -223,8 +228,10 @@ def plugin_installed(home: Path) -> bool:
     return plugins.is_dir() and any("ltr" in p.name for p in plugins.iterdir())
 
 
-def provision(require_plugin: bool = True, log=lambda msg: None) -> Install:
-    """Unpack the pinned OpenSearch and install the LTR plugin; reuse what is there."""
+def provision(require_plugin: bool = True, log=lambda msg: None, knn: bool = True) -> Install:
+    """Unpack the pinned OpenSearch and install the LTR plugin and (``knn``) the k-NN
+    plugin; reuse what is there. ``knn`` False removes an installed k-NN plugin (a node
+    for the lexical features alone)."""
     java = find_java()
     root = state_dir()
     root.mkdir(parents=True, exist_ok=True)
@@ -265,8 +272,34 @@ def provision(require_plugin: bool = True, log=lambda msg: None) -> Install:
                 raise ProvisionError("opensearch-plugin could not install the LTR plugin: "
                                      + (proc.stderr or proc.stdout).strip().splitlines()[-1])
             plugin = True
+    if plugin and knn and not knn_installed(home):
+        _plugin_command(home, java, log, "install", versions.KNN_PLUGIN_ARTIFACT)
+    elif not knn and knn_installed(home):
+        _plugin_command(home, java, log, "remove")
     _chown_tree(home)
     return Install(home, java, plugin, downloaded)
+
+
+def knn_installed(home: Path) -> bool:
+    return (home / "plugins" / "opensearch-knn").is_dir()
+
+
+def _plugin_command(home: Path, java: "Java", log, action: str, artifact=None) -> None:
+    """Install the k-NN plugin from Maven Central (cached in the Maven repository), or
+    remove it."""
+    if action == "install":
+        zip_path, _ = resolve_artifact(artifact, log)
+        log(f"installing the k-NN plugin from {zip_path.name}")
+        args = ["install", "--batch", zip_path.resolve().as_uri()]
+    else:
+        log("removing the k-NN plugin")
+        args = ["remove", "opensearch-knn"]
+    env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(java.home))
+    proc = subprocess.run([str(home / "bin" / "opensearch-plugin"), *args], capture_output=True,
+                          text=True, env=env)
+    if proc.returncode != 0:
+        raise ProvisionError(f"opensearch-plugin could not {action} the k-NN plugin: "
+                             + (proc.stderr or proc.stdout).strip().splitlines()[-1])
 
 
 def plugin_dir() -> Path:
@@ -373,7 +406,7 @@ def _tail(path: Path, n: int = 5) -> str:
 
 
 def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: None,
-          settings: dict | None = None) -> tuple[NodeInfo, bool]:
+          settings: dict | None = None, knn: bool = True) -> tuple[NodeInfo, bool]:
     """Start the local node; returns (info, started). A running node is reported, not
     restarted. ``settings``: extra node settings (``-E key=value``), e.g. a small
     ``thread_pool.search.size`` to see how a client copes with rejections."""
@@ -381,7 +414,7 @@ def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: N
         info = running_node()
         if info:
             return info, False
-        inst = provision(require_plugin=require_plugin, log=log)
+        inst = provision(require_plugin=require_plugin, log=log, knn=knn)
         root = state_dir()
         data, logs = root / "data", root / "logs"
         for d in (data, logs):

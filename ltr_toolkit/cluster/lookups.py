@@ -42,8 +42,18 @@ def remembered(key: tuple, compute):
 
 
 def forget_model(conn: Connection, model: str, store: str | None) -> None:
+    forget(conn, "model", store, model)
+
+
+def forget(conn: Connection, *parts) -> None:
+    """Drop a kept fact (e.g. an index's vector record this process just rewrote)."""
     with _lock:
-        _facts.pop(_key(conn, "model", store, model), None)
+        _facts.pop(_key(conn, *parts), None)
+
+
+def fact(conn: Connection, parts: tuple, compute):
+    """``compute()``'s value for this connection and ``parts``, kept a while."""
+    return remembered(_key(conn, *parts), compute)
 
 
 def model_document(conn: Connection, model: str, store: str | None, fetch):
@@ -59,3 +69,24 @@ def shard_count(conn: Connection, index: str) -> int:
         resp = call(conn, conn.client().search_shards, index=index)
         return max(1, len(resp.get("shards", [])))
     return remembered(_key(conn, "shards", index), count)
+
+
+KNN_PLUGIN = "opensearch-knn"
+
+
+def has_knn(conn: Connection) -> bool:
+    """Whether every node has the k-NN plugin (``knn_vector`` fields, ``knn_score``)."""
+    def check() -> bool:
+        from .client import request
+        nodes = request(conn, "GET", "/_nodes/plugins").get("nodes", {})
+        return bool(nodes) and all(any(p.get("name") == KNN_PLUGIN for p in n.get("plugins", []))
+                                   for n in nodes.values())
+    return remembered(_key(conn, "knn"), check)
+
+
+def require_knn(conn: Connection, what: str) -> None:
+    from ..errors import ClusterError
+    if not has_knn(conn):
+        raise ClusterError(f"{what} needs the k-NN plugin ({KNN_PLUGIN}), which {conn.display_url} "
+                           "does not have", "install it on every node (`ltr cluster start` does), "
+                           "or use a feature set without semantic features")

@@ -14,7 +14,7 @@ from ..errors import UserError
 from .client import Connection, request
 from .featurelog import featureset_info
 from .lookups import forget_model
-from .params import placeholder_params
+from .params import QUERY_VECTOR, placeholder_params
 from .store import get_document, list_elements, refresh_store, store_path
 
 
@@ -113,7 +113,8 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
     req = {"model": {"name": final, "model": body}}
     if index:   # the plugin runs a query with the model before storing it
         if validation_params is None:
-            validation_params = placeholder_params(fsinfo["params"])
+            validation_params = placeholder_params(fsinfo["params"], _vector_for(
+                conn, index, fsinfo["params"], artifact.get("encoder")))
         req["validation"] = {"params": validation_params, "index": index}
     request(conn, "POST", f"{store_path(store)}/_featureset/{featureset}/_createmodel", body=req,
             store=store)
@@ -124,3 +125,18 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
                         "(measured on this toolkit's test node); prefer linear or lambdamart "
                         "for concurrent production traffic")
     return {"name": final, "type": body["type"], "export": info, "warnings": warnings}
+
+
+def _vector_for(conn, index: str, names, recorded: dict | None):
+    """A stand-in query vector for a semantic feature set's validation query, after
+    checking the model was trained on the vectors of the index's encoder."""
+    if QUERY_VECTOR not in names:
+        return None
+    from .vectors import index_vectors, placeholder_vector
+    record = index_vectors(conn, index)
+    if record and recorded and record["encoder"].get("sha256") != recorded.get("sha256"):
+        raise UserError(f"the model was trained with encoder {recorded.get('name')} "
+                        f"({recorded.get('sha256', '?')[:12]}), index {index}'s vectors come from "
+                        f"{record['encoder'].get('name')} ({record['encoder'].get('sha256', '?')[:12]})",
+                        "log and train on this index's vectors, or upload for the index the model was trained on")
+    return placeholder_vector(conn, index)

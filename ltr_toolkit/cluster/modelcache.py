@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from .client import Connection, request
-from .params import model_params, placeholder_params
+from .params import QUERY_VECTOR, model_params, placeholder_params
 from .store import sltr
 
 DEFAULT_MAX = 10 * 1024 * 1024
@@ -50,7 +50,12 @@ def measure_model(conn: Connection, model: str, store: str | None, index: str) -
     """(bytes the model takes in one node's cache, whether any node kept it) after one
     query on ``index`` loads a model no node has used yet (as after its upload). Not kept:
     larger than the cache, or evicted at once."""
-    clause = sltr(placeholder_params(model_params(conn, model, store)), model=model, store=store)
+    names = model_params(conn, model, store)
+    vector = None
+    if QUERY_VECTOR in names:
+        from .vectors import placeholder_vector
+        vector = placeholder_vector(conn, index)
+    clause = sltr(placeholder_params(names, vector), model=model, store=store)
     before = _per_node(conn)
     request(conn, "POST", f"/{index}/_search", body={"size": 0, "query": clause})
     grown = [a.get("ram", 0) - before.get(n, {}).get("ram", 0) for n, a in _per_node(conn).items()

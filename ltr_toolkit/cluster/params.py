@@ -9,7 +9,11 @@ serving time:
   such as ``more_like_this`` seeded with the top documents. A query with fewer hits
   repeats its last id; one with none gets :data:`NO_DOC`, an id no document has.
 
-Using them costs one extra round trip per query at serving time: a first request for the
+* ``query_vector``: the query's vector by the encoder that made the index's document
+  vectors (:mod:`.vectors`), for semantic features (a ``knn_score`` script). Computed in
+  this process (a few ms) unless the caller passes it; no round trip.
+
+Using first-stage ids costs one extra round trip per query at serving time: a first request for the
 top ids, then the rescore request with these params (see ``rerank.rerank_ids``; in your
 own search code: run your first stage, take the top N ids, pass them as these params in
 the ``sltr`` clause of the rescore).
@@ -22,6 +26,7 @@ import re
 from ..errors import UserError
 
 DERIVED = re.compile(r"^first_stage_id_(\d+)$")
+QUERY_VECTOR = "query_vector"
 NO_DOC = "__ltr_toolkit_no_document__"
 
 
@@ -49,15 +54,27 @@ def with_first_stage_ids(params: dict, ids: list[str], depth: int) -> dict:
     return {**params, **{f"first_stage_id_{i + 1}": d for i, d in enumerate(ids)}}
 
 
-def placeholder_params(names) -> dict:
+def placeholder_params(names, vector: list[float] | None = None) -> dict:
     """Values for a query that only has to run (validating or loading a model): first-stage
-    ids name no document (:data:`NO_DOC`), other parameters are ``"test"``."""
-    return {p: NO_DOC if DERIVED.match(p) else "test" for p in names}
+    ids name no document (:data:`NO_DOC`), the query vector is ``vector`` (of the index's
+    dimension: see ``vectors.placeholder_vector``), other parameters are ``"test"``."""
+    out = {p: NO_DOC if DERIVED.match(p) else "test" for p in names}
+    if QUERY_VECTOR in out:
+        if vector is None:
+            raise UserError(f"a feature set using {QUERY_VECTOR} needs an index with vectors here",
+                            "pass --index")
+        out[QUERY_VECTOR] = vector
+    return out
+
+
+def is_derived(name: str) -> bool:
+    """Computed by the toolkit (first-stage ids, the query vector), not given per query."""
+    return bool(DERIVED.match(name)) or name == QUERY_VECTOR
 
 
 def check_params(needed, available: dict, qid: str, what: str) -> None:
     """Every parameter ``needed`` (derived ones aside) is in ``available``."""
-    missing = [p for p in needed if p not in available and not DERIVED.match(p)]
+    missing = [p for p in needed if p not in available and not is_derived(p)]
     if missing:
         raise UserError(f"{what} uses parameter(s) {', '.join(missing)} that query {qid} does "
                         f"not have (it has: {', '.join(sorted(available))})",

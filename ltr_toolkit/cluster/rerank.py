@@ -32,6 +32,7 @@ from .firststage import DEFAULT_FIELDS, FirstStage
 from .lookups import shard_count
 from .params import derived_depth, model_params, thread_safe, with_first_stage_ids
 from .store import sltr
+from .vectors import with_query_vectors
 
 __all__ = ["DEFAULT_FIELDS", "FirstStage", "rescore_clause", "restrict_to", "search_body",
            "search", "msearch_ids", "rerank_ids"]
@@ -124,12 +125,16 @@ def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stag
 
 def serving_params(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
                    model: str, store: str | None = None, batch: int = 50,
-                   first_ids: list[list[str]] | None = None, max_terms: int | None = None
-                   ) -> list[dict]:
-    """The model's parameters per query: with the first stage's top ids when its feature
-    set uses them (one first-stage round trip, unless ``first_ids``, fetched with a size
-    of at least that depth, are given)."""
-    depth = derived_depth(model_params(conn, model, store))
+                   first_ids: list[list[str]] | None = None, max_terms: int | None = None,
+                   encoder=None) -> list[dict]:
+    """The model's parameters per query: with the query's vector when its feature set
+    uses one (computed here from ``keywords`` by the index's encoder, unless the query
+    carries ``query_vector``), and the first stage's top ids when it uses them (one
+    first-stage round trip, unless ``first_ids``, fetched with a size of at least that
+    depth, are given)."""
+    names = model_params(conn, model, store)
+    param_list = with_query_vectors(conn, index, param_list, names, encoder)
+    depth = derived_depth(names)
     if depth == 0:
         return param_list
     if first_ids is None:
@@ -157,7 +162,7 @@ def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage
                model: str, size: int = 10, window: int = 100, store: str | None = None,
                batch: int = 50, first_ids: list[list[str]] | None = None,
                max_terms: int | None = None, fallbacks: dict | None = None,
-               weights=MODEL_ONLY) -> list[list[str]]:
+               weights=MODEL_ONLY, encoder=None) -> list[list[str]]:
     """Reranked doc ids: the first stage's global top ``window`` (``first_ids``, fetched
     with at least that size, else fetched here when needed), reordered by the ``sltr``
     rescore. A query whose rescore the cluster rejects gets its first stage's ids (a
@@ -168,7 +173,7 @@ def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage
         first_ids = msearch_ids(conn, index, param_list, first_stage, None, depth, depth, store,
                                 batch, max_terms=max_terms) if depth else [[]] * len(param_list)
     mp = serving_params(conn, index, param_list, first_stage, model, store, batch, first_ids,
-                        max_terms)
+                        max_terms, encoder)
     failed: dict[int, str] = {}
     first_ids = [ids or [] for ids in first_ids]
     top = [ids[:window] for ids in first_ids] if restrict else None
@@ -228,7 +233,7 @@ def _one_at_a_time(conn, model, store):
 def search(conn: Connection, index: str, params: dict, first_stage: FirstStage | None = None,
            model: str | None = None, size: int = 10, window: int = 100,
            store: str | None = None, max_terms: int | None = None,
-           weights=MODEL_ONLY) -> list[dict]:
+           weights=MODEL_ONLY, encoder=None) -> list[dict]:
     """Hits as dicts: rank, id, score, title, of one query, the first stage's global top
     ``window`` reranked by ``model``. One request on a one-shard index; two when the
     model's features use the first stage's top ids or the index has several shards (the
@@ -236,8 +241,13 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
     shard count are read once per process (``lookups``). A long query is fitted to the
     cluster's clause budget (measured once per process when ``max_terms`` is None). When
     the rescore fails, the first stage's hits are returned with a
-    :class:`RescoreFallbackWarning`."""
+    :class:`RescoreFallbackWarning`. A model with semantic features gets the query's
+    vector computed here (``encoder``: the user's spec), unless ``params`` carries
+    ``query_vector`` already."""
     first_stage = first_stage or FirstStage.from_fields()
+    if model:
+        params = with_query_vectors(conn, index, [params], model_params(conn, model, store),
+                                    encoder)[0]
     if max_terms is None:
         from .clauses import term_budget
         max_terms = term_budget(conn, index, first_stage, params, model=model, store=store)

@@ -31,6 +31,9 @@ class Serving:
     max_terms: int | None = None
     model: str | None = None
     weights: tuple[float, float] = MODEL_ONLY
+    #: the query encoder (a model folder or module:function; None: $LTR_ENCODER or the
+    #: default), for models with semantic features; checked against the index's vectors
+    encoder: str | None = None
 
     def for_model(self, model: str | None, weights=MODEL_ONLY) -> "Serving":
         """The same serving with ``model`` (None: the first stage alone)."""
@@ -42,7 +45,8 @@ class Serving:
     def to_dict(self) -> dict:
         return {"index": self.index, "first_stage": self.first_stage.to_dict(),
                 "window": self.window, "store": self.store, "max_query_terms": self.max_terms,
-                "model": self.model, "rescore_weights": list(self.weights)}
+                "model": self.model, "rescore_weights": list(self.weights),
+                "encoder": self.encoder}
 
     # ------------------------------------------------------------------ the first stage
     def first_ids(self, conn: Connection, param_list: list[dict], depth: int = 0,
@@ -65,7 +69,7 @@ class Serving:
                                           max_terms=self.max_terms, **picks)
         side = log_features(conn, cands, featureset, self.index, out, self.store,
                             first_stage=self.first_stage, candidates=info,
-                            max_terms=self.max_terms, **kw)
+                            max_terms=self.max_terms, encoder=self.encoder, **kw)
         return side, info
 
     # ------------------------------------------------------------------ reranking
@@ -81,9 +85,9 @@ class Serving:
             return [list(i or [])[:size] for i in ids]
         return rerank_ids(conn, self.index, param_list, self.first_stage, self.model, size,
                           self.window, self.store, batch, first_ids, self.max_terms,
-                          fallbacks, self.weights)
+                          fallbacks, self.weights, self.encoder)
 
     def search(self, conn: Connection, params: dict, size: int = 10) -> list[dict]:
         """One query's hits (rank, id, score, title), as ``ltr search`` shows them."""
         return search(conn, self.index, params, self.first_stage, self.model, size,
-                      self.window, self.store, self.max_terms, self.weights)
+                      self.window, self.store, self.max_terms, self.weights, self.encoder)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import shutil
 from pathlib import Path
 
 from ..errors import UserError
 from ..io.atomic import fsync_dir
+from ..io.text import file_sha256
 
 SNAPSHOT_PREFIX = "run-"
 LATEST = "latest"
@@ -54,12 +54,7 @@ def snapshots(directory: Path) -> list[Path]:
                   if p.is_dir() and p.name.startswith(SNAPSHOT_PREFIX) and (p / "manifest.json").is_file())
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+sha256 = file_sha256
 
 
 def snapshot_path(directory: Path, run_id: str) -> Path:

@@ -64,11 +64,25 @@ def drop_store(conn: Connection, store: str | None) -> bool:
     return True
 
 
+def needs_knn(featureset: dict) -> bool:
+    """Whether a feature uses the k-NN plugin (its ``knn`` script language or a query vector)."""
+    import json
+    body = featureset.get("featureset", featureset)
+    for f in body.get("features", []):
+        text = f.get("template") if isinstance(f.get("template"), str) else json.dumps(f.get("template"))
+        if "query_vector" in (f.get("params") or []) or '"knn"' in (text or "").replace("\\", ""):
+            return True
+    return False
+
+
 def upload_featureset(conn: Connection, featureset: dict, store: str | None = None) -> dict:
     """Create a feature set. The body is the plugin's ``{"featureset": {...}}`` form."""
     name = featureset.get("name")
     if not name:
         raise UserError("feature set has no name")
+    if needs_knn(featureset):
+        from .lookups import require_knn
+        require_knn(conn, f"feature set {name} (a knn_score feature)")
     body = {"featureset": featureset}
     return request(conn, "POST", f"{store_path(store)}/_featureset/{name}", body=body,
                    store=store)

@@ -16,6 +16,15 @@ from ..io.text import read_json
 
 MAX_FEATURES = PLUGIN_MAX_FEATURES
 _MUSTACHE_VAR = re.compile(r"{{\s*[#^/&{]?\s*([A-Za-z_][\w.]*)\s*}?}}")
+#: the plugin's Mustache function that writes a parameter as JSON (e.g. a query vector)
+_TO_JSON = re.compile(r"{{\s*#\s*toJson\s*}}\s*([A-Za-z_][\w.]*)\s*{{\s*/\s*toJson\s*}}")
+
+
+def template_params(template) -> set[str]:
+    """The parameter names a Mustache template uses (``{{name}}``, sections, and
+    ``{{#toJson}}name{{/toJson}}``)."""
+    text = template if isinstance(template, str) else json.dumps(template)
+    return (set(_MUSTACHE_VAR.findall(_TO_JSON.sub("", text))) | set(_TO_JSON.findall(text)))
 
 
 def _line_of(text: str, needle: str, start: int = 0) -> int:
@@ -71,8 +80,7 @@ def validate_featureset(doc, path="<featureset>", text: str = "") -> dict:
         if not isinstance(params, list) or not all(isinstance(p, str) for p in params):
             raise InputError(path, line, f'feature "{fname}": "params" must be a list of names')
         if lang == "mustache":
-            tmpl = f["template"] if isinstance(f["template"], str) else json.dumps(f["template"])
-            used = set(_MUSTACHE_VAR.findall(tmpl))
+            used = template_params(f["template"])
             unused = [p for p in params if p not in used]
             if unused:
                 raise InputError(path, line, f'feature "{fname}": declared param(s) {unused} not used in its template')

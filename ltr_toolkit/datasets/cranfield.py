@@ -18,6 +18,8 @@ from ..data.smart import records
 DATA = Path(__file__).resolve().parent / "cranfield"
 #: The demo's feature set (also at feature_sets/cranfield.json in the source tree).
 FEATURE_SET = DATA / "featureset.json"
+#: The same without its semantic feature (a cluster without the k-NN plugin).
+LEXICAL_FEATURE_SET = DATA / "featureset-lexical.json"
 SPLIT_SEED = 20261121
 SPLITS = ("train", "valid", "test")
 

@@ -28,6 +28,7 @@ import numpy as np
 from ..cluster.client import call
 from ..cluster.lookups import shard_count
 from ..cluster.params import derived_depth, with_first_stage_ids
+from ..cluster.vectors import uses_vector, vector_source, with_query_vectors
 from ..cluster.rerank import restrict_to, search_body
 from ..cluster.store import sltr
 from ..rank.metrics import ndcg
@@ -56,7 +57,10 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     """{row: {"p50_ms", "mean_ms"}} added per request: one row per feature, ``all
     features``, and ``first request (top N ids)`` when feedback features need one.
     ``param_names``: feature -> the parameters its template uses."""
-    depth = derived_depth([p for ps in param_names.values() for p in ps])
+    used = [p for ps in param_names.values() for p in ps]
+    depth = derived_depth(used)
+    encoder_ms = _encoder_ms(conn, serving, param_list) if uses_vector(used) else None
+    param_list = with_query_vectors(conn, serving.index, param_list, used, serving.encoder)
     tops = serving.first_ids(conn, param_list)
     restrict = shard_count(conn, serving.index) > 1
     client = conn.client()
@@ -88,7 +92,23 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     for v, t in times.items():     # the first request is a request of its own: all of it
         d = np.asarray(t) - (0.0 if variants[v] == "ids" else plain)
         out[v] = {"p50_ms": float(np.median(d)), "mean_ms": float(d.mean())}
+    if encoder_ms is not None:
+        out[ENCODER] = {"p50_ms": float(np.median(encoder_ms)), "mean_ms": float(encoder_ms.mean())}
     return out
+
+
+ENCODER = "query vector (the encoder, in the client)"
+
+
+def _encoder_ms(conn, serving, param_list: list[dict]) -> np.ndarray:
+    """Milliseconds the encoder takes per query (each encoded alone, as at serving)."""
+    _, vectors = vector_source(conn, serving.index, serving.encoder)
+    out = []
+    for p in param_list:
+        t0 = time.perf_counter()
+        vectors.encoder.encode([str(p.get("keywords", ""))], kind="query")
+        out.append((time.perf_counter() - t0) * 1e3)
+    return np.asarray(out)
 
 
 def _cv_ndcg(ds, cols: list[int], make, folds: np.ndarray, k: int) -> np.ndarray:

@@ -3,6 +3,7 @@ model artifacts): one place for the "cannot read" and "not UTF-8" errors."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -31,3 +32,12 @@ def read_json(path):
         return json.loads(text), text
     except json.JSONDecodeError as exc:
         raise InputError(Path(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+
+
+def file_sha256(path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -14,6 +14,7 @@ from ..cluster import client as cl
 from ..cluster import store as st
 from ..cluster.firststage import FirstStage
 from ..cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
+from ..cluster.vectors import index_vectors
 from .crossval import cross_validate
 from ..datasets import cranfield
 from ..errors import UserError
@@ -51,10 +52,13 @@ def run_demo(conn, workdir, log=print, seed: int = 42, k: int = 10, folds: int =
                             f"({have or 'no corpus marker'})",
                             "pass --recreate to delete and re-index it")
         res = index_documents(conn, INDEX, cranfield.documents(), recreate=recreate)
-        step("index", f"indexed {res['count']} Cranfield documents ({res['analyzer']} analyzer)")
+        vec = res.get("vectors")
+        step("index", f"indexed {res['count']} Cranfield documents ({res['analyzer']} analyzer"
+             + (f"; vectors by {vec['encoder']['name']})" if vec else f"; {res['no_vectors']})"))
     else:
         step("index", f"index {INDEX} is up to date")
-    fs = load_featureset(cranfield.FEATURE_SET)
+    semantic = index_vectors(conn, INDEX) is not None
+    fs = load_featureset(cranfield.FEATURE_SET if semantic else cranfield.LEXICAL_FEATURE_SET)
     fs_name, what = st.upload_featureset_versioned(conn, fs)
     step("featureset", f"feature set {fs_name} ({len(fs['features'])} features): {what}")
     report = cross_validate(conn, INDEX, cranfield.judgments(), fs_name, algos or ALGOS, workdir,

@@ -152,6 +152,8 @@ def model_artifact(model, algo: str, side: dict, nf: int, metrics: dict, *, warn
         "first_stage": side.get("first_stage"),
         "featureset_params": side.get("featureset_params"),
         "max_query_terms": side.get("max_query_terms"),
+        "encoder": side.get("encoder"),
+        "vector_field": side.get("vector_field"),
         "candidates": side.get("candidates"),
         "warnings": list(warnings),
         "training_data": training_data,

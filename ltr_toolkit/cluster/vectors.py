@@ -1,0 +1,280 @@
+"""Dense vectors in the index, and the query vector as a derived template parameter.
+
+Index side: each document's vector of its text fields (title and abstract by default)
+in a ``knn_vector`` field (:data:`FIELD`; the k-NN plugin's ``lucene`` engine, cosine:
+the Maven Central zip of the k-NN plugin carries no native libraries, and its default
+``faiss`` engine kills the node), and the encoder's identity with the text fields in the
+mapping's ``_meta.vectors``. Vectors the user's own ingest pipeline wrote are used as
+they are: :func:`register` names the field and its model (checked on a sample when the
+text fields are given).
+
+Query side: a feature template uses ``query_vector`` (``"query_value":
+{{#toJson}}query_vector{{/toJson}}`` in a ``knn_score`` script: see the shipped feature
+sets); :func:`with_query_vectors` computes it from ``keywords`` with the encoder the index
+names -- the same way at logging, in cross-validation and at serving -- unless the caller
+passes it (its hybrid first stage computed it already). A different encoder is refused
+in one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..encoders import Encoder, check_same, load_encoder, query_vectors
+from ..errors import ClusterError, UserError
+from ..io.atomic import atomic_write
+from .client import Connection, call, request
+from .lookups import fact, forget, has_knn, require_knn
+
+#: the vector field's name in the toolkit's mappings and shipped feature sets
+FIELD = "vector"
+#: the template parameter a semantic feature takes
+QUERY_VECTOR = "query_vector"
+DEFAULT_TEXT_FIELDS = ("title", "abstract")
+
+
+def field_mapping(dim: int, approximate: bool = True) -> dict:
+    """A cosine ``knn_vector`` of ``dim`` dimensions on the lucene engine (``approximate``
+    False: no HNSW graph, for an index without ``index.knn``: exact scoring only)."""
+    spec = {"type": "knn_vector", "dimension": int(dim)}
+    if approximate:
+        spec["method"] = {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}
+    return spec
+
+
+def meta_entry(encoder: Encoder, text_fields, field: str = FIELD, written_by: str = "ltr-toolkit") -> dict:
+    return {"field": field, "encoder": encoder.identity(), "text_fields": list(text_fields or []),
+            "written_by": written_by}
+
+
+def document_text(doc: dict, fields) -> str:
+    """What a document's vector encodes: its ``fields`` joined by newlines (empty ones
+    skipped)."""
+    return "\n".join(str(v) for f in fields if (v := doc.get(f)) and str(v).strip())
+
+
+# --------------------------------------------------------------------------- cache
+
+def cache_dir() -> Path:
+    """``$LTR_CACHE``, else ``$XDG_CACHE_HOME/ltr-toolkit``, else ``~/.cache/ltr-toolkit``."""
+    base = os.environ.get("LTR_CACHE") or Path(os.environ.get("XDG_CACHE_HOME")
+                                                 or Path.home() / ".cache") / "ltr-toolkit"
+    return Path(base)
+
+
+def document_vectors(encoder: Encoder, texts: list[str], cache: bool = True) -> np.ndarray:
+    """The encoder's document vectors of ``texts``, kept on disk per (encoder, texts):
+    re-indexing the same collection (the test suite, ``--recreate``) does not encode it
+    again."""
+    h = hashlib.sha256(encoder.sha256.encode())
+    for t in texts:
+        h.update(t.encode() + b"\0")
+    path = cache_dir() / "vectors" / f"{h.hexdigest()[:32]}.npy"
+    if cache and path.is_file():
+        try:
+            vecs = np.load(path)
+            if vecs.shape == (len(texts), encoder.dim):
+                return vecs
+        except (OSError, ValueError):
+            pass
+    vecs = encoder.encode(texts, kind="document")
+    if cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_write(path, "wb", encoding=None) as fh:
+                np.save(fh, vecs)
+        except OSError:
+            pass            # a cache only
+    return vecs
+
+
+# --------------------------------------------------------------------------- the index's record
+
+def _mapping(conn: Connection, index: str) -> dict:
+    resp = request(conn, "GET", f"/{index}/_mapping")
+    return next(iter(resp.values()), {}).get("mappings", {})
+
+
+def index_vectors(conn: Connection, index: str) -> dict | None:
+    """The index's ``_meta.vectors`` (field, encoder identity, text fields), None without;
+    read once per process and kept a while (see ``lookups``)."""
+    return fact(conn, ("vectors", index),
+                lambda: _mapping(conn, index).get("_meta", {}).get("vectors"))
+
+
+def _write_meta(conn: Connection, index: str, entry: dict, mappings: dict) -> None:
+    meta = dict(mappings.get("_meta", {}), vectors=entry)
+    request(conn, "PUT", f"/{index}/_mapping", {"_meta": meta})
+    forget(conn, "vectors", index)
+
+
+def _check_updatable(index: str, mappings: dict) -> None:
+    src = mappings.get("_source", {})
+    if src.get("enabled") is False or src.get("excludes") or src.get("includes"):
+        kept = "disabled" if src.get("enabled") is False else f"filtered ({src})"
+        raise UserError(f"index {index}'s _source is {kept}: writing vectors through the update "
+                        "API would drop the fields _source does not keep",
+                        "re-index with `ltr index jsonl` (it writes the vectors), or write them "
+                        "with your own ingest pipeline and `ltr index vectors --field F --existing`")
+
+
+def add_vectors(conn: Connection, index: str, fields, encoder: Encoder | None = None,
+                batch: int = 64, progress=None) -> dict:
+    """Each document of an existing index without a vector gets one (``fields`` encoded,
+    ``batch`` per bulk update). Restartable: a second run writes only the documents still
+    without one. Documents with no text in ``fields`` stay without (counted); failed
+    updates are named in ``failed``."""
+    from opensearchpy import helpers
+    encoder = encoder or load_encoder()
+    mappings = _mapping(conn, index)
+    props = mappings.get("properties", {})
+    missing = [f for f in fields if f not in props]
+    if missing:
+        raise UserError(f"index {index} has no field {missing[0]!r}",
+                        f"pass --fields with text fields of {index} ({', '.join(sorted(props))})")
+    recorded = mappings.get("_meta", {}).get("vectors")
+    if recorded:
+        check_same(recorded["encoder"], encoder, f"index {index}'s vectors")
+        if list(recorded.get("text_fields", [])) != list(fields):
+            raise UserError(f"index {index}'s vectors encode {','.join(recorded['text_fields'])}, "
+                            f"not {','.join(fields)}", "pass the same --fields")
+    _check_updatable(index, mappings)
+    if FIELD not in props:
+        settings = request(conn, "GET", f"/{index}/_settings")
+        knn = next(iter(settings.values()))["settings"]["index"].get("knn") == "true"
+        request(conn, "PUT", f"/{index}/_mapping",
+                {"properties": {FIELD: field_mapping(encoder.dim, approximate=knn)}})
+    if not recorded:
+        _write_meta(conn, index, meta_entry(encoder, fields), mappings)
+    todo = {"query": {"bool": {"must_not": [{"exists": {"field": FIELD}}]}},
+            "_source": list(fields)}
+    written, no_text, failed = 0, 0, []
+    c = conn.client()
+    pending: list[dict] = []
+
+    def flush():
+        nonlocal written
+        if not pending:
+            return
+        vecs = encoder.encode([document_text(h["_source"], fields) for h in pending])
+        actions = [{"_op_type": "update", "_index": index, "_id": h["_id"],
+                    "doc": {FIELD: np.round(v.astype(np.float64), 7).tolist()}} for h, v in zip(pending, vecs)]
+        ok, errors = call(conn, helpers.bulk, c, actions, raise_on_error=False)
+        written += ok
+        failed.extend([e.get("update", {}).get("_id"), _reason(e)] for e in errors)
+        pending.clear()
+        if progress:
+            progress(written + len(failed))
+
+    for hit in call(conn, lambda: helpers.scan(c, index=index, query=todo, size=500)):
+        if not document_text(hit.get("_source") or {}, fields):
+            no_text += 1
+            continue
+        pending.append(hit)
+        if len(pending) >= batch:
+            flush()
+    flush()
+    call(conn, c.indices.refresh, index=index)
+    return {"index": index, "field": FIELD, "fields": list(fields),
+            "encoder": encoder.identity(), "written": written, "no_text": no_text,
+            "failed": failed}
+
+
+def _reason(err: dict) -> str:
+    body = next(iter(err.values()), {}) if isinstance(err, dict) else {}
+    e = body.get("error", {})
+    return e.get("reason", str(e)) if isinstance(e, dict) else str(e)
+
+
+def register(conn: Connection, index: str, field: str, encoder: Encoder | None = None,
+             text_fields=None, sample: int = 20) -> dict:
+    """Record that ``field`` of ``index`` holds ``encoder``'s vectors written by the user's
+    own pipeline (nothing is recomputed). With ``text_fields``, up to ``sample`` documents'
+    stored vectors are compared with the encoder's: a median cosine below 0.99 is refused."""
+    encoder = encoder or load_encoder()
+    mappings = _mapping(conn, index)
+    spec = mappings.get("properties", {}).get(field)
+    if not spec or spec.get("type") != "knn_vector":
+        raise UserError(f"index {index} has no knn_vector field {field!r}",
+                        "name the field your pipeline writes the vectors to (--field)")
+    if int(spec.get("dimension", 0)) != encoder.dim:
+        raise UserError(f"field {field} of {index} has {spec.get('dimension')} dimensions, "
+                        f"encoder {encoder.name} makes {encoder.dim}", "give the model that wrote them with --encoder")
+    checked = None
+    if text_fields:
+        resp = request(conn, "POST", f"/{index}/_search",
+                       {"size": sample, "query": {"exists": {"field": field}},
+                        "_source": [field, *text_fields]})
+        hits = [h for h in resp["hits"]["hits"] if isinstance(h["_source"].get(field), list)]
+        if hits:
+            stored = np.asarray([h["_source"][field] for h in hits], dtype=np.float32)
+            stored /= np.maximum(np.linalg.norm(stored, axis=1, keepdims=True), 1e-12)
+            mine = encoder.encode([document_text(h["_source"], text_fields) for h in hits])
+            checked = float(np.median((stored * mine).sum(axis=1)))
+            if checked < 0.99:
+                raise UserError(f"field {field} of {index} does not hold encoder {encoder.name}'s "
+                                f"vectors of {','.join(text_fields)} (median cosine {checked:.3f} "
+                                f"over {len(hits)} documents)", "give the model that wrote them with --encoder")
+    entry = dict(meta_entry(encoder, text_fields, field, written_by="user"), checked_cosine=checked)
+    _write_meta(conn, index, entry, mappings)
+    return {"index": index, **entry}
+
+
+# --------------------------------------------------------------------------- the query side
+
+def uses_vector(names) -> bool:
+    return QUERY_VECTOR in set(names)
+
+
+def unit_vector(dim: int) -> list[float]:
+    """A stand-in query vector (validation, the term budget): any direction does."""
+    return [1.0] + [0.0] * (int(dim) - 1)
+
+
+def vector_source(conn: Connection, index: str, encoder: str | Encoder | None = None,
+                  expected: dict | None = None):
+    """(the index's vector record, the process's query-vector memory of its encoder).
+    ``encoder``: the user's spec (None: ``$LTR_ENCODER`` or the default); ``expected``:
+    the identity a model artifact recorded. Either mismatch is refused in one line."""
+    record = index_vectors(conn, index)
+    if not record:
+        require_knn(conn, f"a feature set using {QUERY_VECTOR}")
+        raise UserError(f"the feature set uses {QUERY_VECTOR} but index {index} has no vectors",
+                        f"add them with `ltr index vectors --index {index} --fields F,G`")
+    enc = encoder if isinstance(encoder, Encoder) else load_encoder(encoder)
+    check_same(record["encoder"], enc, f"index {index}'s vectors")
+    if expected:
+        check_same(expected, enc, "the model")
+    return record, query_vectors(enc)
+
+
+def with_query_vectors(conn: Connection, index: str, param_list: list[dict], names,
+                       encoder: str | Encoder | None = None, expected: dict | None = None
+                       ) -> list[dict]:
+    """``param_list`` with ``query_vector`` (from ``keywords``) where ``names`` use it and a
+    query does not carry one already; a given vector's dimension is checked."""
+    if not uses_vector(names) or not param_list:
+        return param_list
+    record, vectors = vector_source(conn, index, encoder, expected)
+    dim = int(record["encoder"]["dim"])
+    todo = [i for i, p in enumerate(param_list) if QUERY_VECTOR not in p]
+    out = list(param_list)
+    for i, v in zip(todo, vectors([str(param_list[i].get("keywords", "")) for i in todo])):
+        out[i] = {**param_list[i], QUERY_VECTOR: v}
+    for p in out:
+        if len(p[QUERY_VECTOR]) != dim:
+            raise UserError(f"a query vector of {len(p[QUERY_VECTOR])} dimensions, index {index}'s "
+                            f"vectors have {dim}", "pass the vector of the index's encoder")
+    return out
+
+
+def placeholder_vector(conn: Connection, index: str | None) -> list[float]:
+    record = index_vectors(conn, index) if index else None
+    if not record:
+        raise ClusterError(f"a model or feature set using {QUERY_VECTOR} needs an index with vectors",
+                           "pass --index with the index it serves")
+    return unit_vector(record["encoder"]["dim"])
