@@ -137,8 +137,10 @@ def _rows(three):
     qids = list(order)
     tops = msearch_ids(_conn(three["url"]), INDEX, [jl.query_params(q) for q in qids],
                        FirstStage.from_fields(), None, 10, 10)
-    return [(q, order[q], with_first_stage_ids(jl.query_params(q), top, 10))
-            for q, top in zip(qids, tops)]
+    from ltr_toolkit.cluster.vectors import with_query_vectors
+    params = with_query_vectors(_conn(three["url"]), INDEX, [jl.query_params(q) for q in qids],
+                                ["query_vector"])     # the shipped set's semantic feature
+    return [(q, order[q], with_first_stage_ids(p, top, 10)) for q, p, top in zip(qids, params, tops)]
 
 
 def test_served_scores_equal_ltr_predict_whichever_copy_answers(three, models):
