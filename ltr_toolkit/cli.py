@@ -672,6 +672,11 @@ def upload_cmd(ctx: typer.Context, model: Path,
     if art.get("max_query_terms"):
         out.print(f"long queries: send at most {art['max_query_terms']} distinct words, as "
                   "logging did (ltr search --max-terms; ltr_toolkit.data.querytext.fit_keywords)")
+    if art.get("encoder"):
+        e = art["encoder"]
+        out.print(f"query vectors: {e['name']} ({e['sha256'][:12]}, {e['dim']} dimensions), the "
+                  f"encoder of the index's '{art.get('vector_field') or 'vector'}' field: serve "
+                  "with that model (--encoder / LTR_ENCODER), or pass query_vector yourself")
     from .cluster.modelcache import cache_warnings
     cache, warns = cache_warnings(conn, res["name"], store, index)
     if cache["model_bytes"] is not None:
