@@ -47,16 +47,50 @@ def run_metrics(ranked: list[list[str]], qids: list[str], jl: JudgmentList, k: i
     }
 
 
+#: sign-flip cells drawn at once: memory is bounded whatever the number of queries
+BLOCK_CELLS = 1 << 19
+
+
+def _flip_blocks(n: int, m: int, seed: int):
+    """``n`` rows of ``m`` random signs, in blocks of at most :data:`BLOCK_CELLS` cells
+    (the same stream as one ``(n, m)`` draw)."""
+    rng = np.random.default_rng(seed)
+    rows = max(1, BLOCK_CELLS // max(m, 1))
+    for start in range(0, n, rows):
+        yield rng.choice(np.array([-1.0, 1.0]), size=(min(rows, n - start), m))
+
+
 def randomisation_test(a: np.ndarray, b: np.ndarray, n: int = 10000, seed: int = 0) -> float:
-    """Two-sided paired randomisation test of mean(b - a) (sign flips), p-value."""
+    """Two-sided paired randomisation test of mean(b - a) (sign flips), p-value. The flips
+    are drawn in blocks (:data:`BLOCK_CELLS`): memory does not grow with n x queries.
+    Kept over ``scipy.stats.permutation_test`` for its seeded stream, which every earlier
+    report's p-values were computed with."""
     d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
     if len(d) == 0 or np.all(d == 0):
         return 1.0
     obs = abs(d.mean())
-    rng = np.random.default_rng(seed)
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(n, len(d)))
-    perm = np.abs((signs * d).mean(axis=1))
-    return float((np.sum(perm >= obs - 1e-15) + 1) / (n + 1))
+    hits = sum(int(np.sum(np.abs((signs * d).mean(axis=1)) >= obs - 1e-15))
+               for signs in _flip_blocks(n, len(d), seed))
+    return float((hits + 1) / (n + 1))
+
+
+def best_of_test(base: np.ndarray, candidates: np.ndarray, n: int = 10000, seed: int = 0
+                 ) -> tuple[int, float]:
+    """(the best candidate's row, its p-value corrected for having been picked as the best
+    of all rows): a max-statistic sign-flip test (Westfall and Young). ``candidates``:
+    (C, queries) per-query values of C systems on the queries of ``base``. Each draw flips
+    the same queries' signs in every candidate's deltas (they are paired on the queries)
+    and takes the largest mean over candidates; p is the share of draws at least as large
+    as the best's observed mean delta (one-sided: better than the base)."""
+    deltas = np.asarray(candidates, dtype=np.float64) - np.asarray(base, dtype=np.float64)
+    means = deltas.mean(axis=1)
+    best = int(np.argmax(means))
+    if deltas.shape[1] == 0 or means[best] <= 0:
+        return best, 1.0
+    q = deltas.shape[1]
+    hits = sum(int(np.sum((signs @ deltas.T / q).max(axis=1) >= means[best] - 1e-15))
+               for signs in _flip_blocks(n, q, seed))
+    return best, float((hits + 1) / (n + 1))
 
 
 def compare(per_query: dict[str, dict[str, np.ndarray]], baseline: str, k: int,
