@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from enum import Enum
 from typing import Annotated, List, Optional
+from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
@@ -104,6 +105,9 @@ def _global(ctx: typer.Context,
     from .cluster.localnode import running_node
     from .cluster.rerank import RescoreFallbackWarning
     _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning)
+    if url and ctx.get_parameter_source("url").name == "COMMANDLINE" and "@" in urlsplit(url).netloc:
+        raise UserError("--url carries credentials: every process on this machine can read argv",
+                        "put them in LTR_USER / LTR_PASSWORD (or in LTR_URL) and pass --url without them")
     if not url:                 # no --url / LTR_URL: the local node, when one runs
         node = running_node()
         url = node.url if node else None

@@ -56,7 +56,10 @@ def test_credentials_never_echoed(cli):
     assert r.returncode == 2
     assert "s3cret-pw" not in r.stderr + r.stdout
     r = cli("--url", f"http://bob:hunter2@127.0.0.1:{_closed_port()}", "store", "list")
-    assert r.returncode == 2
+    assert r.returncode == 2 and "--url carries credentials" in r.stderr   # refused on argv
+    assert "hunter2" not in r.stderr + r.stdout
+    r = cli("store", "list", env={"LTR_URL": f"http://bob:hunter2@127.0.0.1:{_closed_port()}"})
+    assert r.returncode == 2 and "no cluster answers" in r.stderr         # the environment is fine
     assert "hunter2" not in r.stderr + r.stdout
 
 

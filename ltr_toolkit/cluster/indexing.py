@@ -9,6 +9,7 @@ each document's nearest neighbours' text in ``neighbours`` (index-time feedback,
 
 from __future__ import annotations
 
+from ..encoders import load_encoder
 from .client import Connection, call, request
 from .lookups import has_knn
 from .neighbours import Expansion, all_neighbour_texts
@@ -178,7 +179,6 @@ def _vectors(docs, fields, vector_fields, encoder) -> tuple[dict | None, dict]:
     with no text in the fields get none (their semantic features are missing)."""
     if not vector_fields:
         return None, {}
-    from ..encoders import load_encoder
     encoder = encoder or load_encoder()
     over = tuple(f for f in vector_fields if f in fields) or tuple(fields)
     texts = {str(d["id"]): t for d in docs if (t := document_text(d, over))}

@@ -13,7 +13,8 @@ from __future__ import annotations
 import threading
 import time
 
-from .client import Connection, call
+from ..errors import ClusterError
+from .client import Connection, call, request
 
 #: seconds a looked-up fact is kept
 TTL = 60.0
@@ -77,7 +78,6 @@ KNN_PLUGIN = "opensearch-knn"
 def has_knn(conn: Connection) -> bool:
     """Whether every node has the k-NN plugin (``knn_vector`` fields, ``knn_score``)."""
     def check() -> bool:
-        from .client import request
         nodes = request(conn, "GET", "/_nodes/plugins").get("nodes", {})
         return bool(nodes) and all(any(p.get("name") == KNN_PLUGIN for p in n.get("plugins", []))
                                    for n in nodes.values())
@@ -85,7 +85,6 @@ def has_knn(conn: Connection) -> bool:
 
 
 def require_knn(conn: Connection, what: str) -> None:
-    from ..errors import ClusterError
     if not has_knn(conn):
         raise ClusterError(f"{what} needs the k-NN plugin ({KNN_PLUGIN}), which {conn.display_url} "
                            "does not have", "install it on every node (`ltr cluster start` does), "

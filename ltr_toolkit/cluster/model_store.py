@@ -15,6 +15,7 @@ from .client import Connection, request
 from .featurelog import featureset_info
 from .lookups import forget_model
 from .params import QUERY_VECTOR, placeholder_params
+from .vectors import index_vectors, placeholder_vector
 from .store import get_document, list_elements, refresh_store, store_path
 
 
@@ -132,7 +133,6 @@ def _vector_for(conn, index: str, names, recorded: dict | None):
     checking the model was trained on the vectors of the index's encoder."""
     if QUERY_VECTOR not in names:
         return None
-    from .vectors import index_vectors, placeholder_vector
     record = index_vectors(conn, index)
     if record and recorded and record["encoder"].get("sha256") != recorded.get("sha256"):
         raise UserError(f"the model was trained with encoder {recorded.get('name')} "

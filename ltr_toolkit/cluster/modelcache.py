@@ -14,6 +14,7 @@ import re
 
 from .client import Connection, request
 from .params import QUERY_VECTOR, model_params, placeholder_params
+from .vectors import placeholder_vector
 from .store import sltr
 
 DEFAULT_MAX = 10 * 1024 * 1024
@@ -53,7 +54,6 @@ def measure_model(conn: Connection, model: str, store: str | None, index: str) -
     names = model_params(conn, model, store)
     vector = None
     if QUERY_VECTOR in names:
-        from .vectors import placeholder_vector
         vector = placeholder_vector(conn, index)
     clause = sltr(placeholder_params(names, vector), model=model, store=store)
     before = _per_node(conn)

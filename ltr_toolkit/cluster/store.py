@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 from ..errors import ClusterError, UserError
 from .client import Connection, request, translate
+from .lookups import require_knn
 
 
 def store_path(store: str | None) -> str:
@@ -66,7 +68,6 @@ def drop_store(conn: Connection, store: str | None) -> bool:
 
 def needs_knn(featureset: dict) -> bool:
     """Whether a feature uses the k-NN plugin (its ``knn`` script language or a query vector)."""
-    import json
     body = featureset.get("featureset", featureset)
     for f in body.get("features", []):
         text = f.get("template") if isinstance(f.get("template"), str) else json.dumps(f.get("template"))
@@ -81,7 +82,6 @@ def upload_featureset(conn: Connection, featureset: dict, store: str | None = No
     if not name:
         raise UserError("feature set has no name")
     if needs_knn(featureset):
-        from .lookups import require_knn
         require_knn(conn, f"feature set {name} (a knn_score feature)")
     body = {"featureset": featureset}
     return request(conn, "POST", f"{store_path(store)}/_featureset/{name}", body=body,
