@@ -5,6 +5,8 @@ session (provisioned by the project's own code from Maven Central), or uses
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -59,6 +61,15 @@ def ltr_cluster(cluster):
     if cluster.ltr_version is None:
         pytest.skip(cluster.why_no_ltr)
     return cluster
+
+
+@pytest.fixture
+def fresh_home():
+    # not under pytest's tmp_path: as root the node runs as `nobody`, who must reach it
+    path = Path(tempfile.mkdtemp(prefix="ltr-test-home-", dir="/var/tmp"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def run_cli(*args, env=None, timeout=600):

@@ -80,16 +80,6 @@ def test_second_start_reports_running_node(cluster):
     assert info.url == cluster.url
 
 
-@pytest.fixture
-def fresh_home():
-    # not under pytest's tmp_path: as root the node runs as `nobody`, who must reach it
-    import tempfile
-    path = Path(tempfile.mkdtemp(prefix="ltr-test-home-", dir="/var/tmp"))
-    os.chmod(path, 0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def test_cli_lifecycle_in_fresh_home(fresh_home, cli):
     """`ltr cluster start && status && stop` in a separate state dir; no process left."""
     tmp_path = fresh_home
