@@ -129,7 +129,7 @@ def _wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
 if __name__ == "__main__":
