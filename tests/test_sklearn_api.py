@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.data.dataset import RankingDataset
-from ltr_toolkit.models.neural import NeuralRanker, as_ranking_dataset
+from ltr_toolkit.models.neural import NeuralRanker, NotFittedError, as_ranking_dataset
 from ltr_toolkit.models.trees import LambdaMART
 
 ESTIMATORS = [
@@ -134,3 +134,11 @@ def test_old_artifact_params_still_load():
     assert old.truncation == "k" and old._query_normalization() == "documents"
     assert old.score_normalization is False
     np.testing.assert_array_equal(old.predict(ds.X), trees.predict(ds.X))
+
+
+@pytest.mark.parametrize("make", [LambdaMART, NeuralRanker])
+def test_predict_before_fit_is_not_fitted_error(make):
+    """As in scikit-learn: NotFittedError (a ValueError and an AttributeError), saying what
+    to do; it was a bare AttributeError on a private attribute."""
+    with pytest.raises(NotFittedError, match="call fit"):
+        make().predict(np.zeros((3, 4)))

@@ -25,6 +25,11 @@ ALGOS = {
 }
 
 
+class NotFittedError(ValueError, AttributeError):
+    """``predict`` (or an export) before ``fit``: scikit-learn's exception of that name is
+    also a ValueError and an AttributeError, so code catching either keeps working."""
+
+
 class EstimatorParams:
     """scikit-learn's estimator conventions without depending on scikit-learn:
     ``__init__`` stores its arguments unchanged (validation happens in ``fit``), and
@@ -36,6 +41,11 @@ class EstimatorParams:
         sig = inspect.signature(cls.__init__)
         return [p.name for p in sig.parameters.values()
                 if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+    def _check_fitted(self, attribute: str) -> None:
+        if not hasattr(self, attribute):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit() "
+                                 "before predict()")
 
     def get_params(self, deep: bool = True) -> dict:
         return {name: getattr(self, name) for name in self._param_names()}
@@ -284,6 +294,7 @@ class NeuralRanker(EstimatorParams):
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
+        self._check_fitted("net_")
         X = np.asarray(X)
         out = np.empty(len(X), dtype=np.float64)
         for lo, hi in row_batches(len(X)):

@@ -282,6 +282,7 @@ class LambdaMART(EstimatorParams):
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Scores (the sum of the trees' leaves up to ``best_iteration_``), in batches of
         rows: memory beyond the input is O(batch)."""
+        self._check_fitted("booster_")
         X = np.asarray(X)
         out = np.empty(len(X), dtype=np.float64)
         for lo, hi in row_batches(len(X)):
