@@ -109,3 +109,12 @@ def test_uploads_version_and_prune_keeps_the_newest(store, cli, ltr_cluster, tmp
     r = cli(*url, "model", "prune", "lin", "--keep", "1", "--store", name, "--yes")
     assert r.returncode == 0, r.stderr
     assert ms.get_model(conn, "lin-v1", name) is None and ms.get_model(conn, "lin-v2", name)
+
+
+def test_a_clean_up_reports_why_a_model_was_not_deleted(store):
+    conn, name = store
+    _create(conn, name, ["keep-a"])
+    assert ms.delete_models(conn, ["keep-a"], name) == {}
+    assert "keep-a" not in ms.model_names(conn, name)
+    left = ms.delete_models(conn, ["m1"], f"{name}-gone")       # a store that is not there
+    assert list(left) == ["m1"] and f"feature store {name}-gone does not exist" in left["m1"]

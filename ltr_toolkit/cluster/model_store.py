@@ -44,15 +44,15 @@ def delete_model(conn: Connection, name: str, store: str | None = None,
     return True
 
 
-def delete_models(conn: Connection, names: list[str], store: str | None = None) -> list[str]:
-    """Delete each model, then refresh the listing once. Returns the names that could not
-    be deleted (the error is not raised: a clean-up goes on past one failure)."""
-    failed = []
+def delete_models(conn: Connection, names: list[str], store: str | None = None) -> dict[str, str]:
+    """Delete each model, then refresh the listing once. Returns {name: why} of those that
+    could not be deleted (not raised: a clean-up goes on past one failure)."""
+    failed: dict[str, str] = {}
     for name in names:
         try:
             delete_model(conn, name, store, refresh=False)
-        except Exception:           # noqa: BLE001 - reported by name to the caller
-            failed.append(name)
+        except Exception as exc:    # noqa: BLE001 - reported with its reason to the caller
+            failed[name] = str(exc) or type(exc).__name__
     if len(failed) < len(names):
         refresh_store(conn, store)
     return failed

@@ -102,9 +102,10 @@ def _clean_up(conn, models: dict[str, list[str]], store, log) -> list[str]:
     """Delete the fold models; returns (and logs) those that could not be deleted."""
     left = delete_models(conn, [n for group in models.values() for n in group], store)
     if left:
-        log(f"{len(left)} fold models could not be deleted: {', '.join(left)} "
-            f"(delete them with ltr model delete)")
-    return left
+        log(f"{len(left)} fold models could not be deleted: "
+            + ", ".join(f"{n} ({why})" for n, why in left.items())
+            + " (delete them with ltr model delete)")
+    return list(left)
 
 
 def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: dict[str, dict | None],
