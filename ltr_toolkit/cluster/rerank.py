@@ -266,6 +266,7 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
                                              f"stage's hits are served ({exc})"))
         resp = _search(conn, index, first_stage, store,
                        search_body(first_stage, params, None, size, window, store))
+        below = []            # the first stage's own top `size` already holds them
     return [{"rank": r + 1, "id": h["_id"], "score": h["_score"],
              "title": (h.get("_source") or {}).get("title", "")}
             for r, h in enumerate((resp["hits"]["hits"] + below)[:size])]
