@@ -260,3 +260,19 @@ def test_a_cluster_without_the_knn_plugin_keeps_the_lexical_path(fresh_home, cli
     finally:
         stop = cli("cluster", "stop", env=env)
     assert stop.returncode == 0, stop.stderr
+
+
+def test_upload_refuses_a_model_trained_on_another_feature_set_version(semantic_logged, tmp_path, cli):
+    """The artifact's feature-set hash is compared with the stored set's (#30): the lexical
+    set has other content, so a model logged with the semantic set is refused there."""
+    conn, name, jl, out, side = semantic_logged
+    model = tmp_path / "m.json"
+    assert cli("train", str(out), "--algo", "linear", "--epochs", "2", "-o", str(model)).returncode == 0
+    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.data.featuresets import load_featureset
+    other, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.LEXICAL_FEATURE_SET))
+    r = cli("--url", conn.url, "upload", str(model), "--name", "wrong-set", "--featureset", other)
+    assert r.returncode == 2 and "another version of feature set" in r.stderr, r.stderr
+    assert f"--featureset {name}" in r.stderr and "Traceback" not in r.stderr
+    r = cli("--url", conn.url, "upload", str(model), "--name", "right-set", "--featureset", name)
+    assert r.returncode == 0, r.stderr

@@ -96,6 +96,13 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
     {"name", "type", "export"}."""
     from ..models.export import plugin_model
     fsinfo = featureset_info(conn, featureset, store)
+    trained_on = artifact.get("featureset_sha256")
+    if trained_on and trained_on != fsinfo["sha256"]:
+        raise UserError(f"the model was trained on data logged with another version of feature "
+                        f"set {artifact.get('featureset') or '?'} than the stored {featureset} "
+                        "(their content hashes differ): the plugin would compute other features",
+                        f"upload it with --featureset {artifact.get('featureset')} as it was logged, "
+                        "or log and train again with this one")
     names = fsinfo["feature_names"]
     art = dict(artifact)
     if art.get("featureset") is None and len(art["feature_names"]) == len(names) and \
