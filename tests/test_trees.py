@@ -194,3 +194,11 @@ def test_rows_fed_to_xgboost_in_batches_give_the_same_model(monkeypatch):
     assert batched.booster_.num_features() == ds.n_features
     np.testing.assert_array_equal(batched.predict(ds.X), whole.predict(ds.X))
     np.testing.assert_array_equal(whole.predict(ds.X[:50]), whole.predict(ds.X)[:50])
+
+
+def test_tree_threads_come_from_the_machine_unless_set():
+    """nthread was a fixed 2 (#30): None now means every core, a number is kept."""
+    import os
+    from ltr_toolkit.models.trees import LambdaMART
+    assert LambdaMART().booster_params()["nthread"] == (os.cpu_count() or 1)
+    assert LambdaMART(nthread=1).booster_params()["nthread"] == 1

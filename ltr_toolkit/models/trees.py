@@ -33,6 +33,7 @@ watches.
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 
@@ -78,7 +79,7 @@ class LambdaMART(EstimatorParams):
                  learning_rate: float = 0.1, k: int = 10, sigma: float = 1.0,
                  early_stopping_rounds: int | None = None, min_child_weight: float = 1.0,
                  reg_lambda: float = 1.0, tree_method: str = "hist", max_bin: int = 256,
-                 nthread: int = 2, seed: int = 0, pairs=None,
+                 nthread: int | None = None, seed: int = 0, pairs=None,
                  subsample: float = 1.0, colsample_bytree: float = 1.0,
                  query_normalization: str | None = "pairs", truncation: int | None | str = 32,
                  weighting: str | None = None, mu: float = DEFAULT_MU,
@@ -158,13 +159,17 @@ class LambdaMART(EstimatorParams):
             if not 0 < float(getattr(self, name)) <= 1:
                 raise ValueError(f"{name} must be in (0, 1]")
 
+    def threads(self) -> int:
+        """``nthread``, or the machine's cores when None (it was a fixed 2)."""
+        return int(self.nthread) if self.nthread else (os.cpu_count() or 1)
+
     def booster_params(self) -> dict:
         """Tree parameters shared with a native-objective booster (for comparisons)."""
         self._validate()
         return {"max_depth": int(self.max_depth), "eta": float(self.learning_rate),
                 "min_child_weight": float(self.min_child_weight), "lambda": float(self.reg_lambda),
                 "tree_method": self.tree_method, "max_bin": int(self.max_bin),
-                "nthread": int(self.nthread), "seed": int(self.seed), "base_score": 0.0,
+                "nthread": self.threads(), "seed": int(self.seed), "base_score": 0.0,
                 "subsample": float(self.subsample), "colsample_bytree": float(self.colsample_bytree)}
 
     # ------------------------------------------------------------------ objective
@@ -216,7 +221,7 @@ class LambdaMART(EstimatorParams):
         import xgboost as xgb
         qid = np.repeat(np.arange(ds.n_queries), ds.group_sizes)
         if self.tree_method != "hist":
-            d = xgb.DMatrix(fill_missing(ds.X), label=ds.y, missing=np.nan, nthread=self.nthread)
+            d = xgb.DMatrix(fill_missing(ds.X), label=ds.y, missing=np.nan, nthread=self.threads())
             d.set_group(ds.group_sizes)
             return d
         X, y = ds.X, ds.y
@@ -235,7 +240,7 @@ class LambdaMART(EstimatorParams):
 
             def reset(self):
                 self._todo = row_batches(len(X))
-        return xgb.QuantileDMatrix(Batches(), max_bin=int(self.max_bin), nthread=int(self.nthread),
+        return xgb.QuantileDMatrix(Batches(), max_bin=int(self.max_bin), nthread=self.threads(),
                                    missing=np.nan, ref=ref)
 
     def _ndcg_metric(self, valid: RankingDataset):
