@@ -54,6 +54,10 @@ _MIN = '[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\n[output]\ndir
     (_MIN.replace('judgments = "j"', 'judgments = "j"\njudged_outside = true'), 5, "'include'"),
     (_MIN.replace('judgments = "j"', 'judgments = "j"\nstatistics = "global"'), 5, "'dfs', 'shard'"),
     (_MIN.replace('directory = "o"', 'directory = "o"\nincremental = "false"'), 7, "expected true or false"),
+    # a key also in an earlier section: the line of the one that is wrong (it named line 3)
+    (_MIN.replace('directory = "o"', 'directory = "o"\nindex = "i2"'), 7, "unknown key 'index' in [output]"),
+    ('[cluster]\ntimeout = 5\n[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\nparallel = 0\n'
+     '[output]\ndirectory = "o"\n', 7, "parallel = 0"),
 ])
 def test_bad_job_files_name_file_and_line(tmp_path, body, line, fragment):
     p = tmp_path / "job.toml"

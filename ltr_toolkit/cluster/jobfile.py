@@ -64,14 +64,24 @@ class _Checker:
         self.path, self.lines = path, text.splitlines()
         self.base = path.resolve().parent
 
-    def line_of(self, key: str) -> int | None:
+    def line_of(self, key: str, section: str | None = None) -> int | None:
+        """The line of ``key = ...`` (in ``[section]`` when given: a key may be in two
+        sections), or of a ``[section`` header when ``key`` starts with "["."""
+        current = None
         for i, ln in enumerate(self.lines, start=1):
-            if ln.strip().startswith(key):
+            text = ln.strip()
+            if text.startswith("["):
+                current = text.strip("[] ").split("]")[0].strip()
+                if key.startswith("[") and text.startswith(key):
+                    return i
+                continue
+            name = text.split("=", 1)[0].strip()
+            if "=" in text and name == key and (section is None or current == section):
                 return i
-        return None
+        return None if section is None else self.line_of(key)
 
-    def fail(self, key: str, message: str):
-        raise InputError(self.path, self.line_of(key), message)
+    def fail(self, key: str, message: str, section: str | None = None):
+        raise InputError(self.path, self.line_of(key, section), message)
 
     def rel(self, v) -> Path | None:
         """A path of the file, relative to the file's folder."""
@@ -79,26 +89,26 @@ class _Checker:
 
     def positive(self, section, key, value, minimum=1) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            self.fail(key, f"[{section}] {key} = {value!r}: expected a whole number >= {minimum}")
+            self.fail(key, f"[{section}] {key} = {value!r}: expected a whole number >= {minimum}", section)
         return value
 
     def flag(self, section, key, value) -> bool:
         # a quoted "false" would be truthy: TLS checks silently off
         if not isinstance(value, bool):
             self.fail(key, f"[{section}] {key} = {value!r}: expected true or false "
-                      "(TOML booleans, without quotes)")
+                      "(TOML booleans, without quotes)", section)
         return value
 
     def seconds(self, section, key, value) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             self.fail(key, f"[{section}] {key} = {value!r}: expected a number of seconds > 0 "
-                      "(no unit, no quotes)")
+                      "(no unit, no quotes)", section)
         return float(value)
 
     def one_of(self, section, key, value, allowed):
         if value not in allowed:
             self.fail(key, f"[{section}] {key} = {value!r}: expected one of "
-                      + ", ".join(repr(a) for a in allowed))
+                      + ", ".join(repr(a) for a in allowed), section)
         return value
 
 
@@ -128,7 +138,7 @@ def _check_layout(raw: dict, c: _Checker) -> None:
                 c.fail(key, "credentials never go in a job file: set LTR_USER / LTR_PASSWORD "
                        "in the environment")
             if key not in KNOWN[section]:
-                c.fail(key, f"unknown key {key!r} in [{section}]")
+                c.fail(key, f"unknown key {key!r} in [{section}]", section)
     cl, lg, out = raw.get("cluster", {}), raw.get("logging", {}), raw.get("output", {})
     if "url" in cl and ("@" in str(cl["url"]).split("//", 1)[-1].split("/", 1)[0]):
         c.fail("url", "the URL carries credentials: put them in LTR_USER / LTR_PASSWORD instead")
