@@ -119,3 +119,19 @@ def test_incremental_logs_only_new_pairs(logged_setup, tmp_path):
     log_features(conn, full, fs["name"], index, ref)
     assert sorted(out.read_text().splitlines()) == sorted(ref.read_text().splitlines())
     assert side["rows"] + len(side["missing_docs"]) == len(full)
+
+
+def test_incremental_logging_keeps_the_parallelism_asked_for(monkeypatch, tmp_path):
+    """`parallel` reaches the rounds of an incremental run (#30: incremental jobs ran one
+    round at a time whatever the job file said). Without OUT the run is a full one."""
+    from ltr_toolkit.cluster import featurelog
+    from ltr_toolkit.data.judgments import JudgmentList
+    seen = {}
+
+    def full_run(*args, **kw):
+        seen.update(kw)
+        return {}
+    monkeypatch.setattr(featurelog, "log_features", full_run)
+    featurelog.log_incremental(None, JudgmentList(source="j"), "fs", "i", tmp_path / "out.txt",
+                               parallel=3)
+    assert seen["parallel"] == 3

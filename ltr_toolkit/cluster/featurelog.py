@@ -277,7 +277,8 @@ def _logged_pairs(path: Path) -> set[tuple[str, str]]:
 
 def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
                     store: str | None = None, batch: int = 25, progress=None,
-                    first_stage: FirstStage | None = None, candidates: dict | None = None) -> dict:
+                    first_stage: FirstStage | None = None, candidates: dict | None = None,
+                    parallel: int = 1) -> dict:
     """Log only the pairs OUT does not hold yet (documents that were missing, and queries
     that failed, before are tried again), and append them to OUT atomically. Rows OUT
     already holds take the current judgments' grades, and rows of pairs the judgments no
@@ -287,7 +288,7 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
     side_path = out.with_suffix(out.suffix + ".json")
     if not out.exists():
         return log_features(conn, jl, featureset, index, out, store, batch, progress,
-                            first_stage, candidates)
+                            first_stage, candidates, parallel=parallel)
     if not side_path.exists():
         raise UserError(f"{out} has no sidecar {side_path.name}: which feature set its rows "
                         "were logged with is unknown", "restore the sidecar, or log to a new file")
@@ -315,7 +316,7 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
         query_budget(conn, index, jl, featureset, stage, store)
     if new.grades:
         log_features(conn, new, featureset, index, inc, store, batch, progress, stage,
-                     candidates, max_terms=budget)
+                     candidates, parallel=parallel, max_terms=budget)
         inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
         kept += inc.read_text()
         missing, failed = inc_side["missing_docs"], inc_side["failed_queries"]

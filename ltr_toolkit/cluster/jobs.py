@@ -226,7 +226,7 @@ def _log(job: Job, conn, work: Path, jl, info, stage_fs, log) -> dict:
     if job.incremental:
         _seed_incremental(job, work, log)
         return log_incremental(conn, jl, job.featureset, job.index, features, job.store,
-                               job.batch, None, stage_fs, info)
+                               job.batch, None, stage_fs, info, parallel=job.parallel)
     return log_features(conn, jl, job.featureset, job.index, features, job.store, job.batch,
                         None, stage_fs, info, parallel=job.parallel)
 
