@@ -19,6 +19,18 @@ class UserError(Exception):
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
+    def __reduce__(self):
+        # subclasses take other constructor arguments: rebuild from the state, so an
+        # error raised in a worker process reaches the parent as it was
+        return _rebuild, (type(self), self.args, self.__dict__)
+
+
+def _rebuild(cls, args, state):
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
 
 class InputError(UserError):
     """A malformed input file; message carries ``file:line``."""

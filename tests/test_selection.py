@@ -46,10 +46,42 @@ def _check_choice(got, n_settings):
 def test_select_picks_the_best_inner_setting(mslr_paths):
     ds = load_svmlight(mslr_paths[0], n_features=136)
     small = ds.subset(list(range(20)))             # trees: 20 queries keep it quick
-    got = selection.select(small, "lambdamart", k=10, seed=3)
+    got = selection.select(small, "lambdamart", k=10, seed=3, halving=False)
     _check_choice(got, len(selection.grid("lambdamart", 20)) * len(selection.TREE_COUNTS))
     got = selection.select(ds, "linear", k=10, seed=3, first_col=0)   # blends too
     _check_choice(got, len(selection.grid("linear", ds.n_queries)) * (1 + len(selection.BLEND_STEPS)))
+
+
+def test_successive_halving_grows_only_the_better_tree_settings(mslr_paths):
+    """With halving, every setting is scored at the smallest tree count, and at each
+    larger count only the better 1/HALVING of those scored at the count before (by their
+    best inner NDCG there); scores at a count equal those of the full grid (warm-started
+    trees are the same trees)."""
+    ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(30)))
+    full = selection.select(ds, "lambdamart", k=10, seed=3, first_col=0, halving=False)
+    got = selection.select(ds, "lambdamart", k=10, seed=3, first_col=0)
+    n = len(selection.grid("lambdamart", 30))
+    steps = 1 + len(selection.BLEND_STEPS)
+
+    def by_count(tried):
+        out: dict = {}
+        for t in tried:
+            if not t["first_stage"]:
+                p = dict(t["params"])
+                out.setdefault(p.pop("trees"), {}).setdefault(str(sorted(p.items())), []).append(
+                    t["inner_ndcg"])
+        return out
+    g, f = by_count(got["tried"]), by_count(full["tried"])
+    alive = n
+    for i, count in enumerate(selection.TREE_COUNTS):
+        assert len(g[count]) == alive and all(len(v) == steps for v in g[count].values())
+        for setting, scores in g[count].items():
+            assert scores == f[count][setting]
+        if i + 1 < len(selection.TREE_COUNTS):
+            ranked = sorted(g[count], key=lambda s: -max(g[count][s]))
+            alive = -(-alive // selection.HALVING)
+            assert set(g[selection.TREE_COUNTS[i + 1]]) == set(ranked[:alive])
+    _check_choice(got, sum(len(v) for v in g.values()) * steps)
 
 
 def test_a_model_that_cannot_beat_the_first_stage_is_not_chosen(mslr_paths):

@@ -202,3 +202,16 @@ def test_tree_threads_come_from_the_machine_unless_set():
     from ltr_toolkit.models.trees import LambdaMART
     assert LambdaMART().booster_params()["nthread"] == (os.cpu_count() or 1)
     assert LambdaMART(nthread=1).booster_params()["nthread"] == 1
+
+
+def test_warm_start_adds_trees_equal_to_fitting_them_at_once(mslr_paths):
+    """scikit-learn's warm_start: raising n_estimators and fitting again grows the same
+    trees a single fit makes; fewer trees than fitted is refused."""
+    ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(20)))
+    once = LambdaMART(n_estimators=12, max_depth=3, nthread=1).fit(ds)
+    grown = LambdaMART(n_estimators=5, max_depth=3, nthread=1, warm_start=True).fit(ds)
+    grown.set_params(n_estimators=12).fit(ds)
+    assert grown.booster_.num_boosted_rounds() == 12
+    np.testing.assert_array_equal(grown.predict(ds.X), once.predict(ds.X))
+    with pytest.raises(ValueError, match="fewer than"):
+        grown.set_params(n_estimators=4).fit(ds)

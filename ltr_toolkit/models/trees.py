@@ -52,6 +52,15 @@ ALGOS = {"lambdamart": "lambdarank", "ranknet-tree": "ranknet"}
 MISSING_AS = np.float32(1e30)
 
 
+def default_threads() -> int:
+    """xgboost's threads when a model does not set ``nthread``: ``$LTR_THREADS``, else the
+    machine's cores (parallel fits give each worker its share through the variable)."""
+    env = os.environ.get("LTR_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return os.cpu_count() or 1
+
+
 def fill_missing(X: np.ndarray) -> np.ndarray:
     """Rows as the trees see them: a float32 copy, NaN replaced by :data:`MISSING_AS`."""
     X = np.array(X, dtype=np.float32)
@@ -73,7 +82,9 @@ class LambdaMART(EstimatorParams):
     diagonal hessians times this factor (2, as xgboost's rank:ndcg; 1: the exact
     second derivative of the weighted pair loss); ``truncate_discounts``: the swap's
     |delta DCG| with NDCG@truncation's discounts (0 from that rank on) rather than the
-    untruncated ones (xgboost's rank:ndcg: the truncation then only selects the pairs)."""
+    untruncated ones (xgboost's rank:ndcg: the truncation then only selects the pairs);
+    ``warm_start`` (scikit-learn's meaning): ``fit`` on the same data after raising
+    ``n_estimators`` adds trees to the fitted ones instead of starting again."""
 
     def __init__(self, algo: str = "lambdamart", n_estimators: int = 300, max_depth: int = 6,
                  learning_rate: float = 0.1, k: int = 10, sigma: float = 1.0,
@@ -84,7 +95,7 @@ class LambdaMART(EstimatorParams):
                  query_normalization: str | None = "pairs", truncation: int | None | str = 32,
                  weighting: str | None = None, mu: float = DEFAULT_MU,
                  score_normalization: bool = True, hessian_scale: float = 2.0,
-                 truncate_discounts: bool = False):
+                 truncate_discounts: bool = False, warm_start: bool = False):
         self.algo = algo
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -108,6 +119,7 @@ class LambdaMART(EstimatorParams):
         self.score_normalization = score_normalization
         self.hessian_scale = hessian_scale
         self.truncate_discounts = truncate_discounts
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------ resolved parameters
     @property
@@ -160,8 +172,8 @@ class LambdaMART(EstimatorParams):
                 raise ValueError(f"{name} must be in (0, 1]")
 
     def threads(self) -> int:
-        """``nthread``, or the machine's cores when None (it was a fixed 2)."""
-        return int(self.nthread) if self.nthread else (os.cpu_count() or 1)
+        """``nthread``, or when None :func:`default_threads`."""
+        return int(self.nthread) if self.nthread else default_threads()
 
     def booster_params(self) -> dict:
         """Tree parameters shared with a native-objective booster (for comparisons)."""
@@ -270,9 +282,15 @@ class LambdaMART(EstimatorParams):
             evals = [(self._dmatrix(valid, ref=dtrain), "valid")]
             metric = self._ndcg_metric(valid)
             cbs += self.stopping_callbacks()
+        previous = getattr(self, "booster_", None) if self.warm_start else None
+        done = previous.num_boosted_rounds() if previous is not None else 0
+        if done > int(self.n_estimators):
+            raise ValueError(f"warm_start: n_estimators={self.n_estimators} is fewer than the "
+                             f"{done} trees fitted")
         self.booster_ = xgb.train(
-            params, dtrain, num_boost_round=int(self.n_estimators), obj=self.objective(train),
-            evals=evals, custom_metric=metric, verbose_eval=False, callbacks=cbs)
+            params, dtrain, num_boost_round=int(self.n_estimators) - done, obj=self.objective(train),
+            evals=evals, custom_metric=metric, verbose_eval=False, callbacks=cbs,
+            xgb_model=previous)
         self.set_booster(self.booster_, valid is not None)
         return self
 

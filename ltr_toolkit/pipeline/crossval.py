@@ -18,6 +18,7 @@ settings chosen without it, and a recommendation of what to deploy.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ from ..data.svmlight import load_logged
 from ..errors import UserError
 from ..evaluation.report import compare, per_query_json, recommend, run_metrics
 from ..models.export import plugin_scores
+from .parallel import default_jobs, run_all
 from .selection import blend_beta, select
 from .train import TREE_ALGOS, check_algorithm, model_from_artifact, train_model
 
@@ -113,12 +115,13 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    store: str | None = None, first_stage: FirstStage | None = None,
                    seed: int = 42, name_prefix: str = "cv", baseline_name: str = "first-stage",
                    log=lambda msg: None, keep_models: bool = False,
-                   evaluate_on: JudgmentList | None = None) -> dict:
+                   evaluate_on: JudgmentList | None = None, jobs: int | None = None) -> dict:
     """Returns the pooled report (see the module docstring). ``algos``: algorithm ->
     fixed ``train_model`` settings, or None to choose them by inner cross-validation.
     Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``. ``evaluate_on``: train on
     ``jl``'s labels (e.g. click-derived) but score every ranking against these judgments
-    (same qids), over the queries judged in both."""
+    (same qids), over the queries judged in both. ``jobs``: worker processes for the
+    fold fits (None: :func:`.parallel.default_jobs`, the cores as memory allows)."""
     if folds < 2:
         raise UserError(f"--folds {folds}: cross-validation needs at least 2 folds")
     for algo in algos:
@@ -140,8 +143,9 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                         f"(e.g. {next(iter(failed.items()))})", "check the cluster, then run again")
     per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
     try:
-        for algo, fixed in algos.items():
-            per_query[algo] = run_metrics(run.rankings(algo, fixed), qids, truth, k)
+        ranked = run.rankings(algos, jobs, log)
+        for algo in algos:
+            per_query[algo] = run_metrics(ranked[algo], qids, truth, k)
             log(f"{algo}: chosen per fold: {run.chosen[algo]}")
     finally:
         left = [] if keep_models else _clean_up(conn, run.models, store, log)
@@ -184,30 +188,58 @@ class _Run:
         self.chosen: dict[str, list[dict]] = {}
         self.fallbacks: dict[str, list[str]] = {}
 
-    def rankings(self, algo: str, fixed: dict | None) -> list[list[str]]:
-        """Every query's ranked ids from the fold model that never saw it (the first
-        stage's where the fold keeps it)."""
-        ranked = [list(ids) for ids in self.first]
-        self.models[algo], self.chosen[algo] = [], []
-        for f in range(self.folds):
-            train_q = {q for q in self.qids if self.where[q] != f}
-            art = fit_chosen(_subset(self.ds, train_q), algo, self.k, self.seed + f, fixed,
-                             self.source, self.first_col)
-            self.chosen[algo].append(_summary(art, fixed))
-            if art["model"] is None:            # the first stage kept: nothing to rerank
-                continue
-            name = upload(self.conn, art, model_from_artifact(art), f"{self.name_prefix}-{algo}-f{f}",
-                          self.featureset, self.serving.store)["name"]
-            self.models[algo].append(name)
-            idx = [i for i, q in enumerate(self.qids) if self.where[q] == f]
-            fell: dict[int, str] = {}
-            got = self.serving.for_model(name, _weights(art)).rerank(
-                self.conn, [self.params[i] for i in idx], max(self.k, 10),
-                first_ids=[self.first[i] for i in idx], fallbacks=fell)
-            self.fallbacks.setdefault(algo, []).extend(self.qids[idx[j]] for j in fell)
-            for i, r in zip(idx, got):
-                ranked[i] = r
+    def rankings(self, algos: dict[str, dict | None], jobs: int | None, log) -> dict:
+        """Per algorithm, every query's ranked ids from the fold model that never saw it
+        (the first stage's where the fold keeps it). The fits (choice and training, the
+        costly part) run in ``jobs`` processes, the slowest families first; each fold is
+        uploaded and reranks its queries here as soon as its fit is done."""
+        tasks = [(algo, f, frozenset(q for q in self.qids if self.where[q] != f), self.k,
+                  self.seed + f, algos[algo], self.source, self.first_col)
+                 for algo in sorted(algos, key=_cost_rank) for f in range(self.folds)]
+        ranked = {algo: [list(ids) for ids in self.first] for algo in algos}
+        self.models = {algo: [] for algo in algos}
+        self.chosen = {algo: [None] * self.folds for algo in algos}
+        if jobs is None:
+            jobs = default_jobs(len(tasks), self.ds.X.nbytes)
+
+        def done(i, result, progress):
+            algo, f = tasks[i][:2]
+            art, seconds = result
+            self.chosen[algo][f] = _summary(art, algos[algo])
+            if art["model"] is not None:
+                self._serve(algo, f, art, ranked[algo])
+            log(f"{algo} fold {f + 1}/{self.folds} fitted in {seconds:.1f}s "
+                f"({progress['done']}/{progress['total']} fits, {jobs} at a time; "
+                f"ETA {progress['eta']:.0f}s)")
+
+        run_all(_fit_fold, tasks, jobs, shared=self.ds, on_done=done)
         return ranked
+
+    def _serve(self, algo: str, f: int, art: dict, ranked: list[list[str]]) -> None:
+        """Upload fold ``f``'s model and rerank the fold's queries with it, live."""
+        name = upload(self.conn, art, model_from_artifact(art), f"{self.name_prefix}-{algo}-f{f}",
+                      self.featureset, self.serving.store)["name"]
+        self.models[algo].append(name)
+        idx = [i for i, q in enumerate(self.qids) if self.where[q] == f]
+        fell: dict[int, str] = {}
+        got = self.serving.for_model(name, _weights(art)).rerank(
+            self.conn, [self.params[i] for i in idx], max(self.k, 10),
+            first_ids=[self.first[i] for i in idx], fallbacks=fell)
+        self.fallbacks.setdefault(algo, []).extend(self.qids[idx[j]] for j in fell)
+        for i, r in zip(idx, got):
+            ranked[i] = r
+
+
+def _cost_rank(algo: str) -> int:
+    """Trees first, then networks, linear last: the longest fits start first."""
+    return 0 if algo in TREE_ALGOS else 2 if algo == "linear" else 1
+
+
+def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col):
+    """One outer fold's fit (in a worker process): the artifact and its seconds."""
+    t = time.monotonic()
+    art = fit_chosen(_subset(ds, keep), algo, k, seed, fixed, source, first_col)
+    return art, time.monotonic() - t
 
 
 def _summary(art: dict, fixed) -> dict:

@@ -73,30 +73,57 @@ def blend_beta(a: float, first_scores: np.ndarray, model_scores: np.ndarray) -> 
     return float(a * np.std(np.nan_to_num(first_scores)) / sm) if sm > 0 else 0.0
 
 
-def _scores(algo: str, params: dict, train, valid, k: int, seed: int):
-    """Yields (tree count or 0, validation scores, training scores) of one trained model
-    (trees: one per tree count of the grid)."""
-    model = make_estimator(algo, k=k, seed=seed, **params)
-    if algo in TREE_ALGOS:
-        model.fit(train)
-        for t in TREE_COUNTS:
-            model.best_iteration_ = t - 1
-            yield t, model.predict(valid.X), model.predict(train.X)
-        return
-    model.fit(train, valid)           # networks stop early on the inner fold
-    yield 0, model.predict(valid.X), model.predict(train.X)
+#: successive halving over the tree counts: after each count but the last, the better
+#: 1/HALVING of the tree settings (by their best mean inner NDCG at that count) grow on
+HALVING = 2
 
 
-def _candidates(algo, params, tr, va, k, seed, first_col):
-    """{(tree count, blend step or None): validation scores} of one setting."""
-    out = {}
-    for t, s, s_train in _scores(algo, params, tr, va, k, seed):
-        out[(t, None)] = s
-        if first_col is not None and algo in BLENDABLE:
-            for a in BLEND_STEPS:
-                beta = blend_beta(a, tr.X[:, first_col], s_train)
-                out[(t, a)] = np.nan_to_num(va.X[:, first_col]) + beta * s
+def _blends(algo, t, s, s_train, tr, va, first_col):
+    """{(tree count or 0, blend step or None): validation scores} of one model's scores."""
+    out = {(t, None): s}
+    if first_col is not None and algo in BLENDABLE:
+        for a in BLEND_STEPS:
+            beta = blend_beta(a, tr.X[:, first_col], s_train)
+            out[(t, a)] = np.nan_to_num(va.X[:, first_col]) + beta * s
     return out
+
+
+def _add(per, i, cands, va, k) -> None:
+    for (t, a), s in cands.items():
+        per.setdefault((i, t, a), []).append(ndcg(s, va.y, va.offsets, k))
+
+
+def _network_trials(algo, trials, sets, k, seed, first_col, per) -> None:
+    """Every setting on every inner fold (networks stop early on the inner fold)."""
+    for i, params in enumerate(trials):
+        for tr, va in sets:
+            model = make_estimator(algo, k=k, seed=seed, **params)
+            model.fit(tr, va)
+            _add(per, i, _blends(algo, 0, model.predict(va.X), model.predict(tr.X), tr, va,
+                                 first_col), va, k)
+
+
+def _tree_trials(algo, trials, sets, k, seed, first_col, per, halving: bool) -> None:
+    """Every tree setting grown on every inner fold to each count of :data:`TREE_COUNTS`
+    in turn (warm start: the trees of the smaller count are kept) and scored there; with
+    ``halving``, only the better settings grow on to the next count (successive halving,
+    the idea of scikit-learn's HalvingGridSearchCV with the tree count as the resource)."""
+    models: dict = {}
+    alive = list(range(len(trials)))
+    for rung, t in enumerate(TREE_COUNTS):
+        for i in alive:
+            for f, (tr, va) in enumerate(sets):
+                if (i, f) not in models:
+                    models[i, f] = make_estimator(algo, k=k, seed=seed, **trials[i]).set_params(
+                        warm_start=True)
+                m = models[i, f].set_params(n_estimators=t).fit(tr)
+                _add(per, i, _blends(algo, t, m.predict(va.X), m.predict(tr.X), tr, va, first_col),
+                     va, k)
+        if halving and rung < len(TREE_COUNTS) - 1:
+            best = {i: max(float(np.concatenate(v).mean()) for key, v in per.items()
+                           if key != FIRST_STAGE and key[:2] == (i, t)) for i in alive}
+            alive = sorted(alive, key=lambda i: -best[i])[: -(-len(alive) // HALVING)]
+            models = {key: m for key, m in models.items() if key[0] in alive}
 
 
 def _choice(trials, key) -> dict:
@@ -108,14 +135,15 @@ def _choice(trials, key) -> dict:
 
 
 def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
-           first_col: int | None = None) -> dict:
+           first_col: int | None = None, halving: bool = True) -> dict:
     """Inner cross-validation on ``ds`` (logged candidates, rows in first-stage order) of
     each setting of :func:`grid` alone and, when ``first_col`` (the column of the first
     stage's score) is given, blended with the first stage (:data:`BLEND_STEPS`). The best
     of them by mean NDCG@k is chosen only if it beats keeping the first stage on the same
     queries at :data:`ALPHA` (the level the report's recommendation uses) by the
     max-statistic test over all candidates (``inner_p_value``: corrected for the choice);
-    otherwise the first stage is kept. Returns ``{"first_stage",
+    otherwise the first stage is kept. Trees: ``halving`` (see :func:`_tree_trials`).
+    Returns ``{"first_stage",
     "params", "blend", "inner_ndcg", "first_stage_inner_ndcg", "best_model",
     "best_model_inner_ndcg", "inner_p_value", "tried"}``."""
     useful = [q for q in range(ds.n_queries) if np.ptp(ds.y[ds.query(q)]) > 0]
@@ -124,15 +152,14 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
                     best_model=None, best_model_inner_ndcg=None, inner_p_value=None, tried=[])
     where = inner_folds(len(useful), min(folds, len(useful)), seed)
     trials = grid(algo, len(useful))
-    per: dict = {}
-    for f in np.unique(where):
-        tr = ds.subset([q for q, w in zip(useful, where) if w != f])
-        va = ds.subset([q for q, w in zip(useful, where) if w == f])
-        order = -np.arange(va.n_docs, dtype=np.float64)          # the first stage's ranks
-        per.setdefault(FIRST_STAGE, []).append(ndcg(order, va.y, va.offsets, k))
-        for i, params in enumerate(trials):
-            for (t, a), s in _candidates(algo, params, tr, va, k, seed, first_col).items():
-                per.setdefault((i, t, a), []).append(ndcg(s, va.y, va.offsets, k))
+    sets = [(ds.subset([q for q, w in zip(useful, where) if w != f]),
+             ds.subset([q for q, w in zip(useful, where) if w == f])) for f in np.unique(where)]
+    per: dict = {FIRST_STAGE: [ndcg(-np.arange(va.n_docs, dtype=np.float64), va.y, va.offsets, k)
+                               for _, va in sets]}             # the first stage's ranks
+    if algo in TREE_ALGOS:
+        _tree_trials(algo, trials, sets, k, seed, first_col, per, halving)
+    else:
+        _network_trials(algo, trials, sets, k, seed, first_col, per)
     per_query = {key: np.concatenate(v) for key, v in per.items()}
     means = {key: float(v.mean()) for key, v in per_query.items()}
     models = [key for key in per_query if key != FIRST_STAGE]

@@ -1,0 +1,140 @@
+"""Offline work spread over the machine's cores: independent fits (one per outer fold
+and algorithm of a cross-validation) run in worker processes, each with its share of
+the cores, while the parent keeps the cluster work (uploads, live reranking).
+
+Processes, not threads: the lambda objective and the networks are NumPy code whose
+Python part holds the GIL. Workers are spawned (never forked: the parent may hold a
+connection pool and the encoder's thread pool) with their threads capped through the
+environment, so two workers on two cores do not each start two xgboost and two BLAS
+threads. ``jobs`` 1 runs everything in the calling process, in order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+
+from ..errors import UserError
+
+#: environment variables that cap a worker's threads (xgboost reads LTR_THREADS through
+#: ``models.trees.default_threads``; the others bound BLAS and OpenMP pools)
+THREAD_VARS = ("LTR_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: share of the available memory the copies of a data set in workers may take
+MEMORY_SHARE = 0.5
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now (Linux ``MemAvailable``), None when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        return None
+    return None
+
+
+def default_jobs(tasks: int, data_bytes: int, per_copy: float = 12.0) -> int:
+    """Workers for ``tasks`` fits of a data set of ``data_bytes``: the machine's cores,
+    fewer when the copies (about ``per_copy`` x the data each: the training matrix, its
+    padded pair blocks, the booster's own copy) would take more than
+    :data:`MEMORY_SHARE` of the available memory. ``LTR_JOBS`` overrides it."""
+    env = os.environ.get("LTR_JOBS")
+    if env:
+        return max(1, int(env))
+    jobs = min(cores(), max(1, tasks))
+    free = available_memory()
+    if free and data_bytes > 0:
+        jobs = min(jobs, max(1, int(free * MEMORY_SHARE // (per_copy * data_bytes))))
+    return jobs
+
+
+@contextmanager
+def _capped_threads(threads: int):
+    """The environment spawned workers inherit: ``threads`` per worker."""
+    old = {v: os.environ.get(v) for v in THREAD_VARS}
+    os.environ.update({v: str(threads) for v in THREAD_VARS})
+    try:
+        yield
+    finally:
+        for v, value in old.items():
+            if value is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = value
+
+
+_SHARED = None
+
+
+def _receive(shared) -> None:
+    global _SHARED
+    _SHARED = shared
+
+
+def _call(fn, task):
+    return fn(_SHARED, *task)
+
+
+def run_all(fn, tasks: list, jobs: int, shared=None,
+            on_done=lambda i, result, progress: None) -> list:
+    """``[fn(shared, *task) for task in tasks]`` in ``jobs`` worker processes (in order,
+    here, when ``jobs`` is 1). ``shared`` (e.g. the logged data set) is sent to each
+    worker once; tasks stay small. ``on_done(i, result, progress)`` runs in this process
+    as task ``i`` finishes; ``progress`` has ``done``, ``total``, ``elapsed`` and ``eta``
+    seconds (the mean time per finished task times the tasks left). ``fn`` must be a
+    module-level function; tasks are best given longest first."""
+    start = time.monotonic()
+    results: list = [None] * len(tasks)
+
+    def finished(i, result, done):
+        results[i] = result
+        elapsed = time.monotonic() - start
+        on_done(i, result, {"done": done, "total": len(tasks), "elapsed": elapsed,
+                            "eta": elapsed / done * (len(tasks) - done)})
+
+    if jobs <= 1 or len(tasks) <= 1 or not _spawnable():
+        for i, task in enumerate(tasks):
+            finished(i, fn(shared, *task), i + 1)
+        return results
+    jobs = min(jobs, len(tasks))
+    with _capped_threads(max(1, cores() // jobs)):
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_receive,
+                                 initargs=(shared,)) as pool:
+            pending = {pool.submit(_call, fn, task): i for i, task in enumerate(tasks)}
+            try:
+                while pending:
+                    ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in ready:
+                        i = pending.pop(fut)
+                        finished(i, fut.result(), len(tasks) - len(pending))
+            except BrokenProcessPool:
+                raise UserError("a worker process of the parallel fits died (out of memory?)",
+                                "run with LTR_JOBS=1, or fewer, to fit one fold at a time") from None
+            except BaseException:
+                for fut in pending:
+                    fut.cancel()
+                raise
+    return results
+
+
+def _spawnable() -> bool:
+    """Whether spawned workers can import the main module again (not when it was read
+    from standard input: ``python - <<EOF``); interactive sessions have no file and can."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return path is None or os.path.exists(path)

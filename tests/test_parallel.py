@@ -1,0 +1,68 @@
+"""Fold fits spread over worker processes: the same artifacts as in one process, errors
+reported as raised, each worker with its share of the threads."""
+
+from __future__ import annotations
+
+import pytest
+
+from ltr_toolkit.data.svmlight import load_svmlight
+from ltr_toolkit.errors import InputError
+from ltr_toolkit.pipeline import parallel
+from ltr_toolkit.pipeline.crossval import _fit_fold
+
+
+def _threads(_shared, name):
+    import os
+    from ltr_toolkit.models.trees import default_threads
+    return os.environ.get(name), default_threads()
+
+
+def _fails(_shared, line):
+    if line == 7:
+        raise InputError("judgments.txt", line, "a bad grade")
+    return line
+
+
+def test_fold_fits_in_workers_equal_the_fits_in_one_process(mslr_paths):
+    ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(24)))
+    keep = [frozenset(ds.qids[i] for i in range(24) if i % 3 != f) for f in range(3)]
+    tasks = [(algo, f, keep[f], 10, 42 + f, None, "mslr", 0)
+             for algo in ("lambdamart", "linear") for f in range(3)]
+    seen = []
+    here = parallel.run_all(_fit_fold, tasks, jobs=1, shared=ds)
+    there = parallel.run_all(_fit_fold, tasks, jobs=2, shared=ds,
+                             on_done=lambda i, r, p: seen.append((i, p["done"], p["total"])))
+    def same(art):      # all but the clock: when it was made, how long epochs took
+        out = {k: v for k, v in art.items() if k != "created"}
+        out["history"] = [{k: v for k, v in h.items() if k != "seconds"}
+                          for h in art.get("history", [])]
+        return out
+    assert [same(a) for a, _ in here] == [same(a) for a, _ in there]
+    assert sorted(i for i, _, _ in seen) == list(range(len(tasks)))
+    assert [d for _, d, _ in seen] == list(range(1, len(tasks) + 1))
+
+
+def test_workers_get_their_share_of_the_cores_and_the_parent_keeps_its_own(monkeypatch):
+    monkeypatch.delenv("LTR_THREADS", raising=False)
+    monkeypatch.setattr(parallel, "cores", lambda: 4)
+    got = parallel.run_all(_threads, [("OPENBLAS_NUM_THREADS",), ("LTR_THREADS",)], jobs=2)
+    assert got == [("2", 2), ("2", 2)]
+    import os
+    assert "LTR_THREADS" not in os.environ
+
+
+def test_an_error_in_a_worker_reaches_the_caller_as_raised():
+    with pytest.raises(InputError, match=r"judgments.txt:7: a bad grade") as err:
+        parallel.run_all(_fails, [(7,), (8,)], jobs=2)
+    assert err.value.exit_code == 2
+
+
+def test_jobs_follow_the_setting_the_cores_and_the_memory(monkeypatch):
+    monkeypatch.delenv("LTR_JOBS", raising=False)
+    monkeypatch.setattr(parallel, "cores", lambda: 8)
+    monkeypatch.setattr(parallel, "available_memory", lambda: 10 * 2**30)
+    assert parallel.default_jobs(15, 1 << 20) == 8
+    assert parallel.default_jobs(3, 1 << 20) == 3
+    assert parallel.default_jobs(15, 2**30) == 1        # 12 GiB a copy: one at a time
+    monkeypatch.setenv("LTR_JOBS", "3")
+    assert parallel.default_jobs(15, 2**30) == 3
