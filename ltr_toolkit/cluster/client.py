@@ -308,11 +308,13 @@ def _backoff(attempt: int, base: float, waited: list) -> bool:
 
 
 def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25,
-                  budget: float = RETRY_BUDGET):
+                  budget: float = RETRY_BUDGET, waited: list | None = None):
     """``fn()`` retried on timeouts and :data:`TRANSIENT` statuses with exponential
-    backoff and jitter, at most ``retries`` times and ``budget`` seconds of waiting."""
+    backoff and jitter, at most ``retries`` times and ``budget`` seconds of waiting.
+    ``waited``: a caller's ``[seconds waited, budget]`` that these pauses are charged to
+    (its budget then applies, shared with the caller's own pauses)."""
     from opensearchpy import exceptions as E
-    waited = [0.0, budget]
+    waited = waited if waited is not None else [0.0, budget]
     for attempt in range(retries + 1):
         try:
             return fn()
@@ -365,7 +367,7 @@ def msearch_items(conn: Connection, index: str, bodies: list[dict], retries: int
             lines += [head, bodies[i]]
         params = {"max_concurrent_searches": concurrency} if concurrency else None
         resp = _with_retries(conn, lambda: c.msearch(body=lines, params=params),
-                             budget=max(0.0, waited[1] - waited[0]))["responses"]
+                             waited=waited)["responses"]
         resp = [_partial_as_error(item) for item in resp]
         again = [i for i, item in zip(pending, resp)
                  if "error" in item and _transient(item.get("status"))]
