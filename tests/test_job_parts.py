@@ -88,3 +88,96 @@ def test_click_and_incremental_jobs_run_whole(tmp_path, kind, body):
     with pytest.raises(UserError, match=f"a {kind} job runs whole"):
         run_part(load_job(path), None, 1, 2)
     assert not (tmp_path / "o").exists()               # refused before any work
+
+
+# ------------------------------------------------------------ merging parts (offline)
+
+def _fake_part(directory, i, n, logged_at, **side):
+    """A finished part folder as ``_log_part`` leaves it (a row, its sidecar, part.json)."""
+    from ltr_toolkit.cluster.jobparts import PARTS, _tag
+    from ltr_toolkit.data.judgments import JudgmentList
+    d = directory / PARTS / _tag(i, n)
+    d.mkdir(parents=True)
+    jl = JudgmentList(source="j.txt")
+    jl.queries[f"q{i}"] = f"query {i}"
+    jl.grades[(f"q{i}", f"d{i}")] = 1
+    (d / "features.txt").write_text(f"1 qid:q{i} 1:0.5 # d{i}\n")
+    base = {"featureset": "fs", "featureset_sha256": "abc", "store": None, "feature_names": ["a"],
+            "featureset_params": ["keywords"], "index": "idx", "first_stage": {"source": "fields"},
+            "max_query_terms": 100, "missing_features": "absent", "encoder": None,
+            "vector_field": None, "judgments": {"source": "j.txt"},
+            "candidates": {"k": 20, "queries": 1, "judged": 1, "unjudged": 0,
+                           "judged_outside": 0, "failed_queries": []},
+            "rows": 1, "missing_docs": [], "failed_queries": [], "retried_items": 0}
+    (d / "features.txt.json").write_text(json.dumps({**base, **side}))
+    (d / "part.json").write_text(json.dumps({"part": i, "of": n, "whole_judgments_sha256": "w",
+                                             "judgments": jl.to_dict(), "logged_at": logged_at,
+                                             "log_seconds": 1.0}))
+    return d
+
+
+def _job_in(tmp_path):
+    from ltr_toolkit.cluster.jobfile import load_job
+    path = tmp_path / "job.toml"
+    path.write_text(_MIN_JOB)
+    return load_job(path)
+
+
+_MIN_JOB = '[logging]\nfeatureset = "fs"\nindex = "idx"\njudgments = "j.txt"\n[output]\ndirectory = "out"\n'
+
+
+@pytest.mark.parametrize("key,value", [("featureset_sha256", "def"), ("max_query_terms", 80),
+                                       ("first_stage", {"source": "template"}),
+                                       ("encoder", {"sha256": "x"}),
+                                       ("candidates", {"k": 50})])
+def test_parts_logged_differently_are_refused_at_the_merge(tmp_path, monkeypatch, key, value):
+    """Parts with another feature-set version, first stage, term budget, encoder or
+    candidate depth are not one run: refused in one line naming the odd part (they were
+    published as one snapshot carrying part 1's sidecar)."""
+    import time
+    from ltr_toolkit.cluster import jobparts
+    job = _job_in(tmp_path)
+    now = time.time()
+    _fake_part(job.directory, 1, 2, now)
+    _fake_part(job.directory, 2, 2, now, **{key: value})
+    with pytest.raises(UserError, match=f"logged with different {key} .part-2-of-2 differ"):
+        jobparts._merge(job, None, 2, 1, log=lambda m: None)
+    assert not (job.directory / "latest").exists()
+
+
+def test_a_part_from_long_ago_is_not_merged_with_todays(tmp_path, monkeypatch):
+    """Parts logged more than PART_SPREAD apart are refused at the merge naming the old
+    one; a part that finds its own finished folder that old logs it again."""
+    import time
+    from ltr_toolkit.cluster import jobparts
+    job = _job_in(tmp_path)
+    now = time.time()
+    old = _fake_part(job.directory, 1, 2, now - jobparts.PART_SPREAD_SECONDS - 60)
+    _fake_part(job.directory, 2, 2, now)
+    with pytest.raises(UserError, match="h apart .part-1-of-2 is the oldest"):
+        jobparts._merge(job, None, 2, 2, log=lambda m: None)
+    assert jobparts._stale(old) and not jobparts._stale(job.directory / jobparts.PARTS / "part-2-of-2")
+
+
+def test_a_merge_leaves_a_killed_whole_runs_work_alone(tmp_path, monkeypatch):
+    """A whole run killed part-way leaves ``.work/run.json`` and its checkpoint: a merge
+    of parts publishes under its own run id and folder and deletes none of it (it used to
+    take that run id and delete the folder)."""
+    import time
+    from ltr_toolkit.cluster import jobparts
+    job = _job_in(tmp_path)
+    work = job.directory / ".work"
+    work.mkdir(parents=True)
+    (work / "run.json").write_text(json.dumps({"run_id": "20260101T000000000000Z",
+                                               "started": "2026-01-01T00:00:00+00:00"}))
+    (work / "features.txt").write_text("checkpointed rows\n")
+    now = time.time()
+    _fake_part(job.directory, 1, 2, now)
+    _fake_part(job.directory, 2, 2, now)
+    monkeypatch.setattr(jobparts, "_manifest", lambda *a, **k: {"status": "complete"})
+    got = jobparts._merge(job, None, 2, 2, log=lambda m: None)
+    assert "20260101T000000000000Z" not in got["snapshot"]
+    assert (work / "features.txt").read_text() == "checkpointed rows\n"
+    assert (work / "run.json").is_file()
+    latest = job.directory / "latest"
+    assert (latest / "features.txt").read_text().count("qid:") == 2

@@ -16,9 +16,12 @@ another run holds it): the rows concatenated in part order (the single run's ord
 queries in the single run's order), then published as one snapshot with its manifest,
 ``latest`` and retention exactly as :func:`.jobs.run_job` does (a merge killed after its
 rename finishes when any part runs again; that run publishes nothing new). The other
-parts exit 0 saying which parts the snapshot still waits for. Parts made from different
-judgments (the file changed between two parts) are refused at the merge, naming
-``DIR/.parts`` to delete; a part already there is not logged again. Click jobs
+parts exit 0 saying which parts the snapshot still waits for. Parts that are not one
+run's are refused at the merge, in one line naming them: made from different judgments
+(the file changed between two parts), logged differently (another feature-set version,
+first stage, term budget or encoder), or more than 12 hours apart; a part already there
+is not logged again unless it is that old. The merge works in ``DIR/.work-merge/``, never
+in a killed whole run's ``DIR/.work/``. Click jobs
 (judgments made from the events at each run's start) and incremental jobs run whole only.
 """
 
@@ -37,6 +40,15 @@ from .jobs import _manifest, _run_record, finish_published, index_health
 from .snapshots import job_lock, prune, publish, remove_leftovers
 
 PARTS = ".parts"
+#: the merge's own work folder (a killed whole run's ``.work`` is never touched by a merge)
+MERGE_WORK = ".work-merge"
+#: sidecar entries every part must share: what was logged, from where, and how
+SAME_IN_EVERY_PART = ("featureset", "featureset_sha256", "store", "feature_names",
+                      "featureset_params", "index", "first_stage", "max_query_terms",
+                      "missing_features", "encoder", "vector_field")
+#: parts logged further apart than this are not one snapshot: an older part is logged
+#: again when its part runs, and refused at the merge
+PART_SPREAD_SECONDS = 12 * 3600
 
 
 def parse_part(text: str) -> tuple[int, int]:
@@ -65,11 +77,24 @@ def run_part(job: Job, conn, i: int, n: int, log=lambda msg: None) -> dict:
     done = directory / PARTS / tag
     with job_lock(directory, f".lock-{tag}"):
         t0 = time.monotonic()
+        if _stale(done):
+            log(f"part {i}/{n} in {done} was logged more than {PART_SPREAD_SECONDS // 3600} h "
+                "ago: logging it again")
+            shutil.rmtree(done)
         if not (done / "part.json").is_file():
             _log_part(job, conn, i, n, directory / f".work-{tag}", done, log)
             log(f"part {i}/{n} logged in {time.monotonic() - t0:.1f} s")
     with job_lock(directory, wait=True):
         return _merge(job, conn, n, i, log)
+
+
+def _stale(done: Path) -> bool:
+    """A finished part logged more than :data:`PART_SPREAD_SECONDS` ago."""
+    try:
+        logged = json.loads((done / "part.json").read_text()).get("logged_at", 0)
+    except (OSError, ValueError):
+        return False
+    return time.time() - logged > PART_SPREAD_SECONDS
 
 
 def _part_inputs(job: Job, conn, work: Path, i: int, n: int, stage_fs):
@@ -112,8 +137,8 @@ def _log_part(job: Job, conn, i: int, n: int, work: Path, done: Path, log) -> No
     for name in ("features.txt", "features.txt.json"):
         os.replace(work / name, stage / name)
     write_json(stage / "part.json", {"part": i, "of": n, "whole_judgments_sha256": whole,
-                                     "judgments": jl.to_dict(), "log_seconds":
-                                     round(time.monotonic() - t0, 3)}, indent=None)
+                                     "judgments": jl.to_dict(), "logged_at": time.time(),
+                                     "log_seconds": round(time.monotonic() - t0, 3)}, indent=None)
     fsync_dir(stage)
     done.parent.mkdir(parents=True, exist_ok=True)
     os.rename(stage, done)
@@ -125,7 +150,7 @@ def _merge(job: Job, conn, n: int, i: int, log) -> dict:
     """(under the job's lock) Publish the N parts as one snapshot once all are there."""
     directory = job.directory
     remove_leftovers(directory)
-    work = directory / ".work"
+    work = directory / MERGE_WORK
     if (work / "run.json").is_file():        # a merge (or a whole run) killed part-way
         finished = finish_published(job, work, _run_record(work, log))
         if finished is not None:
@@ -140,10 +165,7 @@ def _merge(job: Job, conn, n: int, i: int, log) -> dict:
             f"{', '.join(waiting)}")
         return {"status": "part logged", "part": f"{i}/{n}", "waiting_for": waiting}
     metas = [json.loads((p / "part.json").read_text()) for p in parts]
-    if len({m["whole_judgments_sha256"] for m in metas}) > 1:
-        raise UserError(f"the parts in {directory / PARTS} were logged from different "
-                        "judgments (the file changed between them)",
-                        f"delete {directory / PARTS} and run every part again")
+    check_parts(parts, metas)
     work.mkdir(parents=True, exist_ok=True)
     run = _run_record(work, log)
     t0 = time.monotonic()
@@ -162,6 +184,39 @@ def _merge(job: Job, conn, n: int, i: int, log) -> dict:
     shutil.rmtree(work)
     log(f"published {final.name} from {n} parts: {side['rows']} rows")
     return manifest
+
+
+def check_parts(parts: list[Path], metas: list[dict]) -> None:
+    """Refuse, in one line naming the parts, to merge parts that are not one run's: made
+    from different judgments, logged differently (feature set version, first stage,
+    term budget, encoder...: :data:`SAME_IN_EVERY_PART`) or too far apart in time."""
+    where = parts[0].parent
+    if len({m["whole_judgments_sha256"] for m in metas}) > 1:
+        raise UserError(f"the parts in {where} were logged from different judgments (the "
+                        "file changed between them)", f"delete {where} and run every part again")
+    sides = [json.loads((p / "features.txt.json").read_text()) for p in parts]
+    for key in SAME_IN_EVERY_PART + ("candidates",):
+        values = [_setting(s, key) for s in sides]
+        if any(v != values[0] for v in values[1:]):
+            odd = [p.name for p, v in zip(parts, values) if v != values[0]]
+            raise UserError(f"the parts in {where} were logged with different {key} "
+                            f"({', '.join(odd)} differ from {parts[0].name})",
+                            f"delete {where} and run every part again")
+    times = [m.get("logged_at") for m in metas]
+    if None not in times and max(times) - min(times) > PART_SPREAD_SECONDS:
+        old = parts[times.index(min(times))].name
+        raise UserError(f"the parts in {where} were logged {(max(times) - min(times)) / 3600:.0f} h "
+                        f"apart ({old} is the oldest): not one snapshot",
+                        f"delete {where / old} and run that part again")
+
+
+def _setting(side: dict, key: str):
+    """A sidecar entry as logging set it (the candidates' settings, not their counts)."""
+    value = side.get(key)
+    if key == "candidates" and value:
+        value = {k: v for k, v in value.items()
+                 if k not in ("judged", "unjudged", "judged_outside", "queries", "failed_queries")}
+    return value
 
 
 def merge_parts(parts: list[Path], metas: list[dict], stage: Path) -> dict:
