@@ -788,6 +788,10 @@ def _report_table(report: dict) -> Table:
     return table
 
 
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", min=1, help="With --cv: fold fits run at once, in worker processes (default: the cores, fewer when memory is short; also LTR_JOBS).")]
+BudgetOpt = Annotated[Optional[float], typer.Option("--budget", min=0, help="Seconds for choosing settings in all folds: candidates not trained by then are left out, and named.")]
+
+
 @app.command("evaluate")
 def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  index: Annotated[str, typer.Option("--index")] = "cranfield",
@@ -810,7 +814,8 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  deploy: Annotated[Optional[str], typer.Option("--deploy", help="With --cv: train the recommended reranker on all judged queries and upload it as NAME-vN, only if one is recommended.")] = None,
                  deploy_anyway: Annotated[Optional[Algo], typer.Option("--deploy-anyway", help="With --deploy: upload this algorithm even when it is not recommended.")] = None,
                  query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="With --model: the first stage's weight in the rescore (1 for a model deployed blended with it; `ltr upload` prints it).")] = 0.0,
-                 rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="With --model: the model's weight in the rescore.")] = 1.0):
+                 rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="With --model: the model's weight in the rescore.")] = 1.0,
+                 jobs: JobsOpt = None, budget: BudgetOpt = None):
     """Every judged query live: the first stage alone vs each reranker, paired tests.
     With --cv K: every query reranked by a fold model that never saw it, its settings
     chosen without it; the report ends with what to deploy (or: keep the first stage).
@@ -822,8 +827,9 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     stage = _first_stage(fields, first_stage, statistics)
     conn = _conn(ctx)
-    if (deploy or deploy_anyway or keep_fold_models or settings) and not folds:
-        raise UserError("--settings, --deploy, --deploy-anyway and --keep-fold-models go with --cv")
+    if (deploy or deploy_anyway or keep_fold_models or settings or jobs or budget is not None) and not folds:
+        raise UserError("--settings, --deploy, --deploy-anyway, --keep-fold-models, --jobs and "
+                        "--budget go with --cv")
     if deploy_anyway and not deploy:
         raise UserError("--deploy-anyway needs --deploy NAME")
     if folds:
@@ -835,7 +841,8 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
         fixed = {} if settings is Settings.defaults else None
         report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
                                 workdir, folds, k, window, store, stage, seed,
-                                log=lambda m: err.print(m), keep_models=keep_fold_models)
+                                log=lambda m: err.print(m), keep_models=keep_fold_models,
+                                jobs=jobs, budget=budget)
         qids = list(next(iter(report["per_query"].values())))
     else:
         report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage,
@@ -1003,7 +1010,8 @@ def demo(ctx: typer.Context,
          workdir: Annotated[Path, typer.Option("--workdir", help="Where candidates, features and models go.")] = Path("ltr-demo"),
          json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
          folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds.")] = 5,
-         recreate: Annotated[bool, typer.Option("--recreate", help="Re-index the demo's index when an older version exists.")] = False):
+         recreate: Annotated[bool, typer.Option("--recreate", help="Re-index the demo's index when an older version exists.")] = False,
+         jobs: JobsOpt = None, budget: BudgetOpt = None):
     """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
     linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
     from .cluster import localnode
@@ -1017,7 +1025,7 @@ def demo(ctx: typer.Context,
         conn.url = info.url
         out.print(f"local node {'started' if started else 'running'} at {info.url}")
     report = run_demo(conn, workdir, log=lambda m: out.print(m), folds=folds,
-                      recreate=recreate)
+                      recreate=recreate, jobs=jobs, budget=budget)
     out.print(f"Cranfield: {report['queries']} queries, k={report['k']}, {report['evaluation']}")
     out.print(_report_table(report))
     out.print(f"recommendation: {report['recommendation']['reason']}")

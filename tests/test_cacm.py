@@ -67,3 +67,26 @@ def test_cacm_path_from_documents_to_a_recommended_deployment(ltr_cluster, cacm_
         assert new == set() and "nothing uploaded" in r.stdout
     else:
         assert len(new) == 1 and next(iter(new)).startswith("cacm-ranker-v")
+
+
+def test_a_budget_of_zero_seconds_trains_one_candidate_per_fold_and_says_what_it_left_out(
+        ltr_cluster, cacm_files, cli):
+    """``--budget 0``: each fold's fit trains only the grid's first candidate; the log and
+    the report name what was left out; ``--jobs`` sets the workers."""
+    url, d = ltr_cluster.url, cacm_files
+    for args in (("index", "jsonl", str(d / "docs.jsonl"), "--index", "cacm-test"),
+                 ("store", "init"),
+                 ("featureset", "upload", str(ROOT / "docs" / "cacm" / "featureset.json"))):
+        cli("--url", url, *args)
+    out = d / "budget.json"
+    r = cli("--url", url, "evaluate", str(d / "qrels.txt"), "--format", "trec", "--queries",
+            str(d / "queries.tsv"), "--index", "cacm-test", "--fields", "title,abstract",
+            "--cv", "5", "--featureset", "cacm", "--algo", "lambdamart", "--budget", "0",
+            "--jobs", "2", "--workdir", str(d / "cv-budget"), "--json", str(out), timeout=900)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(out.read_text())
+    folds = report["settings"]["lambdamart"]
+    assert len(folds) == 5 and all(f["left_out"] for f in folds)
+    assert all(f.get("first_stage") or f["settings"]["trees"] == 50 for f in folds)
+    assert r.stderr.count("the budget left out") == 5 and "2 at a time" in r.stderr
+    assert report["fit_seconds"]["lambdamart"] > 0

@@ -118,3 +118,21 @@ def test_too_few_useful_queries_keep_the_first_stage(mslr_paths):
     flat = type(ds)(X=ds.X, y=np.zeros_like(ds.y), offsets=ds.offsets, qids=ds.qids)
     got = selection.select(flat, "lambdamart", k=10, seed=1)
     assert got["first_stage"] and got["params"] is None and got["tried"] == []
+
+
+def test_a_budget_bounds_the_candidates_and_names_those_left_out(mslr_paths):
+    """With no time at all, only the grid's first setting is trained (at the smallest
+    tree count for trees); every other candidate is named in ``left_out``; without a
+    budget nothing is left out."""
+    ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(20)))
+    got = selection.select(ds, "lambdamart", k=10, seed=3, budget=0)
+    first = selection.grid("lambdamart", 20)[0]
+    assert [t["params"] for t in got["tried"] if not t["first_stage"]] == [
+        dict(first, trees=selection.TREE_COUNTS[0])]
+    n = len(selection.grid("lambdamart", 20))
+    assert len(got["left_out"]) == n - 1 + 1            # the rest at 50 trees, then the larger counts
+    assert got["left_out"][-1].startswith("100, 200 trees")
+    got = selection.select(ds, "linear", k=10, seed=3, budget=0)
+    assert len([t for t in got["tried"] if not t["first_stage"]]) == 1
+    assert got["left_out"] == ["l2=0.001", "l2=0.01"]
+    assert selection.select(ds, "linear", k=10, seed=3)["left_out"] == []

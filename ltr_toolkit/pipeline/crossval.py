@@ -52,13 +52,15 @@ def _subset(ds, keep: set[str]):
 
 
 def fit_chosen(ds, algo: str, k: int, seed: int, params: dict | None, source: str,
-               first_col: int | None = None) -> dict:
+               first_col: int | None = None, selection: dict | None = None) -> dict:
     """The model artifact of ``algo`` on ``ds``: with ``params`` as given (served alone),
     else with the choice :func:`.selection.select` makes on ``ds`` (recorded in the
     artifact's ``selection``); None when that choice is to keep the first stage. The
     artifact's ``rescore`` holds the (query_weight, rescore_query_weight) to serve it
-    with. Networks hold a seeded 20% of the queries out for early stopping."""
-    chosen = select(ds, algo, k, seed, first_col=first_col) if params is None else None
+    with. Networks hold a seeded 20% of the queries out for early stopping. ``selection``:
+    more options of :func:`.selection.select` (e.g. ``{"halving": False}``)."""
+    chosen = select(ds, algo, k, seed, first_col=first_col, **(selection or {})) \
+        if params is None else None
     if chosen is not None and chosen["first_stage"]:
         return {"algorithm": algo, "selection": chosen, "model": None}
     params = chosen["params"] if chosen else params
@@ -115,13 +117,17 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    store: str | None = None, first_stage: FirstStage | None = None,
                    seed: int = 42, name_prefix: str = "cv", baseline_name: str = "first-stage",
                    log=lambda msg: None, keep_models: bool = False,
-                   evaluate_on: JudgmentList | None = None, jobs: int | None = None) -> dict:
+                   evaluate_on: JudgmentList | None = None, jobs: int | None = None,
+                   selection: dict | None = None, budget: float | None = None) -> dict:
     """Returns the pooled report (see the module docstring). ``algos``: algorithm ->
     fixed ``train_model`` settings, or None to choose them by inner cross-validation.
     Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``. ``evaluate_on``: train on
     ``jl``'s labels (e.g. click-derived) but score every ranking against these judgments
     (same qids), over the queries judged in both. ``jobs``: worker processes for the
-    fold fits (None: :func:`.parallel.default_jobs`, the cores as memory allows)."""
+    fold fits (None: :func:`.parallel.default_jobs`, the cores as memory allows);
+    ``selection``: options of :func:`.selection.select`; ``budget``: seconds for choosing
+    settings in all folds (each fit gets its share of the workers' time; what a fit left
+    out is named in its fold's settings and logged)."""
     if folds < 2:
         raise UserError(f"--folds {folds}: cross-validation needs at least 2 folds")
     for algo in algos:
@@ -136,7 +142,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     if len(qids) < folds:
         raise UserError(f"{len(qids)} usable queries for {folds} folds", "judge more queries")
     run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
-               folds, name_prefix, str(workdir))
+               folds, name_prefix, str(workdir), selection, budget)
     if run.failed:          # the first stage failed now for queries logged before
         failed.update({qids[i]: why for i, why in run.failed.items()})
         raise UserError(f"the first stage failed for {len(run.failed)} logged queries "
@@ -158,7 +164,8 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         "trained_on": jl.source, "evaluated_on": truth.source,
         "serving": serving.to_dict(), "models": run.models if keep_models else {},
         "models_left": left,
-        "settings": run.chosen, "fixed_settings": {a: v for a, v in algos.items() if v is not None},
+        "settings": run.chosen, "fit_seconds": run.fit_seconds,
+        "fixed_settings": {a: v for a, v in algos.items() if v is not None},
         "candidates": side.get("candidates"), "seed": seed,
         "max_query_terms": serving.max_terms, "fitted_queries": side.get("fitted_queries", 0),
         "failed_queries": sorted(failed.items()), "rescore_fallbacks": run.fallbacks,
@@ -173,10 +180,12 @@ class _Run:
     other folds, uploaded, and reranking its fold's queries through ``serving``."""
 
     def __init__(self, conn, serving, jl, qids, ds, featureset, k, seed, where, folds,
-                 name_prefix, source):
+                 name_prefix, source, selection=None, budget=None):
         self.conn, self.serving, self.qids, self.ds = conn, serving, qids, ds
         self.featureset, self.k, self.seed, self.where = featureset, k, seed, where
         self.folds, self.name_prefix, self.source = folds, name_prefix, source
+        self.selection, self.budget = selection, budget
+        self.fit_seconds: dict[str, float] = {}
         self.params = [jl.query_params(q) for q in qids]
         fs = get_featureset(conn, featureset, serving.store) or {}
         self.first_col = serving.first_stage.feature_column(fs)
@@ -193,24 +202,31 @@ class _Run:
         (the first stage's where the fold keeps it). The fits (choice and training, the
         costly part) run in ``jobs`` processes, the slowest families first; each fold is
         uploaded and reranks its queries here as soon as its fit is done."""
+        n_tasks = len(algos) * self.folds
+        if jobs is None:
+            jobs = default_jobs(n_tasks, self.ds.X.nbytes)
+        options = dict(self.selection or {})
+        if self.budget is not None:             # each fit's share of the workers' time
+            options["budget"] = self.budget * min(jobs, n_tasks) / n_tasks
         tasks = [(algo, f, frozenset(q for q in self.qids if self.where[q] != f), self.k,
-                  self.seed + f, algos[algo], self.source, self.first_col)
+                  self.seed + f, algos[algo], self.source, self.first_col, options)
                  for algo in sorted(algos, key=_cost_rank) for f in range(self.folds)]
         ranked = {algo: [list(ids) for ids in self.first] for algo in algos}
         self.models = {algo: [] for algo in algos}
         self.chosen = {algo: [None] * self.folds for algo in algos}
-        if jobs is None:
-            jobs = default_jobs(len(tasks), self.ds.X.nbytes)
 
         def done(i, result, progress):
             algo, f = tasks[i][:2]
             art, seconds = result
             self.chosen[algo][f] = _summary(art, algos[algo])
+            self.fit_seconds[algo] = round(self.fit_seconds.get(algo, 0.0) + seconds, 2)
             if art["model"] is not None:
                 self._serve(algo, f, art, ranked[algo])
+            left = self.chosen[algo][f].get("left_out")
             log(f"{algo} fold {f + 1}/{self.folds} fitted in {seconds:.1f}s "
                 f"({progress['done']}/{progress['total']} fits, {jobs} at a time; "
-                f"ETA {progress['eta']:.0f}s)")
+                f"ETA {progress['eta']:.0f}s)"
+                + (f"; the budget left out {len(left)}: {'; '.join(left)}" if left else ""))
 
         run_all(_fit_fold, tasks, jobs, shared=self.ds, on_done=done)
         return ranked
@@ -235,10 +251,10 @@ def _cost_rank(algo: str) -> int:
     return 0 if algo in TREE_ALGOS else 2 if algo == "linear" else 1
 
 
-def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col):
+def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col, selection=None):
     """One outer fold's fit (in a worker process): the artifact and its seconds."""
     t = time.monotonic()
-    art = fit_chosen(_subset(ds, keep), algo, k, seed, fixed, source, first_col)
+    art = fit_chosen(_subset(ds, keep), algo, k, seed, fixed, source, first_col, selection)
     return art, time.monotonic() - t
 
 
@@ -247,10 +263,11 @@ def _summary(art: dict, fixed) -> dict:
     sel = art.get("selection")
     if sel is None:
         return {"settings": dict(fixed or {}), "blend": None}
+    left = {"left_out": sel["left_out"]} if sel.get("left_out") else {}
     if sel["first_stage"]:
-        return {"first_stage": True}
+        return {"first_stage": True, **left}
     return {"settings": sel["params"], "blend": sel["blend"],
-            "rescore_query_weight": art["rescore"]["rescore_query_weight"]}
+            "rescore_query_weight": art["rescore"]["rescore_query_weight"], **left}
 
 
 def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,

@@ -30,7 +30,8 @@ ALGOS = {"linear": None, "lambdarank-nn": None, "lambdamart": None}
 
 
 def run_demo(conn, workdir, log=print, seed: int = 42, k: int = 10, folds: int = 5,
-             window: int = 100, recreate: bool = False, algos: dict | None = None) -> dict:
+             window: int = 100, recreate: bool = False, algos: dict | None = None,
+             jobs: int | None = None, budget: float | None = None) -> dict:
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     steps: dict[str, float] = {}
@@ -64,7 +65,7 @@ def run_demo(conn, workdir, log=print, seed: int = 42, k: int = 10, folds: int =
     report = cross_validate(conn, INDEX, cranfield.judgments(), fs_name, algos or ALGOS, workdir,
                             folds=folds, k=k, window=window, first_stage=FirstStage.from_fields(FIELDS),
                             seed=seed, name_prefix="cranfield", baseline_name="bm25",
-                            log=lambda m: step("cv", m))
+                            log=lambda m: step("cv", m), jobs=jobs, budget=budget)
     step("evaluate", "cross-validated evaluation done")
     report["steps_seconds"] = steps
     report["workdir"] = str(workdir)

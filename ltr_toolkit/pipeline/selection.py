@@ -24,6 +24,8 @@ queries never influence its choice) and on all judged queries for the model depl
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..evaluation.report import ALPHA, best_of_test
@@ -93,25 +95,37 @@ def _add(per, i, cands, va, k) -> None:
         per.setdefault((i, t, a), []).append(ndcg(s, va.y, va.offsets, k))
 
 
-def _network_trials(algo, trials, sets, k, seed, first_col, per) -> None:
-    """Every setting on every inner fold (networks stop early on the inner fold)."""
+def _network_trials(algo, trials, sets, k, seed, first_col, per, over) -> list[str]:
+    """Every setting on every inner fold (networks stop early on the inner fold), in the
+    grid's order until ``over()`` (the budget spent; the first setting always runs).
+    Returns the settings left out."""
     for i, params in enumerate(trials):
+        if i and over():
+            return [_name(p) for p in trials[i:]]
         for tr, va in sets:
             model = make_estimator(algo, k=k, seed=seed, **params)
             model.fit(tr, va)
             _add(per, i, _blends(algo, 0, model.predict(va.X), model.predict(tr.X), tr, va,
                                  first_col), va, k)
+    return []
 
 
-def _tree_trials(algo, trials, sets, k, seed, first_col, per, halving: bool) -> None:
+def _tree_trials(algo, trials, sets, k, seed, first_col, per, halving: bool, over) -> list[str]:
     """Every tree setting grown on every inner fold to each count of :data:`TREE_COUNTS`
     in turn (warm start: the trees of the smaller count are kept) and scored there; with
     ``halving``, only the better settings grow on to the next count (successive halving,
-    the idea of scikit-learn's HalvingGridSearchCV with the tree count as the resource)."""
+    the idea of scikit-learn's HalvingGridSearchCV with the tree count as the resource).
+    Once ``over()`` (the budget spent; the first setting always runs), nothing more
+    grows: returns what was left out."""
     models: dict = {}
     alive = list(range(len(trials)))
     for rung, t in enumerate(TREE_COUNTS):
-        for i in alive:
+        for n, i in enumerate(alive):
+            if (rung or n) and over():
+                later = TREE_COUNTS[rung + 1:]
+                return [f"{_name(trials[j])} at {t} trees" for j in alive[n:]] + (
+                    [f"{', '.join(map(str, later))} trees for the settings still in the running"]
+                    if later else [])
             for f, (tr, va) in enumerate(sets):
                 if (i, f) not in models:
                     models[i, f] = make_estimator(algo, k=k, seed=seed, **trials[i]).set_params(
@@ -124,6 +138,11 @@ def _tree_trials(algo, trials, sets, k, seed, first_col, per, halving: bool) -> 
                            if key != FIRST_STAGE and key[:2] == (i, t)) for i in alive}
             alive = sorted(alive, key=lambda i: -best[i])[: -(-len(alive) // HALVING)]
             models = {key: m for key, m in models.items() if key[0] in alive}
+    return []
+
+
+def _name(params: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in params.items() if k != "trees")
 
 
 def _choice(trials, key) -> dict:
@@ -135,7 +154,8 @@ def _choice(trials, key) -> dict:
 
 
 def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
-           first_col: int | None = None, halving: bool = True) -> dict:
+           first_col: int | None = None, halving: bool = True,
+           budget: float | None = None) -> dict:
     """Inner cross-validation on ``ds`` (logged candidates, rows in first-stage order) of
     each setting of :func:`grid` alone and, when ``first_col`` (the column of the first
     stage's score) is given, blended with the first stage (:data:`BLEND_STEPS`). The best
@@ -143,13 +163,20 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
     queries at :data:`ALPHA` (the level the report's recommendation uses) by the
     max-statistic test over all candidates (``inner_p_value``: corrected for the choice);
     otherwise the first stage is kept. Trees: ``halving`` (see :func:`_tree_trials`).
-    Returns ``{"first_stage",
+    ``budget``: seconds after which no more candidates are trained (the first always is);
+    ``left_out`` names those it left out. Returns ``{"first_stage",
     "params", "blend", "inner_ndcg", "first_stage_inner_ndcg", "best_model",
-    "best_model_inner_ndcg", "inner_p_value", "tried"}``."""
+    "best_model_inner_ndcg", "inner_p_value", "tried", "left_out"}``."""
+    deadline = None if budget is None else time.monotonic() + float(budget)
+
+    def over() -> bool:
+        return deadline is not None and time.monotonic() > deadline
+
     useful = [q for q in range(ds.n_queries) if np.ptp(ds.y[ds.query(q)]) > 0]
     if len(useful) < 2:           # nothing to learn from, nothing to validate on
         return dict(_choice([], FIRST_STAGE), inner_ndcg=None, first_stage_inner_ndcg=None,
-                    best_model=None, best_model_inner_ndcg=None, inner_p_value=None, tried=[])
+                    best_model=None, best_model_inner_ndcg=None, inner_p_value=None, tried=[],
+                    left_out=[])
     where = inner_folds(len(useful), min(folds, len(useful)), seed)
     trials = grid(algo, len(useful))
     sets = [(ds.subset([q for q, w in zip(useful, where) if w != f]),
@@ -157,9 +184,9 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
     per: dict = {FIRST_STAGE: [ndcg(-np.arange(va.n_docs, dtype=np.float64), va.y, va.offsets, k)
                                for _, va in sets]}             # the first stage's ranks
     if algo in TREE_ALGOS:
-        _tree_trials(algo, trials, sets, k, seed, first_col, per, halving)
+        left_out = _tree_trials(algo, trials, sets, k, seed, first_col, per, halving, over)
     else:
-        _network_trials(algo, trials, sets, k, seed, first_col, per)
+        left_out = _network_trials(algo, trials, sets, k, seed, first_col, per, over)
     per_query = {key: np.concatenate(v) for key, v in per.items()}
     means = {key: float(v.mean()) for key, v in per_query.items()}
     models = [key for key in per_query if key != FIRST_STAGE]
@@ -170,4 +197,5 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
     tried = [dict(_choice(trials, key), inner_ndcg=round(m, 5)) for key, m in means.items()]
     return dict(_choice(trials, best_key), inner_ndcg=means[best_key],
                 first_stage_inner_ndcg=means[FIRST_STAGE], best_model=_choice(trials, best_model),
-                best_model_inner_ndcg=means[best_model], inner_p_value=p, tried=tried)
+                best_model_inner_ndcg=means[best_model], inner_p_value=p, tried=tried,
+                left_out=left_out)
