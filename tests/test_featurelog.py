@@ -21,6 +21,7 @@ from ltr_toolkit.cluster.params import derived_depth, featureset_params, with_fi
 from ltr_toolkit.cluster.rerank import msearch_ids
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
+from ltr_toolkit.errors import UserError
 from ltr_toolkit.data.featuresets import load_featureset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
@@ -119,6 +120,48 @@ def test_incremental_logs_only_new_pairs(logged_setup, tmp_path):
     log_features(conn, full, fs["name"], index, ref)
     assert sorted(out.read_text().splitlines()) == sorted(ref.read_text().splitlines())
     assert side["rows"] + len(side["missing_docs"]) == len(full)
+
+
+def test_incremental_refuses_another_first_stage_and_leaves_out_as_it_was(logged_setup, tmp_path):
+    """New rows from another first stage than OUT's sidecar names would be served as if
+    logged like the old ones: refused in one line, OUT untouched (only the term
+    statistics were compared before)."""
+    from ltr_toolkit.cluster.featurelog import log_incremental
+    from ltr_toolkit.cluster.firststage import FirstStage
+    conn, index, fs = logged_setup
+    full = cranfield.split_judgments("valid")
+    qids = list(full.queries)
+    out = tmp_path / "inc.txt"
+    log_incremental(conn, full.subset(qids[: len(qids) // 2]), fs["name"], index, out,
+                    first_stage=FirstStage.from_fields(["title", "abstract"]))
+    before = out.read_bytes(), (tmp_path / "inc.txt.json").read_bytes()
+    with pytest.raises(UserError, match="logged with another first stage"):
+        log_incremental(conn, full, fs["name"], index, out,
+                        first_stage=FirstStage.from_fields(["title"]))
+    assert (out.read_bytes(), (tmp_path / "inc.txt.json").read_bytes()) == before
+
+
+def test_incremental_streams_out_instead_of_reading_it_whole(tmp_path):
+    """The passes over OUT (its pairs, the regraded copy) stream it: peak memory is the
+    pairs, not the file (a 3.3 GB file needed about 10 GB)."""
+    import tracemalloc
+    from ltr_toolkit.cluster.featurelog import _copy_regraded, _scan
+    out = tmp_path / "big.txt"
+    feats = " ".join(f"{i}:0.{i:06d}" for i in range(1, 400))
+    with open(out, "w") as fh:
+        for r in range(6000):
+            fh.write(f"{r % 3} qid:q{r // 100} {feats} # d{r}\n")
+    size = out.stat().st_size
+    grades = {(f"q{r // 100}", f"d{r}"): 1 for r in range(0, 6000, 2)}
+    tracemalloc.start()
+    done, regraded, dropped = _scan(out, grades)
+    with open(tmp_path / "copy.txt", "w") as fh:
+        rows = _copy_regraded(out, grades, fh)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(done) == 6000 and dropped == 3000 and rows == 3000
+    assert regraded == sum(1 for r in range(0, 6000, 2) if r % 3 != 1)
+    assert peak < size / 5, (peak, size)
 
 
 def test_incremental_logging_keeps_the_parallelism_asked_for(monkeypatch, tmp_path):

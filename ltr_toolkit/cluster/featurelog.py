@@ -252,27 +252,73 @@ def _row_key(line: str) -> tuple[str | None, tuple[str, str] | None]:
     return parts[0], (parts[1][4:], comment.split()[0])
 
 
-def _regrade(text: str, grades: dict) -> tuple[str, int, int]:
-    """OUT's rows with the grades of the current judgments (``grades``: (qid, docid) ->
-    grade); rows of pairs no longer judged are dropped. Returns (text, regraded, dropped)."""
-    kept, regraded, dropped = [], 0, 0
-    for line in text.splitlines(keepends=True):
-        grade, key = _row_key(line)
-        if key is not None:
-            if key not in grades:
-                dropped += 1
+def _regraded_line(line: str, grades: dict):
+    """(the row with the current judgments' grade or None when its pair is no longer
+    judged, whether its grade changed); other lines (comments) are kept as they are."""
+    grade, key = _row_key(line)
+    if key is None:
+        return line, False
+    if key not in grades:
+        return None, False
+    g = _grade_text(grades[key])
+    return (line, False) if g == grade else (line.replace(grade, g, 1), True)   # grade first
+
+
+def _scan(path: Path, grades: dict) -> tuple[set, int, int]:
+    """One streaming pass over OUT: (its logged pairs, rows regraded, rows dropped)."""
+    done, regraded, dropped = set(), 0, 0
+    with open(path, encoding="utf-8", newline="") as fh:
+        for line in fh:
+            key = _row_key(line)[1]
+            if key is None:
                 continue
-            g = _grade_text(grades[key])
-            if g != grade:
-                regraded += 1
-                line = line.replace(grade, g, 1)     # the first token is the grade
-        kept.append(line)
-    return "".join(kept), regraded, dropped
+            done.add(key)
+            new, changed = _regraded_line(line, grades)
+            dropped += new is None
+            regraded += changed
+    return done, regraded, dropped
 
 
-def _logged_pairs(path: Path) -> set[tuple[str, str]]:
-    return {key for line in path.read_text().splitlines()
-            if (key := _row_key(line)[1]) is not None}
+def _copy_regraded(path: Path, grades: dict, out) -> int:
+    """OUT's rows, regraded and without the pairs no longer judged, streamed into the
+    open file ``out``; returns the rows written."""
+    rows = 0
+    with open(path, encoding="utf-8", newline="") as fh:
+        for line in fh:
+            new, _ = _regraded_line(line, grades)
+            if new is not None:
+                out.write(new)
+                rows += _row_key(new)[1] is not None
+    return rows
+
+
+def _brief(stage: FirstStage) -> str:
+    return json.dumps(stage.template, separators=(",", ":"))[:120]
+
+
+def _same_logging(out: Path, old: dict, fsinfo: dict, stage: FirstStage, featureset: str,
+                  candidates: dict | None) -> None:
+    """Refuse an increment whose rows would not be logged as OUT's were (the sidecar,
+    hence the model and serving, would name what OUT's older rows came from)."""
+    if old.get("featureset_sha256") not in (None, fsinfo["sha256"]):
+        raise UserError(f"{out} was logged with another version of feature set {featureset}",
+                        "log to a new file, or re-log everything")
+    was = FirstStage.from_dict(old["first_stage"]) if old.get("first_stage") else None
+    if (was.statistics if was else "shard") != stage.statistics:
+        raise UserError(f"{out} was logged with {was.statistics if was else 'shard'} term "
+                        f"statistics, this run uses {stage.statistics}: its rows would not be "
+                        "comparable", f"log with --statistics {was.statistics if was else 'shard'}, "
+                        "or to a new file")
+    if was is not None and was.to_dict() != stage.to_dict():
+        raise UserError(f"{out} was logged with another first stage ({_brief(was)}; this run: "
+                        f"{_brief(stage)}): new rows would come from another first stage "
+                        "than the file's sidecar names", "log with the same --fields or "
+                        "--first-stage, or to a new file")
+    k_was = (old.get("candidates") or {}).get("k")
+    k_now = (candidates or {}).get("k")
+    if k_was is not None and k_now is not None and k_was != k_now:
+        raise UserError(f"{out} holds the first stage's top {k_was}, this run asks for the top "
+                        f"{k_now}", f"log with --candidates {k_was}, or to a new file")
 
 
 def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
@@ -294,40 +340,42 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
                         "were logged with is unknown", "restore the sidecar, or log to a new file")
     old = read_sidecar(out)
     fsinfo = featureset_info(conn, featureset, store)
-    if old.get("featureset_sha256") not in (None, fsinfo["sha256"]):
-        raise UserError(f"{out} was logged with another version of feature set {featureset}",
-                        "log to a new file, or re-log everything")
     stage = first_stage or FirstStage.from_fields()
-    was = FirstStage.from_dict(old["first_stage"]).statistics if old.get("first_stage") else "shard"
-    if was != stage.statistics:
-        raise UserError(f"{out} was logged with {was} term statistics, this run uses "
-                        f"{stage.statistics}: its rows would not be comparable",
-                        f"log with --statistics {was}, or to a new file")
-    done = _logged_pairs(out)
+    _same_logging(out, old, fsinfo, stage, featureset, candidates)
+    done, regraded, dropped = _scan(out, jl.grades)
     new = JudgmentList(source=jl.source, params=dict(jl.params))
     for (q, d), g in jl.grades.items():
         if (q, d) not in done:
             new.queries.setdefault(q, jl.queries[q])
             new.grades[(q, d)] = g
+    n_done = len(done)
+    del done
     inc = out.with_name(out.name + ".increment")
-    kept, regraded, dropped = _regrade(out.read_text(), jl.grades)
     # the rows already there were fitted to the file's budget: the new ones too
     budget = old.get("max_query_terms") if "max_query_terms" in old else \
         query_budget(conn, index, jl, featureset, stage, store)
+    missing, failed, inc_side = [], [], {}
     if new.grades:
         log_features(conn, new, featureset, index, inc, store, batch, progress, stage,
                      candidates, parallel=parallel, max_terms=budget)
         inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
-        kept += inc.read_text()
         missing, failed = inc_side["missing_docs"], inc_side["failed_queries"]
-    else:
-        missing, failed = [], []
+        for key in ("encoder", "vector_field"):
+            if key in old and old.get(key) != inc_side.get(key):
+                raise UserError(f"{out} was logged with {key} {old.get(key)}, the index now "
+                                f"has {inc_side.get(key)}", "log to a new file")
+    rows = n_done - dropped
     if new.grades or regraded or dropped:
         with atomic_write(out, "w") as fh:
-            fh.write(kept)
-    rows = len(_logged_pairs(out))
+            rows = _copy_regraded(out, jl.grades, fh)
+            if inc.exists():
+                with open(inc, encoding="utf-8", newline="") as src:
+                    for line in src:
+                        fh.write(line)
+                        rows += _row_key(line)[1] is not None
     sidecar = dict(old or {}, featureset=featureset, featureset_sha256=fsinfo["sha256"],
                    store=store, feature_names=fsinfo["feature_names"], index=index,
+                   first_stage=stage.to_dict(),
                    judgments={"source": jl.source, "sha256": jl.content_hash(),
                               "queries": len(jl.judged_qids()),
                               "pairs": len(jl)},
