@@ -66,3 +66,43 @@ def test_index_neighbours_command_expands_an_existing_index(cluster, cli):
         assert bad.returncode == 2 and "no field 'body'" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         conn.client().indices.delete(index="nbr-plain", ignore_unavailable=True)
+
+
+def test_expand_finds_every_neighbour_before_the_first_update(monkeypatch):
+    """Reads after writes drift (an updated document's old copy still counts in the term
+    statistics more_like_this uses): every _msearch of neighbours comes before any bulk
+    update, and ids and texts are spooled, in batches."""
+    from types import SimpleNamespace
+
+    from opensearchpy import helpers
+
+    from ltr_toolkit.cluster import neighbours as nb
+    events = []
+
+    def spool(conn, index, out):
+        out.seek(0)
+        for i in range(7):
+            out.write(f"d{i}\n")
+        return 7
+
+    def texts(conn, index, spec, ids):
+        events.append(("read", list(ids)))
+        return [f"text of {i}" for i in ids]
+
+    def fake_call(conn, fn, *args, **kw):
+        if fn is helpers.bulk:
+            events.append(("write", [a["_id"] for a in args[1]]))
+            return len(args[1]), []
+        return fn(*args, **kw) if fn is spool else None
+
+    monkeypatch.setattr(nb, "_ensure_field", lambda *a: False)
+    monkeypatch.setattr(nb, "_spool_ids", spool)
+    monkeypatch.setattr(nb, "neighbour_texts", texts)
+    monkeypatch.setattr(nb, "call", fake_call)
+    stub = SimpleNamespace(client=lambda: SimpleNamespace(indices=SimpleNamespace(
+        refresh=None, forcemerge=None)))
+    got = nb.expand(stub, "idx", batch=3)
+    kinds = [k for k, _ in events]
+    assert kinds == ["read"] * 3 + ["write"] * 3, events
+    assert [ids for k, ids in events if k == "write"] == [["d0", "d1", "d2"], ["d3", "d4", "d5"], ["d6"]]
+    assert (got["documents"], got["written"], got["errors"]) == (7, 7, 0)

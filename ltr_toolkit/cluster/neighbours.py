@@ -20,6 +20,8 @@ first, whatever the shard count of the index it makes."""
 
 from __future__ import annotations
 
+import json
+import tempfile
 from dataclasses import dataclass
 
 from .client import Connection, call, item_error, msearch_items, request
@@ -103,24 +105,64 @@ def expand(conn: Connection, index: str, spec: Expansion = Expansion(), batch: i
            merge: bool = True) -> dict:
     """Writes every document's neighbour text into ``spec.field`` of an existing index
     (recomputed from ``spec.fields`` alone, so running it again is safe), ``batch``
-    documents per ``_msearch`` and bulk update. The updated documents' old copies stay in
-    the index as soft deletes until OpenSearch's retention lease (12 h by default) lets a
-    merge drop them. ``merge``: force-merge to one segment per shard after. Returns a
-    summary."""
-    from opensearchpy import helpers
+    documents per ``_msearch`` and bulk update. All neighbours are found before the first
+    update: an updated document's old copy still counts in the term statistics
+    ``more_like_this`` picks its terms by, so reads after writes would drift. Ids and
+    texts go through temporary files (memory: one batch). The updated documents' old
+    copies stay in the index as soft deletes until OpenSearch's retention lease (12 h by
+    default) lets a merge drop them. ``merge``: force-merge to one segment per shard
+    after. Returns a summary."""
     in_source = _ensure_field(conn, index, spec)
-    ids = _doc_ids(conn, index)
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as ids, \
+            tempfile.TemporaryFile("w+", encoding="utf-8") as texts:
+        documents = call(conn, _spool_ids, conn, index, ids)
+        ids.seek(0)
+        for chunk in _batches(ids, batch, str.strip):           # reads only
+            for i, t in zip(chunk, neighbour_texts(conn, index, spec, chunk)):
+                texts.write(json.dumps([i, t]) + "\n")
+        texts.seek(0)
+        written, failed = _update_all(conn, index, spec, _batches(texts, batch, json.loads))
     c = conn.client()
-    written = failed = 0
-    for start in range(0, len(ids), batch):
-        chunk = ids[start:start + batch]
-        actions = [{"_op_type": "update", "_index": index, "_id": i, "doc": {spec.field: t}}
-                   for i, t in zip(chunk, neighbour_texts(conn, index, spec, chunk))]
-        ok, errors = call(conn, helpers.bulk, c, actions, raise_on_error=False)
-        written, failed = written + ok, failed + len(errors)
     call(conn, c.indices.refresh, index=index)
     if merge:
         call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
         call(conn, c.indices.refresh, index=index)
     return {"index": index, "field": spec.field, "k": spec.k, "fields": list(spec.fields),
-            "documents": len(ids), "written": written, "errors": failed, "in_source": in_source}
+            "documents": documents, "written": written, "errors": failed, "in_source": in_source}
+
+
+def _spool_ids(conn: Connection, index: str, out) -> int:
+    """Every document id of ``index`` into the open file ``out``, one per line."""
+    from opensearchpy import helpers
+    out.seek(0)
+    out.truncate()               # a retried scan starts the file again
+    n = 0
+    for h in helpers.scan(conn.client(), index=index,
+                          query={"query": {"match_all": {}}, "_source": False}, size=1000):
+        out.write(h["_id"] + "\n")
+        n += 1
+    return n
+
+
+def _batches(lines, size: int, parse):
+    chunk = []
+    for line in lines:
+        chunk.append(parse(line))
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _update_all(conn: Connection, index: str, spec: Expansion, batches) -> tuple[int, int]:
+    """Bulk-updates each batch of (id, text); returns (written, failed)."""
+    from opensearchpy import helpers
+    c = conn.client()
+    written = failed = 0
+    for chunk in batches:
+        actions = [{"_op_type": "update", "_index": index, "_id": i, "doc": {spec.field: t}}
+                   for i, t in chunk]
+        ok, errors = call(conn, helpers.bulk, c, actions, raise_on_error=False)
+        written, failed = written + ok, failed + len(errors)
+    return written, failed
