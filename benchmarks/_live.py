@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ltr_toolkit.cluster import client as cl
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.firststage import FirstStage
-from ltr_toolkit.cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
+from ltr_toolkit.transport import client as cl
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.query.firststage import FirstStage
+from ltr_toolkit.indexing.documents import CORPUS_VERSION, corpus_version, index_documents
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.data.featuresets import load_featureset
 
@@ -20,7 +20,7 @@ STAGE = FirstStage.from_fields(("title", "abstract"))
 def connect() -> cl.Connection:
     url = os.environ.get("LTR_URL")
     if not url:
-        from ltr_toolkit.cluster import localnode
+        from ltr_toolkit.transport import localnode
         info, _ = localnode.start()
         url = info.url
     conn = cl.Connection(url=url, timeout=120)

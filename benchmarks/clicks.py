@@ -32,7 +32,7 @@ from ltr_toolkit.clicks import simulate as S
 from ltr_toolkit.clicks.events import read_file
 from ltr_toolkit.clicks.judge import ClickSettings, judge
 from ltr_toolkit.clicks.output import qid_for
-from ltr_toolkit.cluster.rerank import msearch_ids
+from ltr_toolkit.query.requests import msearch_ids
 from ltr_toolkit.data.judgments import JudgmentList
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.pipeline.crossval import cross_validate

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.serving import Serving
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.serving.serving import Serving
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.evaluation.featurecost import FEEDBACK

@@ -11,7 +11,7 @@ concurrent clients (threads of one process), one node, window 100, size 10:
   ``window`` ids, then the rescore restricted to them: three requests);
 * **after**: the shipped mapping and feature set (5 features; the feedback comes from
   each document's neighbours, found at index time: one request), through
-  ``ltr_toolkit.cluster.rerank.search`` as users call it;
+  ``ltr_toolkit.serving.rerank.search`` as users call it;
 * **after + query-time feedback**: ``feature_sets/cranfield-feedback.json``, the shipped
   set plus a ``more_like_this`` feedback feature over the first stage's top 3 (term
   vectors): what query-time feedback costs on top (two requests), for users who want it.
@@ -32,13 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
-from ltr_toolkit.cluster.model_store import upload
-from ltr_toolkit.cluster.params import derived_depth, featureset_params, with_first_stage_ids
-from ltr_toolkit.cluster.rerank import search, search_body
-from ltr_toolkit.cluster.serving import Serving
-from ltr_toolkit.cluster.store import get_document, store_path
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.indexing.documents import CORPUS_VERSION, corpus_version, index_documents
+from ltr_toolkit.stores.model_store import upload
+from ltr_toolkit.stores.params import derived_depth, featureset_params, with_first_stage_ids
+from ltr_toolkit.query.requests import search_body
+from ltr_toolkit.serving.rerank import search
+from ltr_toolkit.serving.serving import Serving
+from ltr_toolkit.stores.store import get_document, store_path
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.pipeline.train import load_model, train_from_files

@@ -12,11 +12,11 @@ import time
 
 import numpy as np
 
-from ltr_toolkit.cluster.candidates import candidate_judgments
-from ltr_toolkit.cluster.featurelog import LOG_NAME, log_body, log_features
-from ltr_toolkit.cluster.params import derived_depth, featureset_params, with_first_stage_ids
-from ltr_toolkit.cluster.rerank import msearch_ids
-from ltr_toolkit.cluster.store import get_featureset
+from ltr_toolkit.features.candidates import candidate_judgments
+from ltr_toolkit.features.featurelog import LOG_NAME, log_body, log_features
+from ltr_toolkit.stores.params import derived_depth, featureset_params, with_first_stage_ids
+from ltr_toolkit.query.requests import msearch_ids
+from ltr_toolkit.stores.store import get_featureset
 from ltr_toolkit.datasets import cranfield
 
 from ._live import INDEX, STAGE, connect, prepare, workdir

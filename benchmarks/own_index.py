@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.firststage import FirstStage
-from ltr_toolkit.cluster.indexing import index_documents, read_jsonl_documents
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.query.firststage import FirstStage
+from ltr_toolkit.indexing.documents import index_documents, read_jsonl_documents
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.data.judgments import load_judgments
 from ltr_toolkit.datasets import cranfield

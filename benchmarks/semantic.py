@@ -27,12 +27,12 @@ import time
 
 import numpy as np
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.firststage import FirstStage
-from ltr_toolkit.cluster.model_store import upload
-from ltr_toolkit.cluster.rerank import search
-from ltr_toolkit.cluster.serving import Serving
-from ltr_toolkit.cluster.vectors import vector_source, with_query_vectors
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.query.firststage import FirstStage
+from ltr_toolkit.stores.model_store import upload
+from ltr_toolkit.serving.rerank import search
+from ltr_toolkit.serving.serving import Serving
+from ltr_toolkit.indexing.vectors import vector_source, with_query_vectors
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.encoders import default_encoder

@@ -5,7 +5,7 @@ shards; ``ltr evaluate --cv 5`` with the toolkit's defaults (settings chosen in 
 training folds) for lambdamart and linear: on 1 shard, on 3 shards with the default term
 statistics (``dfs``: the whole index's, at logging and serving) and on 3 shards with each
 shard's own (``shard``: ``query_then_fetch``). The rerankers always rerank exactly the
-global top window they were trained on (``cluster.rerank``). Per configuration and
+global top window they were trained on (``serving.rerank``). Per configuration and
 algorithm: first stage and reranked NDCG@10, the gain, p vs the first stage, W/T/L.
 Table + PNG in benchmarks/results/ (shards.*). Needs a node with the LTR plugin
 (``LTR_URL``, else the local node).
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.firststage import FirstStage
-from ltr_toolkit.cluster.indexing import index_documents
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.query.firststage import FirstStage
+from ltr_toolkit.indexing.documents import index_documents
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.pipeline.crossval import cross_validate

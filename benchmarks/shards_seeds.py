@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.firststage import FirstStage
-from ltr_toolkit.cluster.indexing import index_documents
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.query.firststage import FirstStage
+from ltr_toolkit.indexing.documents import index_documents
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.pipeline.crossval import cross_validate

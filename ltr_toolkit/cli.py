@@ -101,9 +101,9 @@ def _global(ctx: typer.Context,
             insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS certificates.")] = False,
             timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None,
             encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None):
-    from .cluster.client import Connection, InsecureTLSWarning
-    from .cluster.localnode import running_node
-    from .cluster.rerank import RescoreFallbackWarning
+    from .transport.client import Connection, InsecureTLSWarning
+    from .transport.localnode import running_node
+    from .serving.rerank import RescoreFallbackWarning
     _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning)
     if url and ctx.get_parameter_source("url").name == "COMMANDLINE" and "@" in urlsplit(url).netloc:
         raise UserError("--url carries credentials: every process on this machine can read argv",
@@ -165,7 +165,7 @@ def _conn(ctx: typer.Context):
 
 def _ltr_conn(ctx: typer.Context):
     """The connection, after checking that the cluster answers and has the LTR plugin."""
-    from .cluster import client as cl
+    from .transport import client as cl
     conn = ctx.obj
     cl.check_ltr(conn)
     return conn
@@ -179,10 +179,10 @@ def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start p
                   no_knn: Annotated[bool, typer.Option("--no-knn", help="Without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False):
     """Provision (cached) and start a local node, or a cluster of N nodes; return when it
     is healthy."""
-    from .cluster import localnode
+    from .transport import localnode
     t0 = time.monotonic()
     if nodes > 1:
-        from .cluster.localcluster import start_cluster
+        from .transport.localcluster import start_cluster
         started = start_cluster(nodes, require_plugin=not no_ltr, log=lambda m: err.print(m))
         out.print(f"{nodes} nodes healthy at {', '.join(s.url for s in started)} (pids "
                   f"{', '.join(str(s.pid) for s in started)}) in {time.monotonic() - t0:.1f}s")
@@ -200,8 +200,8 @@ def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start p
 @cluster_app.command("stop")
 def cluster_stop():
     """Stop the node(s) `ltr cluster start` started (by their pids)."""
-    from .cluster import localnode
-    from .cluster.localcluster import stop_all
+    from .transport import localnode
+    from .transport.localcluster import stop_all
     many = stop_all()
     info = localnode.stop()
     if many:
@@ -215,13 +215,13 @@ def cluster_stop():
 @cluster_app.command("status")
 def cluster_status(ctx: typer.Context):
     """URL, OpenSearch version, LTR plugin version and health; exit 1 when no node answers."""
-    from .cluster import client as cl
+    from .transport import client as cl
     conn = _conn(ctx)
     try:
         info = cl.cluster_info(conn)
         health = cl.request(conn, "GET", "/_cluster/health")
         ltr = cl.ltr_plugin_version(conn)
-        from .cluster.lookups import has_knn
+        from .transport.lookups import has_knn
         knn = has_knn(conn)
     except ClusterError as exc:   # nothing (usable) answers: exit 1; bad settings stay exit 2
         err.print(f"error: {exc}")
@@ -244,7 +244,7 @@ StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Feature store 
 @store_app.command("init")
 def store_init(ctx: typer.Context, store: StoreOpt = None):
     """Create a feature store."""
-    from .cluster import store as st
+    from .stores import store as st
     conn = _ltr_conn(ctx)
     created = st.init_store(conn, store)
     out.print(f"store {store or '(default)'} {'created' if created else 'already exists'}")
@@ -254,7 +254,7 @@ def store_init(ctx: typer.Context, store: StoreOpt = None):
 def store_drop(ctx: typer.Context, store: StoreOpt = None,
                yes: Annotated[bool, typer.Option("--yes", help="Confirm: the store's feature sets and models are deleted.")] = False):
     """Delete a feature store with its feature sets and models (needs --yes)."""
-    from .cluster import store as st
+    from .stores import store as st
     if not yes:
         raise UserError(f"dropping store {store or '(default)'} deletes its feature sets and models",
                         "pass --yes to confirm")
@@ -266,7 +266,7 @@ def store_drop(ctx: typer.Context, store: StoreOpt = None,
 @store_app.command("list")
 def store_list(ctx: typer.Context):
     """List feature stores."""
-    from .cluster import store as st
+    from .stores import store as st
     conn = _ltr_conn(ctx)
     table = Table("store", "index", "version")
     for name, meta in sorted(st.list_stores(conn).items()):
@@ -279,7 +279,7 @@ def store_list(ctx: typer.Context):
 @featureset_app.command("upload")
 def featureset_upload(ctx: typer.Context, file: Path, store: StoreOpt = None):
     """Upload a feature set file (validated locally first)."""
-    from .cluster import store as st
+    from .stores import store as st
     from .data.featuresets import load_featureset
     fs = load_featureset(file)
     conn = _ltr_conn(ctx)
@@ -290,7 +290,7 @@ def featureset_upload(ctx: typer.Context, file: Path, store: StoreOpt = None):
 @featureset_app.command("list")
 def featureset_list(ctx: typer.Context, store: StoreOpt = None):
     """List feature sets in a store."""
-    from .cluster import store as st
+    from .stores import store as st
     conn = _ltr_conn(ctx)
     table = Table("name", "features")
     for fs in st.list_featuresets(conn, store):
@@ -301,7 +301,7 @@ def featureset_list(ctx: typer.Context, store: StoreOpt = None):
 @featureset_app.command("show")
 def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Print a stored feature set as JSON."""
-    from .cluster import store as st
+    from .stores import store as st
     conn = _ltr_conn(ctx)
     fs = st.get_featureset(conn, name, store)
     if fs is None:
@@ -327,7 +327,7 @@ def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
     """What each feature of a stored set costs at serving time (ms added to the request,
     measured live) next to what it brings to NDCG@k (drop-one ablation under
     cross-validation on the logged candidates: a negative delta means the feature helps)."""
-    from .cluster.serving import Serving
+    from .serving.serving import Serving
     from .data.judgments import load_judgments
     from .io.atomic import write_json
     from .pipeline.featurecost import cost_report
@@ -380,7 +380,7 @@ def _vector_fields(spec: str):
 
 
 def _expansion(k: int):
-    from .cluster.neighbours import Expansion
+    from .indexing.neighbours import Expansion
     return Expansion(k=k) if k else None
 
 
@@ -405,7 +405,7 @@ def index_cranfield(ctx: typer.Context,
                     shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
                     vectors: VectorsOpt = "title,abstract"):
     """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
-    from .cluster.indexing import index_documents
+    from .indexing.documents import index_documents
     from .datasets import cranfield
     _indexed(index_documents(_conn(ctx), index, cranfield.documents(), recreate=recreate,
                              shards=shards, replicas=replicas, expansion=_expansion(neighbours),
@@ -422,7 +422,7 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
     """Load your own documents into INDEX: every text field analysed for BM25, with
     FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts, the neighbours field and the
     documents' vectors (the shipped feature set's shape)."""
-    from .cluster.indexing import index_documents, read_jsonl_documents
+    from .indexing.documents import index_documents, read_jsonl_documents
     docs, fields = read_jsonl_documents(path)
     res = index_documents(_conn(ctx), index, docs, recreate=recreate, fields=fields,
                           meta=f"jsonl:{path.name}", shards=shards, replicas=replicas,
@@ -439,7 +439,7 @@ def index_vectors_cmd(ctx: typer.Context,
     """Write each document's vector (FIELDS encoded) into the knn_vector field 'vector' of
     an existing INDEX, in batches; restartable (a second run writes only the documents
     still without one). Exit 3 when some documents failed (named)."""
-    from .cluster.vectors import add_vectors, register
+    from .indexing.vectors import add_vectors, register
     conn = _conn(ctx)
     names = tuple(f.strip() for f in fields.split(",") if f.strip())
     if existing:
@@ -469,7 +469,7 @@ def index_neighbours(ctx: typer.Context,
     """Write each document's K nearest neighbours' text into the 'neighbours' field of an
     existing INDEX (index-time feedback for a neighbours_bm25 feature; run it again after
     changing documents)."""
-    from .cluster.neighbours import Expansion, expand
+    from .indexing.neighbours import Expansion, expand
     spec = Expansion(fields=tuple(f.strip() for f in fields.split(",") if f.strip()), k=k)
     res = expand(_conn(ctx), index, spec)
     out.print(f"wrote the text of {k} neighbours into {res['field']} for {res['written']} of "
@@ -556,7 +556,7 @@ def judgments_clicks(ctx: typer.Context,
         from .clicks.events import read_file
         log, source = read_file(file, click_actions=click_actions), str(file)
     else:
-        from .cluster.ubi import read_event_log, time_range
+        from .clicks.ubi import read_event_log, time_range
         conn = _conn(ctx)
         rng = time_range(since, until, days)
         log = read_event_log(conn, rng, queries_index, events_index, click_actions=click_actions)
@@ -579,7 +579,7 @@ StatsOpt = Annotated[Statistics, typer.Option("--statistics", help="Term statist
 
 
 def _first_stage(fields: Optional[str], template: Optional[Path], statistics: Statistics = Statistics.dfs):
-    from .cluster.firststage import FirstStage
+    from .query.firststage import FirstStage
     return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None,
                               statistics.value)
 
@@ -613,8 +613,8 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
-    from .cluster.candidates import candidate_judgments
-    from .cluster.featurelog import log_features, log_incremental, query_budget
+    from .features.candidates import candidate_judgments
+    from .features.featurelog import log_features, log_incremental, query_budget
     from .data.judgments import load_judgments
     _writable(output)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
@@ -655,8 +655,8 @@ def upload_cmd(ctx: typer.Context, model: Path,
                index: Annotated[Optional[str], typer.Option("--index", help="Validate the model with a query on this index first, and measure what it takes in the plugin's cache.")] = None,
                exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False):
     """Export MODEL.json to the plugin's format, check it, and create it in the store."""
-    from .cluster.firststage import FirstStage
-    from .cluster.model_store import upload
+    from .query.firststage import FirstStage
+    from .stores.model_store import upload
     from .pipeline.train import load_model
     art, m = load_model(model)
     fs = featureset or art.get("featureset")
@@ -681,7 +681,7 @@ def upload_cmd(ctx: typer.Context, model: Path,
         out.print(f"query vectors: {e['name']} ({e['sha256'][:12]}, {e['dim']} dimensions), the "
                   f"encoder of the index's '{art.get('vector_field') or 'vector'}' field: serve "
                   "with that model (--encoder / LTR_ENCODER), or pass query_vector yourself")
-    from .cluster.modelcache import cache_warnings
+    from .stores.modelcache import cache_warnings
     cache, warns = cache_warnings(conn, res["name"], store, index)
     if cache["model_bytes"] is not None:
         out.print(f"plugin cache: the model takes {cache['model_bytes'] / 1024:.1f} KB of "
@@ -693,7 +693,7 @@ def upload_cmd(ctx: typer.Context, model: Path,
 @model_app.command("list")
 def model_list(ctx: typer.Context, store: StoreOpt = None):
     """List stored models."""
-    from .cluster.model_store import list_models
+    from .stores.model_store import list_models
     conn = _ltr_conn(ctx)
     table = Table("name", "type", "features")
     for m in list_models(conn, store):
@@ -706,7 +706,7 @@ def model_list(ctx: typer.Context, store: StoreOpt = None):
 @model_app.command("show")
 def model_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Print a stored model as JSON."""
-    from .cluster.model_store import get_model
+    from .stores.model_store import get_model
     conn = _ltr_conn(ctx)
     m = get_model(conn, name, store)
     if m is None:
@@ -717,7 +717,7 @@ def model_show(ctx: typer.Context, name: str, store: StoreOpt = None):
 @model_app.command("delete")
 def model_delete(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Delete a stored model."""
-    from .cluster.model_store import delete_model
+    from .stores.model_store import delete_model
     conn = _ltr_conn(ctx)
     if not delete_model(conn, name, store):
         raise UserError(f"model {name} not found in store {store or '(default)'}")
@@ -730,7 +730,7 @@ def model_prune(ctx: typer.Context, base: Annotated[str, typer.Argument(help="Th
                 store: StoreOpt = None,
                 yes: Annotated[bool, typer.Option("--yes", help="Confirm: the older versions are deleted.")] = False):
     """Delete all but the newest --keep versions BASE-vN of a model (lists them without --yes)."""
-    from .cluster.model_store import prune_versions
+    from .stores.model_store import prune_versions
     conn = _ltr_conn(ctx)
     kept, doomed = prune_versions(conn, base, keep, store, dry_run=not yes)
     if not doomed:
@@ -759,7 +759,7 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0):
     """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
     the hits. When the rescore fails, the first stage's hits, with a warning."""
-    from .cluster.serving import Serving
+    from .serving.serving import Serving
     params = {"keywords": text}
     for p in param or []:
         name, eq, value = p.partition("=")
@@ -978,13 +978,13 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
             part: Annotated[Optional[str], typer.Option("--part", help="I/N: log only the I-th of N slices of the queries (each part may run on another machine, same output directory); the part that completes the set publishes one snapshot, identical to a whole run's.")] = None):
     """Run a feature-logging job once: lock, log (resumable), publish a snapshot
     atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
-    from .cluster.jobfile import job_connection, load_job
-    from .cluster.jobparts import parse_part, run_part
-    from .cluster.jobs import run_job
+    from .jobs.jobfile import job_connection, load_job
+    from .jobs.parts import parse_part, run_part
+    from .jobs.runner import run_job
     i_n = parse_part(part) if part is not None else None
     spec = load_job(job)
     conn = job_connection(spec, ctx.obj, explicit_timeout=ctx.meta.get("timeout_given", False))
-    from .cluster import client as cl
+    from .transport import client as cl
     cl.check_ltr(conn)
     if i_n is not None:
         manifest = run_part(spec, conn, *i_n, log=lambda m: err.print(m))
@@ -1014,7 +1014,7 @@ def demo(ctx: typer.Context,
          jobs: JobsOpt = None, budget: BudgetOpt = None):
     """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
     linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
-    from .cluster import localnode
+    from .transport import localnode
     from .pipeline.demo import run_demo
     from .io.atomic import write_json
     _writable(json_out)

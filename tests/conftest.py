@@ -26,13 +26,14 @@ class TestCluster:
     started: bool
 
     def conn(self):
-        from ltr_toolkit.cluster.client import Connection
+        from ltr_toolkit.transport.client import Connection
         return Connection(url=self.url)
 
 
 @pytest.fixture(scope="session")
 def cluster():
-    from ltr_toolkit.cluster import client as cl, localnode
+    from ltr_toolkit.transport import client as cl
+    from ltr_toolkit.transport import localnode
     from ltr_toolkit.errors import ProvisionError
 
     url = os.environ.get("LTR_TEST_URL")
@@ -96,7 +97,7 @@ def mslr_paths():
 @pytest.fixture(scope="session")
 def shipped_featureset(ltr_cluster):
     """The bundled Cranfield feature set in the default store (created when missing)."""
-    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.stores import store as st
     from ltr_toolkit.data.featuresets import load_featureset
     from ltr_toolkit.datasets import cranfield
     conn = ltr_cluster.conn()
@@ -107,7 +108,7 @@ def shipped_featureset(ltr_cluster):
 @pytest.fixture(scope="session")
 def cranfield_index(cluster):
     """The bundled Cranfield collection loaded once into the session's node."""
-    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.indexing.documents import index_documents
     from ltr_toolkit.datasets import cranfield
     res = index_documents(cluster.conn(), "cranfield-test", cranfield.documents(), recreate=True)
     yield res

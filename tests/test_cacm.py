@@ -31,7 +31,7 @@ def cacm_files(tmp_path_factory):
 
 
 def test_cacm_path_from_documents_to_a_recommended_deployment(ltr_cluster, cacm_files, cli):
-    from ltr_toolkit.cluster.model_store import model_names
+    from ltr_toolkit.stores.model_store import model_names
     url, d = ltr_cluster.url, cacm_files
     r = cli("--url", url, "index", "jsonl", str(d / "docs.jsonl"), "--index", "cacm-test", "--recreate")
     assert r.returncode == 0 and "title, abstract, authors" in r.stdout, r.stderr

@@ -182,8 +182,8 @@ def test_bad_event_data_is_counted_not_fatal(tmp_path, cli):
 @pytest.fixture(scope="module")
 def first_stage_top10(ltr_cluster, cranfield_index):
     """The first stage's real top 10 on the node for every judged Cranfield query."""
-    from ltr_toolkit.cluster.firststage import FirstStage
-    from ltr_toolkit.cluster.rerank import msearch_ids
+    from ltr_toolkit.query.firststage import FirstStage
+    from ltr_toolkit.query.requests import msearch_ids
     jl = cranfield.judgments()
     qids = jl.judged_qids()
     ids = msearch_ids(ltr_cluster.conn(), "cranfield-test", [jl.query_params(q) for q in qids],
@@ -220,7 +220,7 @@ def test_debiased_models_beat_raw_ctr_on_simulated_cranfield_traffic(first_stage
 def ubi_on_node(ltr_cluster, first_stage_top10):
     """Simulated searches written to the node's UBI indices: 300 from 20 days ago, 1,500
     over the last 2 days (positions counted from 1, as in the UBI spec's examples)."""
-    from ltr_toolkit.cluster import ubi
+    from ltr_toolkit.clicks import ubi
     import datetime as dt
     conn = ltr_cluster.conn()
     jl = cranfield.judgments()
@@ -257,7 +257,7 @@ def test_simulated_traffic_on_the_node_to_judgments(ltr_cluster, ubi_on_node, tm
 
 
 def test_click_job_logs_features_of_the_last_days(ltr_cluster, cranfield_index, ubi_on_node, tmp_path, cli):
-    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.stores import store as st
     from ltr_toolkit.data.featuresets import load_featureset
     qi, ev = ubi_on_node
     conn = ltr_cluster.conn()
@@ -287,7 +287,7 @@ def test_click_job_logs_features_of_the_last_days(ltr_cluster, cranfield_index, 
 
 def test_click_job_files_are_checked(tmp_path):
     from pathlib import Path
-    from ltr_toolkit.cluster.jobfile import load_job
+    from ltr_toolkit.jobs.jobfile import load_job
     from ltr_toolkit.errors import InputError
     docs = (Path(__file__).resolve().parent.parent / "docs" / "scheduling.md").read_text()
     example = next(b for b in (p.split("```", 1)[0] for p in docs.split("```toml\n")[1:]) if "[clicks]" in b)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ltr_toolkit.cluster import localnode
-from ltr_toolkit.cluster import store as st
+from ltr_toolkit.transport import localnode
+from ltr_toolkit.stores import store as st
 from ltr_toolkit import versions
 
 pytestmark = pytest.mark.cluster

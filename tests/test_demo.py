@@ -20,7 +20,7 @@ def test_demo_end_to_end(ltr_cluster, cli, tmp_path):
     assert rep["queries"] == 225 and rep["folds"] == 5 and "cross-validation" in rep["evaluation"]
     assert set(rep["tests"]) == set(rep["settings"]) == {"linear", "lambdarank-nn", "lambdamart"}
     assert all(len(fold) == 5 for fold in rep["settings"].values())
-    from ltr_toolkit.cluster.model_store import model_names   # fold models deleted at the end
+    from ltr_toolkit.stores.model_store import model_names   # fold models deleted at the end
     assert model_names(ltr_cluster.conn(), prefix="cranfield-") == [] and rep["models"] == {}
     base = rep["systems"]["bm25"]["ndcg@10"]
     better = [n for n, t in rep["tests"].items()

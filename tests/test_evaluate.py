@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from ltr_toolkit.cluster.firststage import FirstStage
-from ltr_toolkit.cluster.rerank import msearch_ids, search
+from ltr_toolkit.query.firststage import FirstStage
+from ltr_toolkit.query.requests import msearch_ids
+from ltr_toolkit.serving.rerank import search
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.evaluation.live import evaluate_live
 from ltr_toolkit.evaluation.report import randomisation_test

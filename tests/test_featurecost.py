@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ltr_toolkit.cluster import store as st
+from ltr_toolkit.stores import store as st
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.evaluation.featurecost import FEEDBACK

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.featurelog import log_body, log_features
-from ltr_toolkit.cluster.firststage import FirstStage
-from ltr_toolkit.cluster.params import derived_depth, featureset_params, with_first_stage_ids
-from ltr_toolkit.cluster.rerank import msearch_ids
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.features.featurelog import log_body, log_features
+from ltr_toolkit.query.firststage import FirstStage
+from ltr_toolkit.stores.params import derived_depth, featureset_params, with_first_stage_ids
+from ltr_toolkit.query.requests import msearch_ids
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.errors import UserError
@@ -90,7 +90,7 @@ def test_incremental_takes_new_grades_and_drops_unjudged_pairs(logged_setup, tmp
     what a full re-log of the new judgments gives (features of kept rows reused)."""
     import copy
     conn, index, fs = logged_setup
-    from ltr_toolkit.cluster.featurelog import log_incremental
+    from ltr_toolkit.features.featurelog import log_incremental
     old = cranfield.split_judgments("valid")
     out = tmp_path / "inc.txt"
     log_incremental(conn, old, fs["name"], index, out)
@@ -109,7 +109,7 @@ def test_incremental_takes_new_grades_and_drops_unjudged_pairs(logged_setup, tmp
 
 def test_incremental_logs_only_new_pairs(logged_setup, tmp_path):
     conn, index, fs = logged_setup
-    from ltr_toolkit.cluster.featurelog import log_incremental
+    from ltr_toolkit.features.featurelog import log_incremental
     full = cranfield.split_judgments("valid")
     qids = list(full.queries)
     first = full.subset(qids[: len(qids) // 2])
@@ -126,8 +126,8 @@ def test_incremental_refuses_another_first_stage_and_leaves_out_as_it_was(logged
     """New rows from another first stage than OUT's sidecar names would be served as if
     logged like the old ones: refused in one line, OUT untouched (only the term
     statistics were compared before)."""
-    from ltr_toolkit.cluster.featurelog import log_incremental
-    from ltr_toolkit.cluster.firststage import FirstStage
+    from ltr_toolkit.features.featurelog import log_incremental
+    from ltr_toolkit.query.firststage import FirstStage
     conn, index, fs = logged_setup
     full = cranfield.split_judgments("valid")
     qids = list(full.queries)
@@ -145,7 +145,7 @@ def test_incremental_streams_out_instead_of_reading_it_whole(tmp_path):
     """The passes over OUT (its pairs, the regraded copy) stream it: peak memory is the
     pairs, not the file (a 3.3 GB file needed about 10 GB)."""
     import tracemalloc
-    from ltr_toolkit.cluster.featurelog import _copy_regraded, _scan
+    from ltr_toolkit.features.featurelog import _copy_regraded, _scan
     out = tmp_path / "big.txt"
     feats = " ".join(f"{i}:0.{i:06d}" for i in range(1, 400))
     with open(out, "w") as fh:
@@ -167,7 +167,7 @@ def test_incremental_streams_out_instead_of_reading_it_whole(tmp_path):
 def test_incremental_logging_keeps_the_parallelism_asked_for(monkeypatch, tmp_path):
     """`parallel` reaches the rounds of an incremental run (#30: incremental jobs ran one
     round at a time whatever the job file said). Without OUT the run is a full one."""
-    from ltr_toolkit.cluster import featurelog
+    from ltr_toolkit.features import featurelog
     from ltr_toolkit.data.judgments import JudgmentList
     seen = {}
 

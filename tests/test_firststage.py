@@ -8,7 +8,7 @@ import pytest
 def test_first_stage_statistics_travel_with_it():
     """The term statistics are part of the recorded first stage: dfs by default, and a
     first stage recorded before the choice existed was logged with each shard's own."""
-    from ltr_toolkit.cluster.firststage import FirstStage
+    from ltr_toolkit.query.firststage import FirstStage
     from ltr_toolkit.errors import UserError
     dfs = FirstStage.from_fields(("title",))
     assert (dfs.statistics, dfs.search_type) == ("dfs", "dfs_query_then_fetch")

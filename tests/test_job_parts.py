@@ -10,7 +10,7 @@ import sys
 import pytest
 from test_jobs import ROOT, _job, cranfield_job  # noqa: F401  (the module's live fixture)
 
-from ltr_toolkit.cluster.jobparts import parse_part
+from ltr_toolkit.jobs.parts import parse_part
 from ltr_toolkit.errors import UserError
 
 
@@ -81,8 +81,8 @@ def test_part_option_is_checked_before_any_work(tmp_path, cli):
                     '[output]\ndirectory = "o"\nincremental = true\n'),
 ])
 def test_click_and_incremental_jobs_run_whole(tmp_path, kind, body):
-    from ltr_toolkit.cluster.jobfile import load_job
-    from ltr_toolkit.cluster.jobparts import run_part
+    from ltr_toolkit.jobs.jobfile import load_job
+    from ltr_toolkit.jobs.parts import run_part
     path = tmp_path / "job.toml"
     path.write_text(body)
     with pytest.raises(UserError, match=f"a {kind} job runs whole"):
@@ -94,7 +94,7 @@ def test_click_and_incremental_jobs_run_whole(tmp_path, kind, body):
 
 def _fake_part(directory, i, n, logged_at, **side):
     """A finished part folder as ``_log_part`` leaves it (a row, its sidecar, part.json)."""
-    from ltr_toolkit.cluster.jobparts import PARTS, _tag
+    from ltr_toolkit.jobs.parts import PARTS, _tag
     from ltr_toolkit.data.judgments import JudgmentList
     d = directory / PARTS / _tag(i, n)
     d.mkdir(parents=True)
@@ -117,7 +117,7 @@ def _fake_part(directory, i, n, logged_at, **side):
 
 
 def _job_in(tmp_path):
-    from ltr_toolkit.cluster.jobfile import load_job
+    from ltr_toolkit.jobs.jobfile import load_job
     path = tmp_path / "job.toml"
     path.write_text(_MIN_JOB)
     return load_job(path)
@@ -135,7 +135,7 @@ def test_parts_logged_differently_are_refused_at_the_merge(tmp_path, monkeypatch
     candidate depth are not one run: refused in one line naming the odd part (they were
     published as one snapshot carrying part 1's sidecar)."""
     import time
-    from ltr_toolkit.cluster import jobparts
+    from ltr_toolkit.jobs import parts as jobparts
     job = _job_in(tmp_path)
     now = time.time()
     _fake_part(job.directory, 1, 2, now)
@@ -149,7 +149,7 @@ def test_a_part_from_long_ago_is_not_merged_with_todays(tmp_path, monkeypatch):
     """Parts logged more than PART_SPREAD apart are refused at the merge naming the old
     one; a part that finds its own finished folder that old logs it again."""
     import time
-    from ltr_toolkit.cluster import jobparts
+    from ltr_toolkit.jobs import parts as jobparts
     job = _job_in(tmp_path)
     now = time.time()
     old = _fake_part(job.directory, 1, 2, now - jobparts.PART_SPREAD_SECONDS - 60)
@@ -164,7 +164,7 @@ def test_a_merge_leaves_a_killed_whole_runs_work_alone(tmp_path, monkeypatch):
     of parts publishes under its own run id and folder and deletes none of it (it used to
     take that run id and delete the folder)."""
     import time
-    from ltr_toolkit.cluster import jobparts
+    from ltr_toolkit.jobs import parts as jobparts
     job = _job_in(tmp_path)
     work = job.directory / ".work"
     work.mkdir(parents=True)

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ltr_toolkit.cluster import jobfile, jobs, snapshots
+from ltr_toolkit.jobs import jobfile
+from ltr_toolkit.jobs import runner as jobs
+from ltr_toolkit.jobs import snapshots
 from ltr_toolkit.errors import InputError, UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +70,7 @@ def test_bad_job_files_name_file_and_line(tmp_path, body, line, fragment):
 
 
 def test_job_connection_timeout_and_tls(tmp_path):
-    from ltr_toolkit.cluster.client import Connection
+    from ltr_toolkit.transport.client import Connection
     p = tmp_path / "job.toml"
     p.write_text(_MIN)
     given = Connection(url="http://cli:9200", timeout=120.0)
@@ -106,7 +108,7 @@ def test_lock_excludes_a_second_run_and_a_dead_runs_lock_is_taken_over(tmp_path)
                 pass
     # a run killed while holding the lock: the kernel drops the flock with the process
     p = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                          "from ltr_toolkit.cluster.jobs import job_lock\n"
+                          "from ltr_toolkit.jobs.runner import job_lock\n"
                           f"with job_lock(Path({str(d)!r})):\n print('held', flush=True); time.sleep(60)"],
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "held"
@@ -168,7 +170,7 @@ def test_run_killed_between_rename_and_latest_finishes_publishing(tmp_path):
     os.symlink("run-2", d / ".latest.4242")            # the dead run's temporary link
     (d / ".work").mkdir()
     (d / ".work" / "run.json").write_text(json.dumps({"run_id": "2", "started": "x"}))
-    from ltr_toolkit.cluster.client import Connection
+    from ltr_toolkit.transport.client import Connection
     manifest = jobs.run_job(job, Connection(url="http://127.0.0.1:9"))
     assert os.readlink(d / "latest") == "run-2"
     assert (d / "latest" / "features.txt").read_text() == "new\n"
@@ -376,10 +378,10 @@ def test_killed_run_resumes_its_own_inputs_after_the_judgments_change(cranfield_
 def test_429s_are_retried_and_nothing_is_lost(cranfield_job, tmp_path, monkeypatch):
     """A second node whose search pool has 1 thread and a queue of 1: parallel _msearch
     requests get real 429s, per request and per item."""
-    from ltr_toolkit.cluster import localnode
-    from ltr_toolkit.cluster import store as st
-    from ltr_toolkit.cluster.client import Connection
-    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.transport import localnode
+    from ltr_toolkit.stores import store as st
+    from ltr_toolkit.transport.client import Connection
+    from ltr_toolkit.indexing.documents import index_documents
     from ltr_toolkit.data.svmlight import load_logged
     from ltr_toolkit.datasets import cranfield
     from ltr_toolkit.data.featuresets import load_featureset
@@ -398,8 +400,8 @@ def test_429s_are_retried_and_nothing_is_lost(cranfield_job, tmp_path, monkeypat
         index_documents(conn, "tiny-pool", cranfield.documents(), expansion=None)
         st.init_store(conn, None)
         st.upload_featureset(conn, load_featureset(cranfield.FEATURE_SET))
-        from ltr_toolkit.cluster.featurelog import log_features
-        from ltr_toolkit.cluster.candidates import candidate_judgments
+        from ltr_toolkit.features.featurelog import log_features
+        from ltr_toolkit.features.candidates import candidate_judgments
         from ltr_toolkit.data.judgments import load_judgments
         jl = load_judgments(judg)
         jl = jl.subset(jl.judged_qids()[:60])

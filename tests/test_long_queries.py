@@ -38,7 +38,7 @@ def test_fit_keywords_keeps_short_queries_and_cuts_long_ones():
 def long_run(ltr_cluster, cranfield_index, tmp_path_factory):
     """Judgments whose query 1 has 1,000 words, through `ltr log --candidates`,
     `ltr train` and `ltr upload` (the CLI results are checked by the tests)."""
-    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.stores import store as st
     from ltr_toolkit.data.featuresets import load_featureset
     from ltr_toolkit.data.judgments import save_ranklib
     from ltr_toolkit.datasets import cranfield
@@ -89,8 +89,8 @@ def test_a_failed_rescore_serves_the_first_stage_with_a_warning(long_run, ltr_cl
     """Told a budget larger than the feature set allows, the rescore of a long query is
     rejected (too many clauses) while the first stage (two fields) is not: the helper
     returns the first stage's hits and warns, instead of failing the search."""
-    from ltr_toolkit.cluster.firststage import FirstStage
-    from ltr_toolkit.cluster.rerank import RescoreFallbackWarning, search
+    from ltr_toolkit.query.firststage import FirstStage
+    from ltr_toolkit.serving.rerank import RescoreFallbackWarning, search
     conn, stage = ltr_cluster.conn(), FirstStage.from_fields()
     params = {"keywords": long_run["text"]}
     first = search(conn, long_run["index"], params, stage, None, 10, max_terms=400)

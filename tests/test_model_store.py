@@ -9,9 +9,9 @@ import uuid
 import numpy as np
 import pytest
 
-from ltr_toolkit.cluster import model_store as ms
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.client import request
+from ltr_toolkit.stores import model_store as ms
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.transport.client import request
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
 

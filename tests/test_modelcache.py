@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.client import request
-from ltr_toolkit.cluster.modelcache import _bytes, cache_limit, cache_warnings
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.transport.client import request
+from ltr_toolkit.stores.modelcache import _bytes, cache_limit, cache_warnings
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
 FEATURES = ("f_title", "f_body")

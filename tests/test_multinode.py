@@ -33,7 +33,7 @@ INDEX = "cran-3x2"
 
 
 def _env(home: Path) -> dict:
-    from ltr_toolkit.cluster import localnode
+    from ltr_toolkit.transport import localnode
     env = {"LTR_HOME": str(home), "LTR_URL": ""}
     zip_path = localnode.supplied_plugin_zip()
     if zip_path is None:
@@ -71,7 +71,7 @@ def three():
 
 
 def _conn(url):
-    from ltr_toolkit.cluster.client import Connection
+    from ltr_toolkit.transport.client import Connection
     return Connection(url=url, timeout=60)
 
 
@@ -111,8 +111,8 @@ def models(three):
 def _served(url, model, preference, rows):
     """The plugin's scores of the logged candidate rows (qid, docid, params), with the
     term statistics they were logged with (the default: dfs)."""
-    from ltr_toolkit.cluster.firststage import FirstStage
-    from ltr_toolkit.cluster.store import sltr
+    from ltr_toolkit.query.firststage import FirstStage
+    from ltr_toolkit.stores.store import sltr
     c = _conn(url).client()
     got = []
     for qid, docs, params in rows:
@@ -126,9 +126,9 @@ def _served(url, model, preference, rows):
 
 
 def _rows(three):
-    from ltr_toolkit.cluster.firststage import FirstStage
-    from ltr_toolkit.cluster.params import with_first_stage_ids
-    from ltr_toolkit.cluster.rerank import msearch_ids
+    from ltr_toolkit.query.firststage import FirstStage
+    from ltr_toolkit.stores.params import with_first_stage_ids
+    from ltr_toolkit.query.requests import msearch_ids
     from ltr_toolkit.data.judgments import load_judgments
     jl = load_judgments(three["dir"] / "j.txt")
     order: dict[str, list[str]] = {}
@@ -137,7 +137,7 @@ def _rows(three):
     qids = list(order)
     tops = msearch_ids(_conn(three["url"]), INDEX, [jl.query_params(q) for q in qids],
                        FirstStage.from_fields(), None, 10, 10)
-    from ltr_toolkit.cluster.vectors import with_query_vectors
+    from ltr_toolkit.indexing.vectors import with_query_vectors
     params = with_query_vectors(_conn(three["url"]), INDEX, [jl.query_params(q) for q in qids],
                                 ["query_vector"])     # the shipped set's semantic feature
     return [(q, order[q], with_first_stage_ids(p, top, 10)) for q, p, top in zip(qids, params, tops)]
@@ -224,7 +224,7 @@ def test_a_logging_job_survives_a_node_killed_mid_run(three, models):
 def test_a_job_on_a_red_index_says_so_and_on_a_yellow_one_runs(three, models):
     """After the kill (previous test) node 3 is gone: an index whose shard copies lived
     only there is red; one asking for more replicas than 2 nodes hold is yellow."""
-    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.indexing.documents import index_documents
     from ltr_toolkit.datasets import cranfield
     conn = _conn(three["url"])
     if Path(f"/proc/{three['nodes'][2]['pid']}").exists():

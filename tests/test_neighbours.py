@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltr_toolkit.cluster.neighbours import Expansion, neighbour_text, neighbours_query
+from ltr_toolkit.indexing.neighbours import Expansion, neighbour_text, neighbours_query
 
 
 def test_neighbour_text_joins_the_fields_nearest_first():
@@ -49,7 +49,7 @@ def test_loaded_index_holds_each_documents_neighbours(cluster, cranfield_index):
 
 @pytest.mark.cluster
 def test_index_neighbours_command_expands_an_existing_index(cluster, cli):
-    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.indexing.documents import index_documents
     from ltr_toolkit.datasets import cranfield
     conn = cluster.conn()
     index_documents(conn, "nbr-plain", cranfield.documents()[:120], recreate=True, expansion=None)
@@ -76,7 +76,7 @@ def test_expand_finds_every_neighbour_before_the_first_update(monkeypatch):
 
     from opensearchpy import helpers
 
-    from ltr_toolkit.cluster import neighbours as nb
+    from ltr_toolkit.indexing import neighbours as nb
     events = []
 
     def spool(conn, index, out):

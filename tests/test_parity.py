@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.candidates import candidate_judgments
-from ltr_toolkit.cluster.featurelog import log_features
-from ltr_toolkit.cluster.model_store import upload
-from ltr_toolkit.cluster.firststage import FirstStage
-from ltr_toolkit.cluster.rerank import rescore_clause, serving_params
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.features.candidates import candidate_judgments
+from ltr_toolkit.features.featurelog import log_features
+from ltr_toolkit.stores.model_store import upload
+from ltr_toolkit.query.firststage import FirstStage
+from ltr_toolkit.query.requests import rescore_clause
+from ltr_toolkit.serving.rerank import serving_params
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.data.featuresets import load_featureset
@@ -159,7 +160,7 @@ def _scores(c, index, model):
 
 
 def _create(conn, fs, name, model):
-    from ltr_toolkit.cluster.client import request
+    from ltr_toolkit.transport.client import request
     request(conn, "POST", f"/_ltr/_featureset/{fs}/_createmodel",
             body={"model": {"name": name, "model": model}})
 
@@ -261,7 +262,7 @@ def test_served_scores_equal_ltr_predict_under_four_concurrent_clients(request, 
     the same time; every served score equals ltr predict's for that query's row."""
     logged = request.getfixturevalue("logged" if setup == "shipped" else "logged_feedback")
     from concurrent.futures import ThreadPoolExecutor
-    from ltr_toolkit.cluster.rerank import search
+    from ltr_toolkit.serving.rerank import search
     conn, index, fs_name, train, serve, test_jl, d = logged
     kw, rtol = ALGOS[algo]
     path = d / f"conc4-{algo}-{setup}.json"

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.client import request
-from ltr_toolkit.cluster.featurelog import LOG_NAME, QUERY_NAME, log_body
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.transport.client import request
+from ltr_toolkit.features.featurelog import LOG_NAME, QUERY_NAME, log_body
 from ltr_toolkit.errors import ClusterError, StoreMissingError, UserError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
@@ -193,11 +193,11 @@ def test_sltr_errors_are_one_line(tiny, cli, ltr_cluster, args, needles):
 
 def test_unknown_featureset_in_sltr_named(tiny):
     conn, index, _ = tiny
-    from ltr_toolkit.cluster.client import call
+    from ltr_toolkit.transport.client import call
     body = log_body({"keywords": "flutter"}, ["1"], "no-such-set", None)
     with pytest.raises(UserError, match="feature set no-such-set not found"):
         call(conn, conn.client().search, index=index, body=body)
     resp = conn.client().msearch(body=[{"index": index}, body])["responses"][0]
-    from ltr_toolkit.cluster.client import item_error
+    from ltr_toolkit.transport.client import item_error
     assert "feature set no-such-set not found" in str(item_error(resp, conn))
     assert json.dumps(resp["error"])   # the per-item error body is what item_error reads

@@ -7,9 +7,9 @@ import warnings
 
 import pytest
 
-from ltr_toolkit.cluster import store as st
-from ltr_toolkit.cluster.firststage import FirstStage
-from ltr_toolkit.cluster.rerank import RescoreFallbackWarning, search
+from ltr_toolkit.stores import store as st
+from ltr_toolkit.query.firststage import FirstStage
+from ltr_toolkit.serving.rerank import RescoreFallbackWarning, search
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
 
@@ -32,7 +32,7 @@ def test_a_failed_rescore_below_a_small_window_repeats_no_hit(ltr_cluster):
         st.upload_featureset(conn, {"name": "needs", "features": [
             {"name": "cat", "params": ["category"], "template_language": "mustache",
              "template": {"match": {"title": "{{category}}"}}}]}, store)
-        from ltr_toolkit.cluster.client import request
+        from ltr_toolkit.transport.client import request
         request(conn, "POST", f"{st.store_path(store)}/_featureset/needs/_createmodel", store=store,
                 body={"model": {"name": "m", "model": {"type": "model/linear", "definition": {"cat": 1.0}}}})
         stage = FirstStage.from_fields()

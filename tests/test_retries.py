@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ltr_toolkit.cluster import client as cl
+from ltr_toolkit.transport import client as cl
 from ltr_toolkit.errors import UserError
 
 
@@ -119,7 +119,7 @@ def test_an_item_lost_with_its_node_is_retried_like_a_busy_one():
     """A msearch item that failed because its node left (HTTP 500 "Node not connected",
     seen when a data node is SIGKILLed mid-job) is transient: 503, retried; other errors
     are kept as they are."""
-    from ltr_toolkit.cluster.client import _partial_as_error
+    from ltr_toolkit.transport.client import _partial_as_error
     lost = {"status": 500, "error": {"type": "search_phase_execution_exception",
                                      "reason": "[ltr-node-3][127.0.0.1:46741] Node not connected"}}
     assert _partial_as_error(lost)["status"] == 503

@@ -128,7 +128,7 @@ def test_a_rejected_query_is_reported_and_the_run_completes(shaped, cli, ltr_clu
     ideographs, which the word count (\\w+) takes for one word while the analyzer makes a
     token of each ideograph (a limit of the toolkit's word count, noted in the README)."""
     s = shaped
-    from ltr_toolkit.cluster.client import request
+    from ltr_toolkit.transport.client import request
     limit = 1024
     settings = request(ltr_cluster.conn(), "GET", "/_cluster/settings",
                        params={"include_defaults": "true", "flat_settings": "true"})

@@ -395,8 +395,8 @@ def _judgments(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def tiny_index(proxy):
     """A tiny index (fields ``title`` and ``abstract``), created through the proxy."""
-    from ltr_toolkit.cluster.client import Connection
-    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.transport.client import Connection
+    from ltr_toolkit.indexing.documents import index_documents
     name = f"ltr-secured-{uuid.uuid4().hex[:10]}"
     old = {k: os.environ.get(k) for k in ("LTR_USER", "LTR_PASSWORD")}
     os.environ.update(proxy.env())
@@ -419,7 +419,7 @@ def tiny_index(proxy):
 def test_ca_certs_end_to_end(proxy, tiny_index, tmp_path):
     """status, store init, feature set upload, log, train, upload, evaluate: all through
     TLS (--ca-certs) and basic auth; the password is nowhere a process or a file shows."""
-    from ltr_toolkit.cluster.localnode import state_dir
+    from ltr_toolkit.transport.localnode import state_dir
     tag = uuid.uuid4().hex[:10]
     store, fs_name, model = f"secured-{tag}", f"secured_fs_{tag}", f"secured_model_{tag}"
     conn_opts = ["--url", proxy.url, "--ca-certs", str(proxy.ca)]

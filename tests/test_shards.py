@@ -20,8 +20,8 @@ QIDS = ["1", "2", "4", "8", "9", "10", "12", "13"]
 @pytest.fixture(scope="module")
 def sharded(ltr_cluster, tmp_path_factory):
     from conftest import run_cli
-    from ltr_toolkit.cluster import store as st
-    from ltr_toolkit.cluster.indexing import index_documents
+    from ltr_toolkit.stores import store as st
+    from ltr_toolkit.indexing.documents import index_documents
     from ltr_toolkit.data.featuresets import load_featureset
     from ltr_toolkit.data.judgments import save_ranklib
     from ltr_toolkit.datasets import cranfield
@@ -46,9 +46,10 @@ def sharded(ltr_cluster, tmp_path_factory):
 
 
 def test_rerank_returns_exactly_the_global_top_window_in_the_models_order(sharded):
-    from ltr_toolkit.cluster.firststage import FirstStage
-    from ltr_toolkit.cluster.rerank import search_body, serving_params
-    from ltr_toolkit.cluster.serving import Serving
+    from ltr_toolkit.query.firststage import FirstStage
+    from ltr_toolkit.query.requests import search_body
+    from ltr_toolkit.serving.rerank import serving_params
+    from ltr_toolkit.serving.serving import Serving
     from ltr_toolkit.datasets import cranfield
     conn, d, model = sharded
     jl = cranfield.judgments()
@@ -88,8 +89,8 @@ def test_rerank_returns_exactly_the_global_top_window_in_the_models_order(sharde
 def test_below_the_window_the_first_stage_order_follows(sharded):
     """size > window: the reranked window, then the first stage's next documents in its
     own order (the restricted request alone would return only the window)."""
-    from ltr_toolkit.cluster.firststage import FirstStage
-    from ltr_toolkit.cluster.serving import Serving
+    from ltr_toolkit.query.firststage import FirstStage
+    from ltr_toolkit.serving.serving import Serving
     from ltr_toolkit.datasets import cranfield
     conn, _, model = sharded
     params = [cranfield.judgments().query_params(q) for q in QIDS[:3]]
@@ -104,7 +105,7 @@ def test_below_the_window_the_first_stage_order_follows(sharded):
 
 def _logged(conn, index, fs, jl, stage, out):
     """{(qid, doc): [feature value text]} of ``jl``'s pairs logged from ``index``."""
-    from ltr_toolkit.cluster.featurelog import log_features
+    from ltr_toolkit.features.featurelog import log_features
     log_features(conn, jl, fs, index, out, first_stage=stage)
     rows = {}
     for ln in out.read_text().splitlines():
@@ -119,10 +120,10 @@ def test_dfs_statistics_log_serve_and_rank_as_one_shard_does(sharded, tmp_path):
     feature on 3 shards equal a 1-shard copy's (the plugin's logger would use each shard's
     statistics without the cached query-phase values); ``"shard"`` differs. The feedback
     feature is left out: more_like_this picks its terms per shard."""
-    from ltr_toolkit.cluster import store as st
-    from ltr_toolkit.cluster.firststage import FirstStage
-    from ltr_toolkit.cluster.indexing import index_documents
-    from ltr_toolkit.cluster.serving import Serving
+    from ltr_toolkit.stores import store as st
+    from ltr_toolkit.query.firststage import FirstStage
+    from ltr_toolkit.indexing.documents import index_documents
+    from ltr_toolkit.serving.serving import Serving
     from ltr_toolkit.data.featuresets import load_featureset
     from ltr_toolkit.datasets import cranfield
     conn, _, _ = sharded

@@ -10,11 +10,11 @@ import uuid
 import numpy as np
 import pytest
 
-from ltr_toolkit.cluster.client import request
-from ltr_toolkit.cluster.featurelog import log_features
-from ltr_toolkit.cluster.indexing import index_documents
-from ltr_toolkit.cluster.serving import Serving
-from ltr_toolkit.cluster.vectors import FIELD, add_vectors, index_vectors, with_query_vectors
+from ltr_toolkit.transport.client import request
+from ltr_toolkit.features.featurelog import log_features
+from ltr_toolkit.indexing.documents import index_documents
+from ltr_toolkit.serving.serving import Serving
+from ltr_toolkit.indexing.vectors import FIELD, add_vectors, index_vectors, with_query_vectors
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.encoders import default_encoder
@@ -129,7 +129,7 @@ def test_another_encoder_is_refused_at_logging_and_serving(semantic_logged, tmp_
 
 def test_a_query_vector_passed_in_is_used_and_checked(semantic_logged, tmp_path):
     conn, name, jl, out, side = semantic_logged
-    from ltr_toolkit.cluster.model_store import upload
+    from ltr_toolkit.stores.model_store import upload
     from ltr_toolkit.pipeline.train import load_model, train_from_files
     model = tmp_path / "lin.json"
     train_from_files(out, "linear", output=model, epochs=3)
@@ -230,7 +230,7 @@ def test_a_filtered_source_is_refused_before_any_update(ltr_cluster, cranfield_i
 def test_a_cluster_without_the_knn_plugin_keeps_the_lexical_path(fresh_home, cli, tmp_path):
     """A real node started with --no-knn: no vectors (said so), the semantic feature set
     refused naming the plugin, the lexical set uploaded and logged."""
-    from ltr_toolkit.cluster import localnode
+    from ltr_toolkit.transport import localnode
     env = {"LTR_HOME": str(fresh_home / "home"), "LTR_URL": ""}
     supplied = localnode.supplied_plugin_zip()
     if supplied is not None:
@@ -268,7 +268,7 @@ def test_upload_refuses_a_model_trained_on_another_feature_set_version(semantic_
     conn, name, jl, out, side = semantic_logged
     model = tmp_path / "m.json"
     assert cli("train", str(out), "--algo", "linear", "--epochs", "2", "-o", str(model)).returncode == 0
-    from ltr_toolkit.cluster import store as st
+    from ltr_toolkit.stores import store as st
     from ltr_toolkit.data.featuresets import load_featureset
     other, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.LEXICAL_FEATURE_SET))
     r = cli("--url", conn.url, "upload", str(model), "--name", "wrong-set", "--featureset", other)

@@ -21,5 +21,5 @@ Modules, each importing only the ones above it in this list (and ``data``/``io``
 * :mod:`.simulate` — a click simulator over a ranked list per query (tests, benchmarks).
 
 The cluster side (the UBI mappings, reading the indices over a time range, writing
-simulated events) is :mod:`ltr_toolkit.cluster.ubi`.
+simulated events) is :mod:`ltr_toolkit.clicks.ubi`.
 """

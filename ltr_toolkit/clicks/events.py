@@ -8,7 +8,7 @@ Inputs, all read by :class:`EventReader`:
   "ubi_queries"}}``) each followed by its document, for both indices in one file (the
   action line's index decides what the document is);
 * documents a search of the cluster's ``ubi_queries`` / ``ubi_events`` returned
-  (:mod:`ltr_toolkit.cluster.ubi`).
+  (:mod:`ltr_toolkit.clicks.ubi`).
 
 Strings (query ids, document ids, query texts) are interned once; the columns are compact
 ``array`` buffers (4 bytes per event and column), so memory grows with the number of

@@ -4,7 +4,7 @@ Every ``{{keywords}}`` a feature (or the first stage) analyses turns each distin
 into a clause; a query of a few hundred words times a dozen features passes the
 cluster's ``indices.query.bool.max_clause_count`` (1,024 on many clusters, often not the
 user's to change) and the node rejects it. The toolkit measures how many distinct terms
-the cluster accepts for a feature set and first stage (``cluster.clauses``) and, for a
+the cluster accepts for a feature set and first stage (``query.clauses``) and, for a
 query with more distinct words than that, sends its first ``max_terms`` distinct words
 (lower-cased, in order of first appearance, without the 33 English stop words Lucene's
 English analyzer drops). A query within the budget is sent as it is. The rule is pure

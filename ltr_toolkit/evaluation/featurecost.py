@@ -1,7 +1,7 @@
 """What each feature of a set costs at serving time and what it brings to NDCG@k.
 
 * **Cost**, live: for each judged query, the serving request (the first stage over its
-  global top ``window``, as :class:`~ltr_toolkit.cluster.serving.Serving` sends it) is
+  global top ``window``, as :class:`~ltr_toolkit.serving.serving.Serving` sends it) is
   timed without a rescore and with a rescore that computes one feature only (the
   plugin's ``active_features``), all variants of a query back to back in a random order,
   so that a slow moment of the machine falls on every variant alike. A feature's cost is
@@ -25,12 +25,12 @@ import time
 
 import numpy as np
 
-from ..cluster.client import call
-from ..cluster.lookups import shard_count
-from ..cluster.params import derived_depth, with_first_stage_ids
-from ..cluster.vectors import uses_vector, vector_source, with_query_vectors
-from ..cluster.rerank import restrict_to, search_body
-from ..cluster.store import sltr
+from ..transport.client import call
+from ..transport.lookups import shard_count
+from ..stores.params import derived_depth, with_first_stage_ids
+from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
+from ..query.requests import restrict_to, search_body
+from ..stores.store import sltr
 from ..rank.metrics import ndcg
 from .report import randomisation_test
 

@@ -14,10 +14,10 @@ def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None =
     top ``window`` with the rescore ``weights`` (query_weight, rescore_query_weight: the
     model alone by default; ``(1, beta)`` for a model deployed blended with the first
     stage); returns (report, per-query metrics, qids)."""
-    from ..cluster.clauses import term_budget
-    from ..cluster.firststage import FirstStage
-    from ..cluster.params import derived_depth, model_params
-    from ..cluster.serving import Serving
+    from ..query.clauses import term_budget
+    from ..query.firststage import FirstStage
+    from ..stores.params import derived_depth, model_params
+    from ..serving.serving import Serving
     from ..data.querytext import distinct_words
     first_stage = first_stage or FirstStage.from_fields()
     first_stage.check(conn, index)

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cluster.featurelog import query_budget
-from ..cluster.firststage import FirstStage
-from ..cluster.model_store import delete_models, upload
-from ..cluster.params import derived_depth, featureset_params
-from ..cluster.rerank import MODEL_ONLY
-from ..cluster.serving import Serving
-from ..cluster.store import get_featureset
+from ..features.featurelog import query_budget
+from ..query.firststage import FirstStage
+from ..stores.model_store import delete_models, upload
+from ..stores.params import derived_depth, featureset_params
+from ..query.requests import MODEL_ONLY
+from ..serving.serving import Serving
+from ..stores.store import get_featureset
 from ..data.judgments import JudgmentList
 from ..data.svmlight import load_logged
 from ..errors import UserError

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..cluster import client as cl
-from ..cluster import store as st
-from ..cluster.firststage import FirstStage
-from ..cluster.indexing import CORPUS_VERSION, corpus_version, index_documents
-from ..cluster.vectors import index_vectors
+from ..transport import client as cl
+from ..stores import store as st
+from ..query.firststage import FirstStage
+from ..indexing.documents import CORPUS_VERSION, corpus_version, index_documents
+from ..indexing.vectors import index_vectors
 from .crossval import cross_validate
 from ..datasets import cranfield
 from ..errors import UserError

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..cluster.featurelog import featureset_info, query_budget
-from ..cluster.params import DERIVED
-from ..cluster.store import get_featureset
+from ..features.featurelog import query_budget
+from ..stores.params import featureset_info
+from ..stores.params import DERIVED
+from ..stores.store import get_featureset
 from ..data.querytext import fit_params
 from ..data.svmlight import load_logged
 from ..errors import UserError

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from ..data.judgments import JudgmentList
 from ..errors import UserError
-from .client import Connection
-from .firststage import FirstStage
-from .rerank import msearch_ids
+from ..transport.client import Connection
+from ..query.firststage import FirstStage
+from ..query.requests import msearch_ids
 
 UNJUDGED = ("zero", "drop")
 JUDGED_OUTSIDE = ("exclude", "include")

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .client import Connection
-from .firststage import FirstStage
-from .rerank import MODEL_ONLY, msearch_ids, rerank_ids, search
+from ..transport.client import Connection
+from ..query.firststage import FirstStage
+from ..query.requests import MODEL_ONLY, msearch_ids
+from .rerank import rerank_ids, search
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ class Serving:
         logged with ``featureset`` into ``out``: (sidecar, candidates info). ``kw``: more
         ``candidate_judgments`` / ``log_features`` options (unjudged, judged_outside,
         batch)."""
-        from .candidates import candidate_judgments
-        from .featurelog import log_features
+        from ..features.candidates import candidate_judgments
+        from ..features.featurelog import log_features
         picks = {k: kw.pop(k) for k in ("unjudged", "judged_outside") if k in kw}
         cands, info = candidate_judgments(conn, self.index, jl, self.window, self.first_stage,
                                           max_terms=self.max_terms, **picks)

@@ -44,13 +44,13 @@ from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
 from ..io.atomic import atomic_write, check_writable, write_json
 from ..data.querytext import distinct_words, fit_keywords, fit_params
-from .clauses import term_budget
-from .client import Connection, item_error, msearch_items
-from .firststage import FirstStage
-from .params import check_params, derived_depth, featureset_params, with_first_stage_ids
-from .rerank import search_body
-from .store import get_featureset, sltr
-from .vectors import uses_vector, vector_source, with_query_vectors
+from ..query.clauses import term_budget
+from ..transport.client import Connection, item_error, msearch_items
+from ..query.firststage import FirstStage
+from ..stores.params import check_params, derived_depth, featureset_info, with_first_stage_ids
+from ..query.requests import search_body
+from ..stores.store import sltr
+from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
 
 LOG_NAME = "ltr_toolkit"
 QUERY_NAME = "ltr_toolkit_logged"
@@ -89,22 +89,10 @@ def _values(hit: dict, n_features: int) -> list[float | None]:
     return [float(f["value"]) if "value" in f else None for f in logs]
 
 
-def featureset_info(conn: Connection, name: str, store: str | None) -> dict:
-    fs = get_featureset(conn, name, store)
-    if fs is None:
-        raise UserError(f"feature set {name} not found in store {store or '(default)'}",
-                        "upload it with `ltr featureset upload FILE`")
-    body = fs.get("featureset", fs)
-    names = [f["name"] for f in body["features"]]
-    digest = hashlib.sha256(json.dumps(fs, sort_keys=True).encode()).hexdigest()
-    return {"name": name, "store": store, "feature_names": names, "sha256": digest,
-            "params": featureset_params(fs)}
-
-
 def query_budget(conn: Connection, index: str, jl: JudgmentList, featureset: str,
                  first_stage: FirstStage, store: str | None = None) -> int | None:
     """The distinct query terms the cluster accepts for this feature set and first stage
-    (:func:`.clauses.term_budget`; None without queries): what candidates, logging and
+    (:func:`ltr_toolkit.query.clauses.term_budget`; None without queries): what candidates, logging and
     the models trained on them fit long queries to."""
     qids = jl.judged_qids()
     if not qids:
@@ -127,7 +115,7 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     or a pair of a failed query. ``parallel`` rounds of ``batch`` queries are in flight at
     once; items the node rejects for load (429) are retried with backoff (counted in the
     sidecar's ``retried_items``). Long queries are fitted to the cluster's clause budget
-    (``max_terms``; None: measured, :mod:`.clauses`), recorded in the sidecar. A feature
+    (``max_terms``; None: measured, :mod:`ltr_toolkit.query.clauses`), recorded in the sidecar. A feature
     set using ``query_vector`` gets each query's vector by the index's encoder (``encoder``:
     the user's spec; a different model is refused), recorded in the sidecar."""
     out = Path(out)

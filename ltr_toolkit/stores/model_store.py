@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 
 from ..errors import UserError
-from .client import Connection, request
-from .featurelog import featureset_info
-from .lookups import forget_model
-from .params import QUERY_VECTOR, placeholder_params
-from .vectors import index_vectors, placeholder_vector
+from ..transport.client import Connection, request
+from ..transport.lookups import forget_model
+from .params import QUERY_VECTOR, featureset_info, placeholder_params
+from ..indexing.vectors import index_vectors, placeholder_vector
 from .store import get_document, list_elements, refresh_store, store_path
 
 

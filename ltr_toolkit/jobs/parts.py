@@ -14,7 +14,7 @@ another run holds it): the rows concatenated in part order (the single run's ord
 ``features.txt`` is byte-identical to a single run's), the sidecar rebuilt from the parts'
 (the judgments' hash over the merged list, counts summed, missing documents and failed
 queries in the single run's order), then published as one snapshot with its manifest,
-``latest`` and retention exactly as :func:`.jobs.run_job` does (a merge killed after its
+``latest`` and retention exactly as :func:`.runner.run_job` does (a merge killed after its
 rename finishes when any part runs again; that run publishes nothing new). The other
 parts exit 0 saying which parts the snapshot still waits for. Parts that are not one
 run's are refused at the merge, in one line naming them: made from different judgments
@@ -36,7 +36,7 @@ from pathlib import Path
 from ..errors import UserError
 from ..io.atomic import fsync_dir, write_json
 from .jobfile import Job
-from .jobs import _manifest, _run_record, finish_published, index_health
+from .runner import _manifest, _run_record, finish_published, index_health
 from .snapshots import job_lock, prune, publish, remove_leftovers
 
 PARTS = ".parts"
@@ -101,8 +101,8 @@ def _part_inputs(job: Job, conn, work: Path, i: int, n: int, stage_fs):
     """(this part's judgments, candidates info, query-term budget, the whole list's
     hash), frozen in ``inputs.json`` when the part starts (a resumed part logs them)."""
     from ..data.judgments import JudgmentList, load_judgments
-    from .candidates import candidate_judgments
-    from .featurelog import query_budget
+    from ..features.candidates import candidate_judgments
+    from ..features.featurelog import query_budget
     frozen = work / "inputs.json"
     if frozen.is_file():
         f = json.loads(frozen.read_text())
@@ -121,8 +121,8 @@ def _part_inputs(job: Job, conn, work: Path, i: int, n: int, stage_fs):
 
 
 def _log_part(job: Job, conn, i: int, n: int, work: Path, done: Path, log) -> None:
-    from .featurelog import log_features
-    from .firststage import FirstStage
+    from ..features.featurelog import log_features
+    from ..query.firststage import FirstStage
     work.mkdir(parents=True, exist_ok=True)
     index_health(conn, job.index, log)
     stage_fs = FirstStage.resolve(job.first_stage, job.fields, job.statistics)

@@ -9,13 +9,13 @@ document gets a field holding the text of its ``k`` most similar documents
 a feedback-like feature served in the same single request as the others.
 
 The expansion field is indexed but left out of ``_source`` by the mappings the toolkit
-creates (:func:`ltr_toolkit.cluster.indexing.mapping`): a larger ``_source`` slows every
+creates (:func:`ltr_toolkit.indexing.documents.mapping`): a larger ``_source`` slows every
 search's fetch phase. Consequence: updating a document through the update API drops its
 expansion; run :func:`expand` again after changing documents (their neighbours change
 too). On an index whose mapping stores the field in ``_source``, :func:`expand` works
 and says so. ``more_like_this`` picks its terms from each shard's statistics, so on an
 index of several shards :func:`expand` may find other neighbours than on one shard;
-:func:`ltr_toolkit.cluster.indexing.index_documents` finds them on a one-shard load
+:func:`ltr_toolkit.indexing.documents.index_documents` finds them on a one-shard load
 first, whatever the shard count of the index it makes."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import json
 import tempfile
 from dataclasses import dataclass
 
-from .client import Connection, call, item_error, msearch_items, request
+from ..transport.client import Connection, call, item_error, msearch_items, request
 
 #: The expansion field's name in the toolkit's mappings and feature sets.
 FIELD = "neighbours"

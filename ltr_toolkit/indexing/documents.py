@@ -5,13 +5,13 @@ Each text field is analysed for BM25 and kept under two more similarities as
 multi-fields (``.lmd``: LM Dirichlet, ``.dfr``: divergence from randomness), with its
 token count in ``<field>_len`` and its term vectors stored (for feedback features), and
 each document's nearest neighbours' text in ``neighbours`` (index-time feedback, see
-:mod:`ltr_toolkit.cluster.neighbours`): the shape the shipped feature set expects."""
+:mod:`ltr_toolkit.indexing.neighbours`): the shape the shipped feature set expects."""
 
 from __future__ import annotations
 
 from ..encoders import load_encoder
-from .client import Connection, call, request
-from .lookups import has_knn
+from ..transport.client import Connection, call, request
+from ..transport.lookups import has_knn
 from .neighbours import Expansion, all_neighbour_texts
 from .vectors import DEFAULT_TEXT_FIELDS, FIELD as VECTOR_FIELD, document_text, \
     document_vectors, field_mapping, meta_entry
@@ -133,7 +133,7 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     builds its query once per segment (on Cranfield the rescore of 100 documents by the
     bundled feature set costs the node 2.9 ms on one segment, 4.8 ms on the three a bulk
     load leaves). ``expansion``: each document's nearest neighbours' text
-    (:mod:`ltr_toolkit.cluster.neighbours`), found in a first load on one shard and written by
+    (:mod:`ltr_toolkit.indexing.neighbours`), found in a first load on one shard and written by
     the real one (no updated copies left behind); None: no expansion field.
     ``vector_fields``: each document's vector of these fields (those the collection has;
     all its fields when it has none of them) by ``encoder`` (None: ``$LTR_ENCODER`` or the

@@ -1,6 +1,6 @@
 """Job files (TOML) for ``ltr job run``: read, validated with ``file:line``, and the
 connection they describe. Credentials never appear in a job file: they come only from the
-environment (``LTR_USER`` / ``LTR_PASSWORD``). The format is in :mod:`.jobs` and
+environment (``LTR_USER`` / ``LTR_PASSWORD``). The format is in :mod:`.runner` and
 ``docs/scheduling.md``."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 from ..data.judgments import FORMATS as JUDGMENT_FORMATS
 from ..errors import InputError
 from ..io.text import read_text
-from .candidates import JUDGED_OUTSIDE, UNJUDGED
-from .client import Connection
-from .firststage import STATISTICS
+from ..features.candidates import JUDGED_OUTSIDE, UNJUDGED
+from ..transport.client import Connection
+from ..query.firststage import STATISTICS
 
 #: A job's request timeout when neither its file nor ``ltr --timeout`` gives one, seconds.
 DEFAULT_TIMEOUT = 60.0

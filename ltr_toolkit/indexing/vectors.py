@@ -27,8 +27,8 @@ import numpy as np
 from ..encoders import Encoder, check_same, load_encoder, query_vectors
 from ..errors import ClusterError, UserError
 from ..io.atomic import atomic_write
-from .client import Connection, call, request
-from .lookups import fact, forget, has_knn, require_knn
+from ..transport.client import Connection, call, request
+from ..transport.lookups import fact, forget, require_knn
 
 #: the vector field's name in the toolkit's mappings and shipped feature sets
 FIELD = "vector"

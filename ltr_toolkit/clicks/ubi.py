@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 
 from ..errors import ClusterError, UserError
-from .client import Connection, call, request
+from ..transport.client import Connection, call, request
 
 QUERIES, EVENTS = "ubi_queries", "ubi_events"
 
@@ -118,7 +118,7 @@ def count(conn: Connection, index: str) -> int:
 def read_event_log(conn: Connection, query: dict, queries: str = QUERIES, events: str = EVENTS,
                    impression_actions=None, click_actions=None):
     """The cluster's UBI events matching ``query`` as an EventLog; none is a user error."""
-    from ..clicks.events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
+    from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
     reader = EventReader(impression_actions or IMPRESSION_ACTIONS, click_actions or CLICK_ACTIONS)
     counts = read_events(conn, reader, query, queries, events)
     log = reader.finish()

@@ -6,8 +6,8 @@ import json
 import warnings
 
 from ..errors import ClusterError, UserError
-from .client import Connection, request, translate
-from .lookups import require_knn
+from ..transport.client import Connection, request, translate
+from ..transport.lookups import require_knn
 
 
 def store_path(store: str | None) -> str:

@@ -126,7 +126,7 @@ def index_health(conn, index: str, log) -> str:
     a one-line error, exit 2, before any work; yellow (replicas missing) is a one-line
     warning and the run goes on with the copies there are."""
     from ..errors import ClusterError
-    from .client import call, request
+    from ..transport.client import call, request
     if not call(conn, conn.client().indices.exists, index=index):
         raise ClusterError(f"index {index} does not exist on {conn.display_url}",
                            "check the job file's [logging] index")
@@ -160,9 +160,9 @@ def _inputs(job: Job, conn, work: Path):
     starts, so a resumed run logs what its first attempt saw, even if the judgments file
     or the index changed since (its checkpoint stays valid)."""
     from ..data.judgments import JudgmentList, load_judgments
-    from .candidates import candidate_judgments
-    from .featurelog import query_budget
-    from .firststage import FirstStage
+    from ..features.candidates import candidate_judgments
+    from ..features.featurelog import query_budget
+    from ..query.firststage import FirstStage
     stage_fs = FirstStage.resolve(job.first_stage, job.fields, job.statistics)
     frozen = work / "inputs.json"
     if frozen.is_file():
@@ -187,7 +187,7 @@ def click_judgments(job: Job, conn, work: Path):
     written into ``work`` (published with the snapshot)."""
     from ..clicks.judge import ClickSettings, judge
     from ..clicks.output import write_counts, write_judgments, write_report
-    from .ubi import EVENTS, QUERIES, read_event_log, time_range
+    from ..clicks.ubi import EVENTS, QUERIES, read_event_log, time_range
     cl = dict(job.clicks)
     days = cl.pop("days")
     names = (cl.pop("queries_index", QUERIES), cl.pop("events_index", EVENTS))
@@ -221,7 +221,7 @@ def _seed_incremental(job: Job, work: Path, log) -> None:
 
 
 def _log(job: Job, conn, work: Path, jl, info, stage_fs, log) -> dict:
-    from .featurelog import log_features, log_incremental
+    from ..features.featurelog import log_features, log_incremental
     features = work / "features.txt"
     if job.incremental:
         _seed_incremental(job, work, log)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from .client import Connection, request
+from ..transport.client import Connection, request
 from .params import QUERY_VECTOR, model_params, placeholder_params
-from .vectors import placeholder_vector
+from ..indexing.vectors import placeholder_vector
 from .store import sltr
 
 DEFAULT_MAX = 10 * 1024 * 1024

@@ -10,7 +10,7 @@ serving time:
   repeats its last id; one with none gets :data:`NO_DOC`, an id no document has.
 
 * ``query_vector``: the query's vector by the encoder that made the index's document
-  vectors (:mod:`.vectors`), for semantic features (a ``knn_score`` script). Computed in
+  vectors (:mod:`ltr_toolkit.indexing.vectors`), for semantic features (a ``knn_score`` script). Computed in
   this process (a few ms) unless the caller passes it; no round trip.
 
 Using first-stage ids costs one extra round trip per query at serving time: a first request for the
@@ -21,9 +21,14 @@ the ``sltr`` clause of the rescore).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 from ..errors import UserError
+from ..transport.client import Connection
+from ..transport.lookups import model_document
+from .store import get_document, get_featureset, store_path
 
 DERIVED = re.compile(r"^first_stage_id_(\d+)$")
 QUERY_VECTOR = "query_vector"
@@ -83,8 +88,6 @@ def check_params(needed, available: dict, qid: str, what: str) -> None:
 
 def stored_model(conn, model: str, store: str | None = None) -> dict:
     """The stored model's definition (read once per process and kept: see ``lookups``)."""
-    from .lookups import model_document
-    from .store import get_document, store_path
     doc = model_document(conn, model, store,
                          lambda: get_document(conn, f"{store_path(store)}/_model/{model}", store))
     if doc is None:
@@ -104,3 +107,17 @@ def thread_safe(conn, model: str, store: str | None = None) -> bool:
     concurrent ``_msearch`` items got other queries' scores. Such models are queried one
     search at a time by the toolkit."""
     return stored_model(conn, model, store).get("model", {}).get("type") != "model/ranklib"
+
+
+def featureset_info(conn: Connection, name: str, store: str | None) -> dict:
+    """The stored feature set ``name``: its feature names, parameters and sha256 (what
+    logged data and model artifacts record), or a one-line error when it is not there."""
+    fs = get_featureset(conn, name, store)
+    if fs is None:
+        raise UserError(f"feature set {name} not found in store {store or '(default)'}",
+                        "upload it with `ltr featureset upload FILE`")
+    body = fs.get("featureset", fs)
+    names = [f["name"] for f in body["features"]]
+    digest = hashlib.sha256(json.dumps(fs, sort_keys=True).encode()).hexdigest()
+    return {"name": name, "store": store, "feature_names": names, "sha256": digest,
+            "params": featureset_params(fs)}

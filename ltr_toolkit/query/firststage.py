@@ -188,7 +188,7 @@ def _collect_fields(node, out: list[str]) -> None:
 
 def index_fields(conn, index: str) -> set[str]:
     """Every field path of ``index`` (multi-fields as ``field.sub``)."""
-    from .client import request
+    from ..transport.client import request
     resp = request(conn, "GET", f"/{index}/_mapping")
     names: set[str] = set()
     for body in resp.values():

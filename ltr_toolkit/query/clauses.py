@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 
 from ..errors import UserError
-from .client import Connection, item_error, msearch_items
+from ..transport.client import Connection, item_error, msearch_items
 from .firststage import FirstStage
-from .params import QUERY_VECTOR, derived_depth, featureset_params, model_params
-from .store import get_featureset, sltr
-from .vectors import placeholder_vector
+from ..stores.params import QUERY_VECTOR, derived_depth, featureset_params, model_params
+from ..stores.store import get_featureset, sltr
+from ..indexing.vectors import placeholder_vector
 
 #: The largest term count probed; queries are cut to it even on a cluster without limit.
 PROBE_MAX = 4096
@@ -90,7 +90,7 @@ def _liked_ids(conn, index, first_stage, params, depth, budget) -> dict:
     real top documents: features such as ``more_like_this`` seeded with them add their
     own clauses, which made-up ids would hide)."""
     from ..data.querytext import fit_params
-    from .params import with_first_stage_ids
+    from ..stores.params import with_first_stage_ids
     body = {"query": first_stage.query(fit_params(params, budget)), "size": depth, "_source": False}
     item = msearch_items(conn, index, [body])[0]
     ids = [h["_id"] for h in item.get("hits", {}).get("hits", [])]
