@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.data.dataset import RankingDataset
-from ltr_toolkit.models.neural import NeuralRanker, NotFittedError, as_ranking_dataset
+from ltr_toolkit.models.base import NotFittedError, as_ranking_dataset
+from ltr_toolkit.models.neural import NeuralRanker
 from ltr_toolkit.models.trees import LambdaMART
 
 ESTIMATORS = [
@@ -142,3 +143,38 @@ def test_predict_before_fit_is_not_fitted_error(make):
     to do; it was a bare AttributeError on a private attribute."""
     with pytest.raises(NotFittedError, match="call fit"):
         make().predict(np.zeros((3, 4)))
+
+
+@pytest.mark.parametrize("cls,kw", ESTIMATORS)
+def test_predict_refuses_another_number_of_features_than_fit_saw(cls, kw):
+    """``n_features_in_`` as in scikit-learn, kept through the artifact: a matrix with a
+    column more or less is refused in one line (a network broadcast a single column
+    silently before)."""
+    ds = _data()
+    m = cls(**kw).fit(ds)
+    assert m.n_features_in_ == 5
+    for X in (ds.X[:, :4], ds.X[:, :1], np.hstack([ds.X, ds.X[:, :1]])):
+        with pytest.raises(ValueError, match=f"X has {X.shape[1]} features, but {cls.__name__} "
+                                             "is expecting 5 features"):
+            m.predict(X)
+    back = cls.from_state(json.loads(json.dumps(m.state())))
+    assert back.n_features_in_ == 5
+    with pytest.raises(ValueError, match="expecting 5 features"):
+        back.predict(ds.X[:, :1])
+
+
+@pytest.mark.parametrize("cls,name,bad,says", [
+    (NeuralRanker, "epochs", 0, r"'epochs' parameter of NeuralRanker must be an int in the range \[1, inf\); got 0"),
+    (NeuralRanker, "lr", -1e-3, r"'lr' parameter of NeuralRanker must be a float in the range \(0, inf\)"),
+    (NeuralRanker, "truncation", 0, r"must be one of 'k' or an int in the range \[1, inf\) or None"),
+    (LambdaMART, "subsample", 1.5, r"'subsample' parameter of LambdaMART must be a float in the range \(0, 1\]"),
+    (LambdaMART, "nthread", 0, r"'nthread' parameter of LambdaMART must be an int in the range \[1, inf\) or None"),
+    (LambdaMART, "tree_method", "gpu", r"must be one of 'hist', 'approx', 'exact'; got 'gpu'"),
+])
+def test_parameters_are_checked_against_their_declared_constraints(cls, name, bad, says):
+    """One validator over the constraints each estimator declares (scikit-learn's
+    _param_validation idea): the parameter, what it must be, what it got."""
+    m = cls(**{name: bad})
+    with pytest.raises(ValueError, match=says):
+        m.fit(_data())
+    assert set(cls._parameter_constraints) <= set(_signature_names(cls))

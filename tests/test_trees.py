@@ -185,11 +185,11 @@ def test_rows_fed_to_xgboost_in_batches_give_the_same_model(monkeypatch):
     """The training matrix and the predictions go through xgboost in batches of rows
     (no second full copy of the features): every row is fed once, in order, so the model
     and its scores do not depend on the batch size."""
-    from ltr_toolkit.models import neural
+    from ltr_toolkit.models import base
     ds = _small(11, n_q=9, n_d=13)
     ds.X[::5, 1] = np.nan                           # missing values go through the batches too
     whole = LambdaMART(n_estimators=8, max_depth=3, early_stopping_rounds=None, nthread=1).fit(ds)
-    monkeypatch.setattr(neural, "BATCH_ROWS", 10)   # 117 rows: 12 batches
+    monkeypatch.setattr(base, "BATCH_ROWS", 10)   # 117 rows: 12 batches
     batched = LambdaMART(n_estimators=8, max_depth=3, early_stopping_rounds=None, nthread=1).fit(ds)
     assert batched.booster_.num_features() == ds.n_features
     np.testing.assert_array_equal(batched.predict(ds.X), whole.predict(ds.X))

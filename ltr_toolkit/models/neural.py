@@ -7,7 +7,6 @@ one optimiser step. Never one backprop per pair (see benchmarks/naive.py for tha
 
 from __future__ import annotations
 
-import inspect
 import time
 
 import numpy as np
@@ -16,6 +15,8 @@ from threadpoolctl import threadpool_limits
 from ..data.dataset import RankingDataset
 from ..rank.lambdas import DEFAULT_MU, QueryPairs, check_weighting
 from ..rank.metrics import ndcg
+from .base import (BOOLEAN, EstimatorParams, Integral, Interval, Kind, Options, Real,
+                   row_batches, training_sets)
 from .mlp import MLP, OPTIMIZERS
 
 ALGOS = {
@@ -23,118 +24,6 @@ ALGOS = {
     "lambdarank-nn": "lambdarank",
     "linear": "lambdarank",
 }
-
-
-class NotFittedError(ValueError, AttributeError):
-    """``predict`` (or an export) before ``fit``: scikit-learn's exception of that name is
-    also a ValueError and an AttributeError, so code catching either keeps working."""
-
-
-class EstimatorParams:
-    """scikit-learn's estimator conventions without depending on scikit-learn:
-    ``__init__`` stores its arguments unchanged (validation happens in ``fit``), and
-    ``get_params`` / ``set_params`` are derived from the ``__init__`` signature, so that
-    ``sklearn.base.clone`` and grid searches work on the toolkit's estimators."""
-
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p.name for p in sig.parameters.values()
-                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-    def _check_fitted(self, attribute: str) -> None:
-        if not hasattr(self, attribute):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit() "
-                                 "before predict()")
-
-    def get_params(self, deep: bool = True) -> dict:
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params):
-        names = self._param_names()
-        for name, value in params.items():
-            if name not in names:
-                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; "
-                                 f"valid parameters: {', '.join(names)}")
-            setattr(self, name, value)
-        return self
-
-    def _json_params(self) -> dict:
-        """The parameters as plain JSON values (tuples as lists, numpy scalars and dtypes
-        as Python values and names), for model artifacts."""
-        return {k: _jsonable(v) for k, v in self.get_params().items()}
-
-    def __repr__(self) -> str:
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
-        changed = [f"{k}={v!r}" for k, v in self.get_params().items()
-                   if not (isinstance(v, type(defaults.get(k))) and _same(v, defaults.get(k)))]
-        return f"{type(self).__name__}({', '.join(changed)})"
-
-
-def _same(a, b) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:
-        return a is b
-
-
-def _jsonable(v):
-    if isinstance(v, (tuple, list)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, (np.dtype, type)):
-        return np.dtype(v).name
-    return v
-
-
-def as_ranking_dataset(X, y, qid) -> RankingDataset:
-    """``X, y, qid`` (one query id per row, rows of a query need not be contiguous) as a
-    :class:`RankingDataset`: queries in order of first appearance, rows in input order
-    within a query. ``meta["input_rows"]`` maps the dataset's rows to the input rows."""
-    if y is None or qid is None:
-        raise ValueError("fit(X, y, qid=...) needs the labels y and one query id per row (qid)")
-    X = np.asarray(X, dtype=np.float32)
-    y = np.asarray(y, dtype=np.float64).ravel()
-    qid = np.asarray(qid).ravel()
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D [n_rows, n_features], got shape {X.shape}")
-    if not (len(X) == len(y) == len(qid)):
-        raise ValueError(f"X, y and qid must have the same number of rows "
-                         f"({len(X)}, {len(y)}, {len(qid)})")
-    uniq, first, inv = np.unique(qid, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    position = np.empty_like(by_first)
-    position[by_first] = np.arange(len(by_first))
-    key = position[inv.ravel()]
-    rows = np.argsort(key, kind="stable")
-    sizes = np.bincount(key, minlength=len(uniq))
-    ds = RankingDataset(X=X[rows], y=y[rows], offsets=np.concatenate([[0], np.cumsum(sizes)]),
-                        qids=np.array([str(q) for q in uniq[by_first]], dtype=object))
-    ds.meta["input_rows"] = rows
-    return ds
-
-
-def training_sets(X, y, qid, valid):
-    """(train, valid) datasets from the two ``fit`` forms: ``fit(dataset[, valid_dataset])``
-    and ``fit(X, y, qid=..., valid=(X_valid, y_valid, qid_valid))``."""
-    if isinstance(X, RankingDataset):
-        if isinstance(y, RankingDataset):           # fit(train, valid): the dataset form
-            if valid is not None:
-                raise ValueError("validation data given twice")
-            valid = y
-        elif y is not None or qid is not None:
-            raise ValueError("fit(dataset) takes no y or qid: they are in the dataset")
-        train = X
-    else:
-        train = as_ranking_dataset(X, y, qid)
-    if valid is not None and not isinstance(valid, RankingDataset):
-        try:
-            Xv, yv, qv = valid
-        except (TypeError, ValueError):
-            raise ValueError("valid must be a RankingDataset or a tuple (X, y, qid)") from None
-        valid = as_ranking_dataset(Xv, yv, qv)
-    return train, valid
 
 
 class NeuralRanker(EstimatorParams):
@@ -146,6 +35,16 @@ class NeuralRanker(EstimatorParams):
     ``mu``: NDCG-Loss2++'s mixing weight; ``truncation``: the k of the weights' top-k
     ("k": the metric's k, None: whole list); ``l2``: weight decay on the weights (not the
     biases), added to each query step's gradient."""
+
+    _parameter_constraints = {
+        "algo": [Options(*ALGOS)], "hidden": [Kind(tuple, list)], "activation": [Kind(str)],
+        "optimizer": [Options(*OPTIMIZERS)], "lr": [Interval(Real, 0, None, "neither")],
+        "epochs": [Interval(Integral, 1, None)], "sigma": [Interval(Real, 0, None, "neither")],
+        "k": [Interval(Integral, 1, None)], "patience": [Interval(Integral, 0, None)],
+        "standardize": [BOOLEAN], "seed": [Interval(Integral, 0, None)],
+        "objective": [None, Kind(str)], "truncation": [Options("k"), None, Interval(Integral, 1, None)],
+        "mu": [Interval(Real, 0, None)], "l2": [Interval(Real, 0, None)],
+    }
 
     def __init__(self, algo: str = "lambdarank-nn", hidden=(64, 16), activation: str = "sigmoid",
                  optimizer: str = "adam", lr: float = 1e-3, epochs: int = 50,
@@ -184,26 +83,8 @@ class NeuralRanker(EstimatorParams):
         return int(self.k) if t == "k" else (None if t is None else int(t))
 
     def _validate(self) -> None:
-        if self.algo not in ALGOS:
-            raise ValueError(f"algo must be one of {sorted(ALGOS)}, not {self.algo!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, not {self.optimizer!r}")
+        self._validate_params()
         check_weighting(self._weighting())
-        for name in ("k", "epochs"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        if int(self.patience) < 0:
-            raise ValueError("patience must be >= 0")
-        if not float(self.lr) > 0 or not float(self.sigma) > 0:
-            raise ValueError("lr and sigma must be > 0")
-        if float(self.mu) < 0 or float(self.l2) < 0:
-            raise ValueError("mu and l2 must be >= 0")
-        t = self._truncation()
-        if t is not None and t < 1:
-            raise ValueError("truncation must be 'k', None or an integer >= 1")
-        if any(h < 1 for h in self._hidden()):
-            raise ValueError("hidden layer sizes must be >= 1")
-        self._dtype()
 
     # ------------------------------------------------------------------ fitting
     def _transform(self, X: np.ndarray) -> np.ndarray:
@@ -258,6 +139,7 @@ class NeuralRanker(EstimatorParams):
         train, valid = training_sets(X, y, qid, valid)
         _check(train)
         self.init(train.n_features, train.X)
+        self.n_features_in_ = train.n_features
         Xt = self._transform(train.X)
         rng = np.random.default_rng(int(self.seed))
         k = int(self.k)
@@ -295,7 +177,7 @@ class NeuralRanker(EstimatorParams):
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         self._check_fitted("net_")
-        X = np.asarray(X)
+        X = self._check_n_features(X)
         out = np.empty(len(X), dtype=np.float64)
         for lo, hi in row_batches(len(X)):
             out[lo:hi] = self.net_.forward(self._transform(X[lo:hi]))
@@ -323,16 +205,8 @@ class NeuralRanker(EstimatorParams):
         m.mean_ = np.asarray(state["mean"], dtype=np.float64)
         m.std_ = np.asarray(state["std"], dtype=np.float64)
         m.net_ = MLP.from_state(state["network"], dtype=np.float64)
+        m.n_features_in_ = len(m.mean_)
         return m
-
-
-#: Rows per batch when transforming or scoring a matrix.
-BATCH_ROWS = 1 << 16
-
-
-def row_batches(n: int):
-    """(lo, hi) ranges of at most :data:`BATCH_ROWS` rows covering n rows."""
-    return ((lo, min(lo + BATCH_ROWS, n)) for lo in range(0, n, BATCH_ROWS))
 
 
 def _column_moments(X: np.ndarray):

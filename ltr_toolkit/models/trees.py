@@ -41,7 +41,8 @@ from ..data.dataset import RankingDataset
 from ..rank.lambdas import (DEFAULT_MU, QUERY_NORMALIZATIONS, RankPairs,
                             check_weighting)
 from ..rank.metrics import ndcg
-from .neural import EstimatorParams, row_batches, training_sets
+from .base import (BOOLEAN, EstimatorParams, Integral, Interval, Kind, Options, Real,
+                   row_batches, training_sets)
 
 ALGOS = {"lambdamart": "lambdarank", "ranknet-tree": "ranknet"}
 
@@ -85,6 +86,25 @@ class LambdaMART(EstimatorParams):
     untruncated ones (xgboost's rank:ndcg: the truncation then only selects the pairs);
     ``warm_start`` (scikit-learn's meaning): ``fit`` on the same data after raising
     ``n_estimators`` adds trees to the fitted ones instead of starting again."""
+
+    _parameter_constraints = {
+        "algo": [Options(*ALGOS)], "n_estimators": [Interval(Integral, 1, None)],
+        "max_depth": [Interval(Integral, 1, None)],
+        "learning_rate": [Interval(Real, 0, None, "neither")], "k": [Interval(Integral, 1, None)],
+        "sigma": [Interval(Real, 0, None, "neither")],
+        "early_stopping_rounds": [None, Interval(Integral, 1, None)],
+        "min_child_weight": [Interval(Real, 0, None)], "reg_lambda": [Interval(Real, 0, None)],
+        "tree_method": [Options("hist", "approx", "exact")], "max_bin": [Interval(Integral, 2, None)],
+        "nthread": [None, Interval(Integral, 1, None)], "seed": [Kind(Integral)],
+        "pairs": [None, Kind(callable, name="a callable (labels of one query) -> an object "
+                                             "with grad_hess(scores)")],
+        "subsample": [Interval(Real, 0, 1, "right")], "colsample_bytree": [Interval(Real, 0, 1, "right")],
+        "query_normalization": [None, Options(*QUERY_NORMALIZATIONS, True, False)],
+        "truncation": [Options("k"), None, Interval(Integral, 1, None)],
+        "weighting": [None, Kind(str)], "mu": [Interval(Real, 0, None)],
+        "score_normalization": [BOOLEAN, Options(0, 1)], "hessian_scale": [Interval(Real, 0, None, "neither")],
+        "truncate_discounts": [BOOLEAN, Options(0, 1)], "warm_start": [BOOLEAN, Options(0, 1)],
+    }
 
     def __init__(self, algo: str = "lambdamart", n_estimators: int = 300, max_depth: int = 6,
                  learning_rate: float = 0.1, k: int = 10, sigma: float = 1.0,
@@ -141,35 +161,8 @@ class LambdaMART(EstimatorParams):
         return None if q is False else q
 
     def _validate(self) -> None:
-        if self.algo not in ALGOS:
-            raise ValueError(f"algo must be one of {sorted(ALGOS)}, not {self.algo!r}")
+        self._validate_params()
         check_weighting(self._weighting())
-        for name in ("score_normalization", "truncate_discounts"):
-            if getattr(self, name) not in (True, False, 0, 1):
-                raise ValueError(f"{name} must be a bool, not {getattr(self, name)!r}")
-        if self._query_normalization() not in QUERY_NORMALIZATIONS:
-            raise ValueError(f"query_normalization must be one of {QUERY_NORMALIZATIONS}, "
-                             f"not {self.query_normalization!r}")
-        for name in ("n_estimators", "k"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        t = self._truncation()
-        if t is not None and t < 1:
-            raise ValueError("truncation must be 'k', None or an integer >= 1")
-        if self.early_stopping_rounds is not None and int(self.early_stopping_rounds) < 1:
-            raise ValueError("early_stopping_rounds must be None or >= 1")
-        if self.pairs is not None and not callable(self.pairs):
-            raise ValueError("pairs must be None or a callable (labels of one query) -> "
-                             "an object with grad_hess(scores)")
-        for name in ("learning_rate", "sigma", "hessian_scale"):
-            if not float(getattr(self, name)) > 0:
-                raise ValueError(f"{name} must be > 0")
-        for name in ("min_child_weight", "reg_lambda", "mu"):
-            if float(getattr(self, name)) < 0:
-                raise ValueError(f"{name} must be >= 0")
-        for name in ("subsample", "colsample_bytree"):
-            if not 0 < float(getattr(self, name)) <= 1:
-                raise ValueError(f"{name} must be in (0, 1]")
 
     def threads(self) -> int:
         """``nthread``, or when None :func:`default_threads`."""
@@ -274,6 +267,9 @@ class LambdaMART(EstimatorParams):
         import xgboost as xgb
         train, valid = training_sets(X, y, qid, valid)
         self._validate()
+        if self.warm_start and hasattr(self, "booster_"):
+            self._check_n_features(train.X)
+        self.n_features_in_ = train.n_features
         dtrain = self._dmatrix(train)
         params = dict(self.booster_params(), disable_default_eval_metric=1)
         evals, metric = [], None
@@ -306,7 +302,7 @@ class LambdaMART(EstimatorParams):
         """Scores (the sum of the trees' leaves up to ``best_iteration_``), in batches of
         rows: memory beyond the input is O(batch)."""
         self._check_fitted("booster_")
-        X = np.asarray(X)
+        X = self._check_n_features(X)
         out = np.empty(len(X), dtype=np.float64)
         for lo, hi in row_batches(len(X)):
             out[lo:hi] = self.booster_.inplace_predict(
@@ -338,4 +334,5 @@ class LambdaMART(EstimatorParams):
         m.booster_ = xgb.Booster()
         m.booster_.load_model(bytearray(json.dumps(state["booster"]).encode()))
         m.best_iteration_ = int(state["best_iteration"])
+        m.n_features_in_ = int(m.booster_.num_features())
         return m
