@@ -115,115 +115,154 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     or a pair of a failed query. ``parallel`` rounds of ``batch`` queries are in flight at
     once; items the node rejects for load (429) are retried with backoff (counted in the
     sidecar's ``retried_items``). Long queries are fitted to the cluster's clause budget
-    (``max_terms``; None: measured, :mod:`ltr_toolkit.query.clauses`), recorded in the sidecar. A feature
-    set using ``query_vector`` gets each query's vector by the index's encoder (``encoder``:
-    the user's spec; a different model is refused), recorded in the sidecar."""
+    (``max_terms``; None: measured, :mod:`ltr_toolkit.query.clauses`), recorded in the
+    sidecar. A feature set using ``query_vector`` gets each query's vector by the index's
+    encoder (``encoder``: the user's spec; a different model is refused), recorded in the
+    sidecar."""
     out = Path(out)
     check_writable(out)         # a directory or a read-only place: before any search
-    fsinfo = featureset_info(conn, featureset, store)
-    nf = len(fsinfo["feature_names"])
-    first_stage = first_stage or FirstStage.from_fields()
-    depth = derived_depth(fsinfo["params"])
-    qids = jl.judged_qids()
-    for q in qids:   # before any search
-        check_params(fsinfo["params"], jl.query_params(q), q, f"feature set {featureset}")
-    if depth:
-        first_stage.check(conn, index)
-    semantic = vector_source(conn, index, encoder)[0] if uses_vector(fsinfo["params"]) else None
+    run = _Rounds(conn, jl, featureset, index, store, first_stage or FirstStage.from_fields(),
+                  encoder)
     if max_terms is None:
-        max_terms = query_budget(conn, index, jl, featureset, first_stage, store)
-    by_q = jl.by_query()
-    run_key = hashlib.sha256(json.dumps([jl.content_hash(), fsinfo["sha256"], index, batch,
-                                         first_stage.to_dict() if depth else
-                                         first_stage.statistics, max_terms, semantic],
-                                        sort_keys=True).encode()).hexdigest()
-    ck = CheckpointedOutput(out, run_key)
-    done = ck.resume()
-    state = ck.state or {"rows": 0, "missing": [], "failed": [], "failed_pairs": 0}
-    rounds = [qids[i:i + batch] for i in range(0, len(qids), batch)]
-    stats = {"retried": 0}
-    retried_before = state.get("retried", 0)   # from the runs this one resumes
-
-    def log_round(group: list[str]) -> tuple[str, list, list, int]:
-        """(rows text, missing docs, failed queries, pairs of failed queries) of a round."""
-        raw = with_query_vectors(conn, index, [jl.query_params(q) for q in group],
-                                 fsinfo["params"], encoder)
-        params = {q: fit_params(p, max_terms) for q, p in zip(group, raw)}
-        failed: dict[str, str] = {}
-        if depth:   # the first stage's top ids, as serving computes them
-            firsts = msearch_items(conn, index, [
-                search_body(first_stage, params[q], None, depth, source=None) for q in group],
-                stats=stats, search_type=first_stage.search_type)
-            for q, item in zip(group, firsts):
-                if "error" in item:
-                    failed[q] = "first stage: " + _query_failure(item, conn, store)
-                else:
-                    ids = [h["_id"] for h in item["hits"]["hits"]]
-                    params[q] = with_first_stage_ids(params[q], ids, depth)
-        todo = [q for q in group if q not in failed]
-        bodies = [log_body(params[q], [d for d, _ in by_q[q]], featureset, store) for q in todo]
-        items = msearch_items(conn, index, bodies, stats=stats,
-                              search_type=first_stage.search_type) if todo else []
-        responses = dict(zip(todo, items))
-        rows, missing, failures, failed_pairs = [], [], [], 0
-        for q in group:
-            resp = responses.get(q)
-            if resp is not None and "error" in resp:
-                failed[q] = _query_failure(resp, conn, store)
-            if q in failed:
-                failures.append([q, failed[q]])
-                failed_pairs += len(by_q[q])
-                continue
-            hits = {h["_id"]: h for h in resp["hits"]["hits"]}
-            for d, g in by_q[q]:
-                if d not in hits:
-                    missing.append([q, d])
-                    continue
-                vals = _values(hits[d], nf)
-                gs = _grade_text(g)
-                feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(vals) if v is not None)
-                rows.append(f"{gs} qid:{q}{feats} # {d}\n")
-        return "".join(rows), missing, failures, failed_pairs
-
-    # up to `parallel` rounds in flight; committed strictly in order, so the output (and a
-    # resumed run's output) is the same whatever the parallelism
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        for start in range(done, len(rounds), max(1, parallel)):
-            chunk = range(start, min(start + max(1, parallel), len(rounds)))
-            results = list(pool.map(lambda r: log_round(rounds[r]), chunk))
-            for r, (text, missing, failures, failed_pairs) in zip(chunk, results):
-                state["rows"] += text.count("\n")
-                state["missing"] += missing
-                state["failed"] += failures
-                state["failed_pairs"] += failed_pairs
-                state["retried"] = retried_before + stats["retried"]
-                ck.commit(text, state)
-                if progress:
-                    progress(r + 1, len(rounds))
+        max_terms = query_budget(conn, index, jl, featureset, run.first_stage, store)
+    run.max_terms = max_terms
+    ck = CheckpointedOutput(out, run.key(batch))
+    state = _log_rounds(run, ck, batch, parallel, progress)
+    sidecar = run.sidecar(state, candidates)
     judged = len(jl)
-    sidecar = {
-        "featureset": fsinfo["name"], "featureset_sha256": fsinfo["sha256"], "store": store,
-        "feature_names": fsinfo["feature_names"], "featureset_params": fsinfo["params"],
-        "index": index, "first_stage": first_stage.to_dict(),
-        "judgments": {"source": jl.source, "sha256": jl.content_hash(), "queries": len(qids),
-                      "pairs": judged},
-        "candidates": candidates,
-        "rows": state["rows"], "missing_docs": state["missing"],
-        # queries whose first stage failed when the candidates were fetched, then these
-        "failed_queries": (candidates or {}).get("failed_queries", []) + state["failed"],
-        "retried_items": state.get("retried", 0),
-        "missing_features": MISSING_ABSENT,
-        "max_query_terms": max_terms,
-        "encoder": semantic and semantic["encoder"], "vector_field": semantic and semantic["field"],
-        "fitted_queries": sum(fit_keywords(jl.queries[q], max_terms) != jl.queries[q] for q in qids),
-    }
     if state["rows"] + len(state["missing"]) + state["failed_pairs"] != judged:
         raise ClusterError(f"logged {state['rows']} rows + {len(state['missing'])} missing + "
                            f"{state['failed_pairs']} of failed queries != {judged} pairs")
     write_json(out.with_suffix(out.suffix + ".json"), sidecar)
     ck.finish()
     return sidecar
+
+
+def _log_rounds(run: "_Rounds", ck: CheckpointedOutput, batch: int, parallel: int,
+                progress) -> dict:
+    """Every round of ``batch`` queries logged, up to ``parallel`` in flight, committed
+    strictly in order (so the output, and a resumed run's, is the same whatever the
+    parallelism); returns the counts."""
+    from concurrent.futures import ThreadPoolExecutor
+    qids = run.qids
+    rounds = [qids[i:i + batch] for i in range(0, len(qids), batch)]
+    done = ck.resume()
+    state = ck.state or {"rows": 0, "missing": [], "failed": [], "failed_pairs": 0}
+    retried_before = state.get("retried", 0)   # from the runs this one resumes
+    step = max(1, parallel)
+    with ThreadPoolExecutor(max_workers=step) as pool:
+        for start in range(done, len(rounds), step):
+            chunk = range(start, min(start + step, len(rounds)))
+            for r, (text, missing, failures, failed_pairs) in zip(
+                    chunk, pool.map(lambda r: run.log_round(rounds[r]), chunk)):
+                state["rows"] += text.count("\n")
+                state["missing"] += missing
+                state["failed"] += failures
+                state["failed_pairs"] += failed_pairs
+                state["retried"] = retried_before + run.stats["retried"]
+                ck.commit(text, state)
+                if progress:
+                    progress(r + 1, len(rounds))
+    return state
+
+
+class _Rounds:
+    """One logging run's fixed inputs (checked before any search) and one round of
+    queries logged: the first stage's top ids where the features use them, then the
+    ``sltr`` + ``ltr_log`` searches, as rows of text."""
+
+    def __init__(self, conn, jl, featureset, index, store, first_stage, encoder):
+        self.conn, self.jl, self.featureset, self.index, self.store = conn, jl, featureset, index, store
+        self.first_stage, self.encoder, self.max_terms = first_stage, encoder, None
+        self.fsinfo = featureset_info(conn, featureset, store)
+        self.depth = derived_depth(self.fsinfo["params"])
+        self.qids = jl.judged_qids()
+        for q in self.qids:   # before any search
+            check_params(self.fsinfo["params"], jl.query_params(q), q, f"feature set {featureset}")
+        if self.depth:
+            first_stage.check(conn, index)
+        self.semantic = vector_source(conn, index, encoder)[0] \
+            if uses_vector(self.fsinfo["params"]) else None
+        self.by_q = jl.by_query()
+        self.stats = {"retried": 0}
+
+    def key(self, batch: int) -> str:
+        """What a checkpoint must match to be resumed."""
+        return hashlib.sha256(json.dumps(
+            [self.jl.content_hash(), self.fsinfo["sha256"], self.index, batch,
+             self.first_stage.to_dict() if self.depth else self.first_stage.statistics,
+             self.max_terms, self.semantic], sort_keys=True).encode()).hexdigest()
+
+    def log_round(self, group: list[str]) -> tuple[str, list, list, int]:
+        """(rows text, missing docs, failed queries, pairs of failed queries) of a round."""
+        raw = with_query_vectors(self.conn, self.index, [self.jl.query_params(q) for q in group],
+                                 self.fsinfo["params"], self.encoder)
+        params = {q: fit_params(p, self.max_terms) for q, p in zip(group, raw)}
+        failed: dict[str, str] = {}
+        if self.depth:
+            self._first_ids(group, params, failed)
+        todo = [q for q in group if q not in failed]
+        bodies = [log_body(params[q], [d for d, _ in self.by_q[q]], self.featureset, self.store)
+                  for q in todo]
+        items = msearch_items(self.conn, self.index, bodies, stats=self.stats,
+                              search_type=self.first_stage.search_type) if todo else []
+        return self._rows(group, dict(zip(todo, items)), failed)
+
+    def _first_ids(self, group, params, failed) -> None:
+        """The first stage's top ids into each query's parameters, as serving computes
+        them (a query whose first stage fails goes into ``failed``)."""
+        firsts = msearch_items(self.conn, self.index, [
+            search_body(self.first_stage, params[q], None, self.depth, source=None) for q in group],
+            stats=self.stats, search_type=self.first_stage.search_type)
+        for q, item in zip(group, firsts):
+            if "error" in item:
+                failed[q] = "first stage: " + _query_failure(item, self.conn, self.store)
+            else:
+                ids = [h["_id"] for h in item["hits"]["hits"]]
+                params[q] = with_first_stage_ids(params[q], ids, self.depth)
+
+    def _rows(self, group, responses, failed) -> tuple[str, list, list, int]:
+        nf = len(self.fsinfo["feature_names"])
+        rows, missing, failures, failed_pairs = [], [], [], 0
+        for q in group:
+            resp = responses.get(q)
+            if resp is not None and "error" in resp:
+                failed[q] = _query_failure(resp, self.conn, self.store)
+            if q in failed:
+                failures.append([q, failed[q]])
+                failed_pairs += len(self.by_q[q])
+                continue
+            hits = {h["_id"]: h for h in resp["hits"]["hits"]}
+            for d, g in self.by_q[q]:
+                if d not in hits:
+                    missing.append([q, d])
+                    continue
+                feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(_values(hits[d], nf))
+                                if v is not None)
+                rows.append(f"{_grade_text(g)} qid:{q}{feats} # {d}\n")
+        return "".join(rows), missing, failures, failed_pairs
+
+    def sidecar(self, state: dict, candidates: dict | None) -> dict:
+        """What the rows were logged with and from, and what did not become a row."""
+        fsinfo, jl, semantic = self.fsinfo, self.jl, self.semantic
+        return {
+            "featureset": fsinfo["name"], "featureset_sha256": fsinfo["sha256"], "store": self.store,
+            "feature_names": fsinfo["feature_names"], "featureset_params": fsinfo["params"],
+            "index": self.index, "first_stage": self.first_stage.to_dict(),
+            "judgments": {"source": jl.source, "sha256": jl.content_hash(),
+                          "queries": len(self.qids), "pairs": len(jl)},
+            "candidates": candidates,
+            "rows": state["rows"], "missing_docs": state["missing"],
+            # queries whose first stage failed when the candidates were fetched, then these
+            "failed_queries": (candidates or {}).get("failed_queries", []) + state["failed"],
+            "retried_items": state.get("retried", 0),
+            "missing_features": MISSING_ABSENT,
+            "max_query_terms": self.max_terms,
+            "encoder": semantic and semantic["encoder"],
+            "vector_field": semantic and semantic["field"],
+            "fitted_queries": sum(fit_keywords(jl.queries[q], self.max_terms) != jl.queries[q]
+                                  for q in self.qids),
+        }
 
 
 def _grade_text(g) -> str:
