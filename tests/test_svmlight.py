@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from ltr_toolkit.data import svmlight
+from ltr_toolkit.data import svmlight, svmlight_fast
 from ltr_toolkit.data.svmlight import (MAX_FEATURE_ID, MISSING_ABSENT, load_logged,
                                        load_svmlight, save_svmlight)
 from ltr_toolkit.errors import InputError
@@ -238,7 +238,7 @@ def test_mslr_takes_the_fast_path(mslr_paths):
     line-by-line reference), and agrees with it."""
     data = mslr_paths[1].read_bytes()[: 1 << 20]
     data = data[: data.rfind(b"\n") + 1]
-    fast = svmlight._fast_chunk(data, None, 0.0)
+    fast = svmlight_fast.fast_chunk(data, None, 0.0)
     assert fast is not None
     slow = svmlight._slow_chunk(data, None, 0.0)
     np.testing.assert_array_equal(fast.block, slow.block)

@@ -1,7 +1,7 @@
 """SVMlight / LETOR / RankLib ranking files: ``grade qid:N 1:v 2:v ... # docid``.
 
 The reader streams the file in chunks of about a megabyte and parses each chunk with
-vectorised NumPy on the raw bytes (token boundaries from byte masks, numbers decoded
+vectorised NumPy on the raw bytes (:mod:`.svmlight_fast`) (token boundaries from byte masks, numbers decoded
 eight digits at a time in 64-bit words, the classic SWAR technique, exactly as float()
 rounds them), two chunks at a time on two threads (NumPy releases the GIL). Rows go
 chunk by chunk into one float32 matrix, so memory peaks near that matrix's size (twice
@@ -32,10 +32,8 @@ import math
 import mmap
 import os
 import re
-import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +42,7 @@ from ..versions import PLUGIN_MAX_FEATURES
 from ..errors import InputError
 from ..io.atomic import atomic_write
 from .dataset import RankingDataset
+from .svmlight_fast import F32_LIMIT, Part, fast_chunk
 
 #: Sidecar value of ``missing_features``: a feature absent from a row did not match.
 MISSING_ABSENT = "absent"
@@ -55,7 +54,6 @@ MAX_FEATURE_ID = PLUGIN_MAX_FEATURES
 
 _CHUNK_BYTES = 1 << 20          # parse unit: big enough to amortise NumPy calls
 _THREADS = max(1, min(2, os.cpu_count() or 1))
-_F32_LIMIT = 2.0 ** 128 - 2.0 ** 103   # |v| >= this rounds to inf in float32
 _NUM_TOKEN = re.compile(r"^\d+:[^\s:]+$")
 _SHAPE = "expected `grade qid:N index:value ...`"
 
@@ -92,19 +90,6 @@ def load_logged(path, n_features: int | None = None,
 
 
 # --------------------------------------------------------------------------- reading
-
-@dataclass
-class _Part:
-    """One parsed chunk: ``block`` holds its rows (features 1..block.shape[1])."""
-    block: np.ndarray                   # float32 [rows, width]
-    y: np.ndarray                       # float64 [rows]
-    qnames: list                        # the chunk's distinct qids (str)
-    qinv: np.ndarray                    # [rows] index into qnames
-    doc_ids: np.ndarray | None          # one str per row ('U' array), or None if none has one
-    n_lines: int                        # lines in the chunk (splitlines semantics)
-    n_newlines: int
-    n_bytes: int
-
 
 class _ChunkError(Exception):
     """An input error at a line counted from the chunk's start (1-based)."""
@@ -317,8 +302,8 @@ def _matrix(rows: int, width: int) -> np.ndarray:
     return np.frombuffer(mm, dtype=np.float32, count=rows * width).reshape(rows, width)
 
 
-def _parse_chunk(buf, n_features, missing) -> _Part:
-    part = _fast_chunk(buf, n_features, missing)
+def _parse_chunk(buf, n_features, missing) -> Part:
+    part = fast_chunk(buf, n_features, missing)
     if part is None:
         part = _slow_chunk(buf, n_features, missing)
     return part
@@ -326,7 +311,7 @@ def _parse_chunk(buf, n_features, missing) -> _Part:
 
 # ---------------------------------------------------------------- the reference path
 
-def _slow_chunk(buf, n_features, missing) -> _Part:
+def _slow_chunk(buf, n_features, missing) -> Part:
     """Line by line, every check, every error with its line: the reference semantics."""
     buf = bytes(buf)
     try:
@@ -375,7 +360,7 @@ def _slow_chunk(buf, n_features, missing) -> _Part:
             if j in seen:
                 raise _ChunkError(i, f"feature {j} appears twice in the row")
             seen.add(j)
-            if not -_F32_LIMIT < value < _F32_LIMIT:
+            if not -F32_LIMIT < value < F32_LIMIT:
                 raise _ChunkError(i, f"feature {key} has value {text_value}: "
                                      "features must be finite float32 numbers")
             rows.append(r)
@@ -390,7 +375,7 @@ def _slow_chunk(buf, n_features, missing) -> _Part:
     if cols:
         block[np.asarray(rows), np.asarray(cols)] = np.asarray(vals, dtype=np.float64)
     qnames, qinv = _distinct(qids)
-    return _Part(block=block, y=np.asarray(labels, dtype=np.float64), qnames=qnames, qinv=qinv,
+    return Part(block=block, y=np.asarray(labels, dtype=np.float64), qnames=qnames, qinv=qinv,
                  doc_ids=np.array(docs, dtype=str) if any(docs) else None, n_lines=len(lines),
                  n_newlines=buf.count(b"\n"), n_bytes=len(buf))
 
@@ -400,332 +385,6 @@ def _distinct(names: list) -> tuple[list, np.ndarray]:
     inv = np.fromiter((index.setdefault(s, len(index)) for s in names), dtype=np.int64,
                       count=len(names))
     return list(index), inv
-
-
-# ------------------------------------------------------------------ the fast path
-
-_PAD = 16
-_U = np.uint64
-_ZEROS = _U(0x3030303030303030)     # eight '0'
-_HIGH_NIBBLES = _U(0xF0F0F0F0F0F0F0F0)
-_SIXES = _U(0x0606060606060606)
-_LOW7 = _U(0x7F7F7F7F7F7F7F7F)
-_DOTS = _U(0x2E2E2E2E2E2E2E2E)
-_BYTE_SUM = _U(0x0101010101010101)
-_BYTE_RANK = _U(0x0706050403020100)
-_PAIR = _U(0x000000FF000000FF)
-_MUL1 = _U(100 + (1000000 << 32))
-_MUL2 = _U(1 + (10000 << 32))
-_ALL = (1 << 64) - 1
-#: _KEEP[n]: the top n bytes of a little-endian word (the last n characters loaded)
-_KEEP = np.array([0] + [(_ALL << (8 * (8 - n))) & _ALL for n in range(1, 9)], dtype=np.uint64)
-_FILL = _ZEROS & ~_KEEP               # '0' in the other bytes
-_POW10 = 10.0 ** np.arange(24)
-_local = threading.local()
-_UNICODE_LINE_BREAKS = ("\u0085".encode(), "\u2028".encode(), "\u2029".encode())
-
-
-def _workspace(n: int) -> np.ndarray:
-    """This thread's reusable byte buffer for a chunk of n bytes plus padding (8-aligned)."""
-    need = (n + 2 * _PAD + 7) // 8 * 8
-    buf = getattr(_local, "work", None)
-    if buf is None or len(buf) < need:
-        buf = _local.work = np.empty(max(need, _CHUNK_BYTES + 4096), dtype=np.uint8)
-    return buf[:need]
-
-
-def _load8(words, pos):
-    """The eight bytes at byte offsets ``pos`` as little-endian uint64 (two aligned
-    loads and a funnel shift: much cheaper than an unaligned gather in NumPy)."""
-    q = pos >> 3
-    r = ((pos & 7) << 3).astype(np.uint64)
-    lo = words.take(q)
-    lo >>= r
-    hi = words.take(q + 1)
-    hi <<= _U(63) - r                  # 64 - r in two steps: r may be 0
-    hi <<= _U(1)
-    lo |= hi
-    return lo
-
-
-def _eight_digits(x):
-    """Eight ASCII digits (first character in the lowest byte) -> their number."""
-    x -= _ZEROS
-    x = x * _U(10) + (x >> _U(8))
-    return ((x & _PAIR) * _MUL1 + ((x >> _U(16)) & _PAIR) * _MUL2) >> _U(32)
-
-
-def _all_digits(x):
-    return ((x & _HIGH_NIBBLES) == _ZEROS) & (((x + _SIXES) & _HIGH_NIBBLES) == _ZEROS)
-
-
-def _dot_bytes(x):
-    """1 in the lowest bit of every byte of x that is '.', 0 elsewhere."""
-    y = x ^ _DOTS
-    t = y & _LOW7
-    t += _LOW7
-    t |= y
-    t |= _LOW7
-    return ~t >> _U(7)
-
-
-def _decimals(words, starts, ends, first):
-    """Parse ``[-]digits[.digits]`` fields of up to 16 characters after the sign
-    (``first``: their first bytes) exactly as Python's float() does: the digits, the
-    dot dropped, make one integer below 2**53, divided once by a power of ten (one
-    rounding, as strtod). Returns the values and a mask of the fields it could not
-    decode that way (exponents, '+', long fields, junk): float() decides those."""
-    neg = first == 45
-    n = ends - starts - neg
-    n1 = np.minimum(n, 8)                 # characters in the later word
-    n0 = np.minimum(n - n1, 8)            # ... and in the earlier one
-    w1 = _load8(words, ends - 8)
-    w1 &= _KEEP[n1]
-    w1 |= _FILL[n1]
-    w0 = _load8(words, ends - 16)
-    w0 &= _KEEP[n0]
-    w0 |= _FILL[n0]
-    d1, d0 = _dot_bytes(w1), _dot_bytes(w0)
-    s1, s0 = d1 != 0, d0 != 0
-    frac = (((d1 * _BYTE_RANK) >> _U(56)) + ((d0 * _BYTE_RANK) >> _U(56))) & _U(7)
-    frac += s0 * _U(8)                    # digits after the dot
-    ndots = ((d1 + d0) * _BYTE_SUM) >> _U(56)
-    # drop the dot: the characters before it move up one byte, across both words
-    below = d1 - s1
-    kept = ~(below | d1 * _U(0xFF))
-    kept &= w1
-    below &= w1
-    below <<= _U(8)
-    kept |= below
-    kept |= (w0 >> _U(56)) * s1
-    w1 = kept
-    below = (d0 - s0) | (_U(0) - s1)
-    kept = ~(below | d0 * _U(0xFF))
-    kept &= w0
-    below &= w0
-    below <<= _U(8)
-    kept |= below
-    kept |= (s0 | s1) * _U(0x30)
-    w0 = kept
-    ok = _all_digits(w0)
-    ok &= _all_digits(w1)
-    ok &= ndots <= 1
-    ok &= n > (s0 | s1)
-    ok &= n <= 16
-    mantissa = _eight_digits(w0) * _U(100_000_000) + _eight_digits(w1)
-    ok &= mantissa < _U(1 << 53)
-    value = mantissa.astype(np.float64)
-    value /= _POW10[frac.astype(np.intp)]
-    np.negative(value, out=value, where=neg)
-    return value, ~ok
-
-
-def _python_floats(a, starts, ends, which, out) -> bool:
-    """float() on the fields ``which``; False if one is not a finite float32 number."""
-    for i in which.tolist():
-        try:
-            v = float(a[starts[i]:ends[i]].tobytes().decode("ascii"))
-        except ValueError:
-            return False
-        if not -_F32_LIMIT < v < _F32_LIMIT:
-            return False
-        out[i] = v
-    return True
-
-
-def _strings(a, starts, ends) -> np.ndarray:
-    """The fields as a NumPy bytes array (fixed width, gathered without Python loops)."""
-    lens = ends - starts
-    width = max(1, int(lens.max())) if len(lens) else 1
-    cols = np.arange(width)
-    g = a.take(np.minimum(starts[:, None] + cols, len(a) - 1))
-    g[cols >= lens[:, None]] = 0
-    return g.view(f"S{width}").ravel()
-
-
-def _first_words(a, starts, ends) -> np.ndarray:
-    """The first whitespace-delimited word of each field [starts, ends) ('' if none),
-    where a[ends] is whitespace: str.split()[0] without a Python loop."""
-    width = min(64, int((ends - starts).max()) + 1)
-    cols = np.arange(width)
-    solid = a.take(np.minimum(starts[:, None] + cols, ends[:, None])) > 32
-    begin = solid.argmax(axis=1)
-    after = ~solid
-    after &= cols >= begin[:, None]
-    stop = after.argmax(axis=1)
-    stop[~solid.any(axis=1)] = 0
-    words = _strings(a, starts + begin, starts + stop)
-    cut = np.flatnonzero(~after.any(axis=1))     # a word past the window: the slow way
-    if len(cut):
-        words = words.astype(object)
-        for i in cut.tolist():
-            words[i] = a[starts[i]:ends[i]].tobytes().split(None, 1)[0]
-        words = np.array(words.tolist(), dtype=bytes)
-    return words
-
-
-def _fast_chunk(buf, n_features, missing) -> _Part | None:
-    """The chunk parsed with vectorised NumPy, or None if anything is off (the caller
-    then re-parses it line by line, which reports the error). The GIL is released in
-    nearly all of it, so two threads parse two chunks at once."""
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    n = len(raw)
-    if n == 0:
-        return None
-    unicode = raw.max() > 127
-    if unicode:                    # fine in comments (doc ids), if valid UTF-8 and no
-        text = bytes(buf)          # U+0085/U+2028/U+2029, which str.splitlines() splits at
-        if any(sep in text for sep in _UNICODE_LINE_BREAKS):
-            return None
-        try:
-            text.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    a = _workspace(n)
-    a[:_PAD] = 32
-    a[_PAD:_PAD + n] = raw
-    a[_PAD + n:] = 32
-    words = a.view("<u8")                         # little-endian on any machine
-    nl = np.flatnonzero(a == 10)
-    n_newlines = len(nl)
-    n_ctrl = np.count_nonzero(a < 32)
-    if n_ctrl != n_newlines:      # only \t and \r\n may join \n; other controls split lines
-        text = bytes(buf)
-        n_cr = text.count(b"\r")
-        if n_ctrl != n_newlines + text.count(b"\t") + n_cr or n_cr != text.count(b"\r\n"):
-            return None
-
-    # comments: the first '#' of a line to its end; the doc id is the comment's first word
-    hashes = np.flatnonzero(a == 35)
-    comment_lines = None
-    if len(hashes):
-        line_of = np.searchsorted(nl, hashes)
-        first = np.ones(len(hashes), dtype=bool)
-        first[1:] = line_of[1:] != line_of[:-1]
-        hashes, comment_lines = hashes[first], line_of[first]
-        ends = nl[comment_lines]
-        doc_words = _first_words(a, hashes + 1, ends)
-        lens = ends - hashes
-        blank = np.repeat(hashes - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-        if unicode:                # those comments: str.split() knows more spaces
-            wide = np.flatnonzero(np.logical_or.reduceat(a[blank] > 127, np.cumsum(lens) - lens))
-            doc_words[wide] = b""
-            doc_words = doc_words.astype(str).astype(object)
-            for i in wide.tolist():
-                word = a[hashes[i] + 1:ends[i]].tobytes().decode("utf-8").split(None, 1)
-                doc_words[i] = word[0] if word else ""
-        doc_words = doc_words.astype(str)
-        a[blank] = 32
-    if unicode and a.max() > 127:                 # non-ASCII outside comments
-        return None
-
-    # tokens: maximal runs of bytes > 32 (the padding makes starts and ends alternate)
-    ws = a <= 32
-    edges = np.flatnonzero(ws[1:] != ws[:-1]) + 1
-    ts, te = edges[0::2], edges[1::2]
-    line_tok = np.empty(len(nl) + 2, dtype=np.intp)
-    line_tok[0] = 0
-    line_tok[1:-1] = np.searchsorted(ts, nl)
-    line_tok[-1] = len(ts)
-    per_line = np.diff(line_tok)
-    row_lines = np.flatnonzero(per_line)
-    n_rows = len(row_lines)
-    if n_rows == 0:
-        return _Part(np.zeros((0, 0), np.float32), np.zeros(0), [], np.zeros(0, np.int64),
-                     None, n_newlines, n_newlines, n)
-    per_row = per_line[row_lines]
-    if per_row.min() < 2:
-        return None
-    firsts = line_tok[row_lines]                  # each row's grade token
-
-    # every other token holds exactly one colon, neither first nor last: the k-th colon
-    # of the chunk lies inside the k-th token that is not a grade
-    colon = np.flatnonzero(a == 58)
-    rs, re_ = np.delete(ts, firsts), np.delete(te, firsts)
-    if len(colon) != len(rs) or not (np.all(rs < colon) and np.all(re_ - colon >= 2)):
-        return None
-    # ... and the first of them on each row is qid:VALUE
-    qpos = firsts - np.arange(n_rows)
-    qs, qc, qe = rs[qpos], colon[qpos], re_[qpos]
-    if not (np.all(qc - qs == 3) and np.all(a[qs] == 113) and np.all(a[qs + 1] == 105)
-            and np.all(a[qs + 2] == 100)):
-        return None
-
-    # features: index (1 to 5 digits) ':' value
-    keep = np.ones(len(colon), dtype=bool)
-    keep[qpos] = False
-    fc = colon[keep]
-    if len(fc):
-        klen = fc - rs[keep]
-        longest = int(klen.max())
-        if longest > 5:
-            return None
-        digit = a.take(fc - 1) - np.uint8(48)
-        if np.any(digit > 9):
-            return None
-        idx = digit.astype(np.int32)
-        for k in range(2, longest + 1):
-            digit = a.take(fc - k) - np.uint8(48)
-            inside = klen >= k
-            if np.any((digit > 9) & inside):
-                return None
-            digit *= inside
-            idx += digit.astype(np.int32) * 10 ** (k - 1)
-        limit = n_features if n_features is not None else MAX_FEATURE_ID
-        if idx.min() < 1 or idx.max() > limit:
-            return None
-    else:
-        idx = np.zeros(0, dtype=np.int32)
-
-    # numbers: the grades, then the feature values
-    starts = np.concatenate([ts[firsts], fc + 1])
-    ends = np.concatenate([te[firsts], re_[keep]])
-    first = a.take(starts)
-    digit = first - np.uint8(48)
-    vals = digit.astype(np.float64)               # right for the single characters
-    bad = digit > 9
-    longer = np.flatnonzero(ends - starts > 1)
-    if len(longer):
-        vals[longer], bad[longer] = _decimals(words, starts[longer], ends[longer], first[longer])
-    if bad.any() and not _python_floats(a, starts, ends, np.flatnonzero(bad), vals):
-        return None
-    y, vals = vals[:n_rows].copy(), vals[n_rows:]    # (a view would keep all values)
-
-    # rows: their features, no feature twice
-    nnz = per_row - 2
-    width = int(idx.max()) if len(idx) else 0
-    k0 = int(nnz[0])
-    if k0 == width and np.all(nnz == k0) and np.array_equal(
-            idx.reshape(n_rows, k0), np.broadcast_to(np.arange(1, k0 + 1), (n_rows, k0))):
-        block = vals.astype(np.float32).reshape(n_rows, k0)   # dense rows, ids 1..K in order
-    else:
-        row_of = np.repeat(np.arange(n_rows), nnz)
-        key = row_of * (width + 1) + idx
-        if len(key) > 1 and np.any(key[1:] <= key[:-1]):
-            key = np.sort(key)
-            if np.any(key[1:] == key[:-1]):
-                return None                       # a feature twice in a row
-        block = np.full((n_rows, width), missing, dtype=np.float32)
-        block[row_of, idx - 1] = vals
-
-    # qids (in order of first appearance) and doc ids
-    uniq, first_at, inv = np.unique(_strings(a, qc + 1, qe), return_index=True,
-                                     return_inverse=True)
-    order = np.argsort(first_at)
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    qnames = [q.decode("ascii") for q in uniq[order].tolist()]
-    doc_ids = None
-    if comment_lines is not None:
-        where = np.searchsorted(row_lines, comment_lines)
-        hit = where < n_rows
-        hit[hit] = row_lines[where[hit]] == comment_lines[hit]
-        found = doc_words[hit]
-        if np.any(found != ""):
-            doc_ids = np.zeros(n_rows, dtype=found.dtype)
-            doc_ids[where[hit]] = found
-    return _Part(block=block, y=y, qnames=qnames, qinv=rank[inv.ravel()], doc_ids=doc_ids,
-                 n_lines=n_newlines, n_newlines=n_newlines, n_bytes=n)
 
 
 def row_line(path, row: int) -> int | None:
