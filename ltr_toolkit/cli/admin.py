@@ -1,0 +1,236 @@
+"""``ltr cluster``, ``ltr store``, ``ltr featureset`` and ``ltr job``: the node, the stores
+and feature sets in it, scheduled logging jobs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import ClusterError, UserError
+from .common import (Algo, EXIT_PARTIAL, FieldsOpt, Format, Statistics, StatsOpt, StoreOpt,
+                     TemplateOpt, _conn, _first_stage, _ltr_conn, _writable, cluster_app, err,
+                     featureset_app, job_app, out, store_app)
+
+
+@cluster_app.command("start")
+def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start plain OpenSearch when the LTR plugin cannot be provisioned (diagnostics only).")] = False,
+                  nodes: Annotated[int, typer.Option("--nodes", min=1, help="Start a cluster of N local nodes (each 512 MiB heap).")] = 1,
+                  no_knn: Annotated[bool, typer.Option("--no-knn", help="Without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False):
+    """Provision (cached) and start a local node, or a cluster of N nodes; return when it
+    is healthy."""
+    from ..transport import localnode
+    t0 = time.monotonic()
+    if nodes > 1:
+        from ..transport.localcluster import start_cluster
+        started = start_cluster(nodes, require_plugin=not no_ltr, log=lambda m: err.print(m))
+        out.print(f"{nodes} nodes healthy at {', '.join(s.url for s in started)} (pids "
+                  f"{', '.join(str(s.pid) for s in started)}) in {time.monotonic() - t0:.1f}s")
+        return
+    info, started = localnode.start(require_plugin=not no_ltr, knn=not no_knn,
+                                    log=lambda m: err.print(m))
+    if not started:
+        out.print(f"a node already runs: {info.url} (pid {info.pid}); nothing started")
+        return
+    plugin = "with LTR plugin" if info.plugin else "WITHOUT the LTR plugin"
+    out.print(f"OpenSearch {info.version} {plugin} healthy at {info.url} "
+              f"(pid {info.pid}) in {time.monotonic() - t0:.1f}s")
+
+
+@cluster_app.command("stop")
+def cluster_stop():
+    """Stop the node(s) `ltr cluster start` started (by their pids)."""
+    from ..transport import localnode
+    from ..transport.localcluster import stop_all
+    many = stop_all()
+    info = localnode.stop()
+    if many:
+        out.print(f"stopped pids {', '.join(str(n.pid) for n in many)}")
+    elif info is None:
+        out.print("no local node runs")
+    else:
+        out.print(f"stopped pid {info.pid} ({info.url})")
+
+
+@cluster_app.command("status")
+def cluster_status(ctx: typer.Context):
+    """URL, OpenSearch version, LTR plugin version and health; exit 1 when no node answers."""
+    from ..transport import client as cl
+    conn = _conn(ctx)
+    try:
+        info = cl.cluster_info(conn)
+        health = cl.request(conn, "GET", "/_cluster/health")
+        ltr = cl.ltr_plugin_version(conn)
+        from ..transport.lookups import has_knn
+        knn = has_knn(conn)
+    except ClusterError as exc:   # nothing (usable) answers: exit 1; bad settings stay exit 2
+        err.print(f"error: {exc}")
+        raise typer.Exit(1)
+    table = Table(show_header=False)
+    table.add_row("url", conn.display_url)
+    table.add_row("opensearch", info.get("version", {}).get("number", "?"))
+    table.add_row("ltr plugin", ltr or "not installed")
+    table.add_row("k-NN plugin", "installed (semantic features)" if knn else
+                  "not installed (lexical features only)")
+    table.add_row("health", health.get("status", "?"))
+    out.print(table)
+
+
+# --------------------------------------------------------------------------- store
+
+
+
+@store_app.command("init")
+def store_init(ctx: typer.Context, store: StoreOpt = None):
+    """Create a feature store."""
+    from ..stores import store as st
+    conn = _ltr_conn(ctx)
+    created = st.init_store(conn, store)
+    out.print(f"store {store or '(default)'} {'created' if created else 'already exists'}")
+
+
+@store_app.command("drop")
+def store_drop(ctx: typer.Context, store: StoreOpt = None,
+               yes: Annotated[bool, typer.Option("--yes", help="Confirm: the store's feature sets and models are deleted.")] = False):
+    """Delete a feature store with its feature sets and models (needs --yes)."""
+    from ..stores import store as st
+    if not yes:
+        raise UserError(f"dropping store {store or '(default)'} deletes its feature sets and models",
+                        "pass --yes to confirm")
+    conn = _ltr_conn(ctx)
+    dropped = st.drop_store(conn, store)
+    out.print(f"store {store or '(default)'} {'dropped' if dropped else 'did not exist'}")
+
+
+@store_app.command("list")
+def store_list(ctx: typer.Context):
+    """List feature stores."""
+    from ..stores import store as st
+    conn = _ltr_conn(ctx)
+    table = Table("store", "index", "version")
+    for name, meta in sorted(st.list_stores(conn).items()):
+        table.add_row(name, str(meta.get("index", "")), str(meta.get("version", "")))
+    out.print(table)
+
+
+# --------------------------------------------------------------------------- featureset
+
+@featureset_app.command("upload")
+def featureset_upload(ctx: typer.Context, file: Path, store: StoreOpt = None):
+    """Upload a feature set file (validated locally first)."""
+    from ..stores import store as st
+    from ..data.featuresets import load_featureset
+    fs = load_featureset(file)
+    conn = _ltr_conn(ctx)
+    name, what = st.upload_featureset_versioned(conn, fs, store)
+    out.print(f"feature set {name} ({len(fs['features'])} features): {what}")
+
+
+@featureset_app.command("list")
+def featureset_list(ctx: typer.Context, store: StoreOpt = None):
+    """List feature sets in a store."""
+    from ..stores import store as st
+    conn = _ltr_conn(ctx)
+    table = Table("name", "features")
+    for fs in st.list_featuresets(conn, store):
+        table.add_row(fs.get("name", "?"), str(len(fs.get("featureset", {}).get("features", []))))
+    out.print(table)
+
+
+@featureset_app.command("show")
+def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
+    """Print a stored feature set as JSON."""
+    from ..stores import store as st
+    conn = _ltr_conn(ctx)
+    fs = st.get_featureset(conn, name, store)
+    if fs is None:
+        raise UserError(f"feature set {name} not found in store {store or '(default)'}",
+                        "upload it with `ltr featureset upload FILE`")
+    out.print_json(json.dumps(fs))
+
+
+@featureset_app.command("cost")
+def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
+                    index: Annotated[str, typer.Option("--index")] = "cranfield",
+                    store: StoreOpt = None, fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                    statistics: StatsOpt = Statistics.dfs,
+                    window: Annotated[int, typer.Option("--window", min=1, help="The depth reranked: the first stage's global top WINDOW.")] = 100,
+                    algo: Annotated[Algo, typer.Option("--algo", help="The model family of the ablation.")] = Algo.lambdamart,
+                    folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds of the ablation.")] = 5,
+                    timing_queries: Annotated[int, typer.Option("--timing-queries", min=1, help="Judged queries timed live.")] = 100,
+                    passes: Annotated[int, typer.Option("--passes", min=1, help="Timed passes over them (after one warm-up pass).")] = 2,
+                    workdir: Annotated[Path, typer.Option("--workdir", help="Where the logged candidates go.")] = Path("ltr-cost"),
+                    fmt: Annotated[Optional[Format], typer.Option("--format", help="Judgment format; guessed from the name when omitted.")] = None,
+                    queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None,
+                    json_out: Annotated[Optional[Path], typer.Option("--json")] = None):
+    """What each feature of a stored set costs at serving time (ms added to the request,
+    measured live) next to what it brings to NDCG@k (drop-one ablation under
+    cross-validation on the logged candidates: a negative delta means the feature helps)."""
+    from ..serving.serving import Serving
+    from ..data.judgments import load_judgments
+    from ..io.atomic import write_json
+    from ..pipeline.featurecost import cost_report
+    _writable(json_out)
+    jl = load_judgments(judgments, fmt.value if fmt else None, queries)
+    stage = _first_stage(fields, first_stage, statistics)
+    conn = _ltr_conn(ctx)
+    stage.check(conn, index)
+    rep = cost_report(conn, Serving(index, stage, window, store), jl, name, workdir, algo.value,
+                      folds, timing_queries, passes, log=lambda m: err.print(m))
+    out.print(_cost_table(rep))
+    if json_out:
+        write_json(json_out, rep)
+
+
+def _cost_table(rep: dict) -> Table:
+    from ..evaluation.featurecost import FEEDBACK
+    c = rep["contribution"]
+    table = Table("feature", "ms added (p50)", f"ndcg@{rep['k']} without it", "delta", "p")
+    for row, cost in rep["cost"].items():   # the first request: what the feedback group needs
+        ab = c["rows"].get(FEEDBACK if row.startswith("first request") else row)
+        table.add_row(row, f"{cost['p50_ms']:.2f}",
+                      *((f"{ab['ndcg']:.4f}", f"{ab['delta']:+.4f}", f"{ab['p_value']:.4f}") if ab
+                        else ("", "", "")))
+    table.add_row("(all features, model)", "", f"{c['all']:.4f}", "", "")
+    table.add_row("(first stage order)", "", f"{c['first_stage']:.4f}", "", "")
+    return table
+
+
+# --------------------------------------------------------------------------- collections
+
+
+@job_app.command("run")
+def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The job file (TOML).")],
+            json_report: Annotated[bool, typer.Option("--json", help="Print the run's manifest as JSON on stdout.")] = False,
+            part: Annotated[Optional[str], typer.Option("--part", help="I/N: log only the I-th of N slices of the queries (each part may run on another machine, same output directory); the part that completes the set publishes one snapshot, identical to a whole run's.")] = None):
+    """Run a feature-logging job once: lock, log (resumable), publish a snapshot
+    atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
+    from ..jobs.jobfile import job_connection, load_job
+    from ..jobs.parts import parse_part, run_part
+    from ..jobs.runner import run_job
+    i_n = parse_part(part) if part is not None else None
+    spec = load_job(job)
+    conn = job_connection(spec, ctx.obj, explicit_timeout=ctx.meta.get("timeout_given", False))
+    from ..transport import client as cl
+    cl.check_ltr(conn)
+    if i_n is not None:
+        manifest = run_part(spec, conn, *i_n, log=lambda m: err.print(m))
+    else:
+        manifest = run_job(spec, conn, log=lambda m: err.print(m))
+    if json_report:
+        print(json.dumps(manifest, indent=2))
+    if "snapshot" not in manifest:    # a part: the snapshot waits for others (or was merged)
+        if not json_report:
+            out.print(f"part {manifest['part']}: {manifest['status']}")
+        return
+    if not json_report:
+        out.print(f"snapshot {manifest['snapshot']} ({manifest['status']}): "
+                  f"{manifest['counts']['rows']} rows")
+    for q, why in manifest.get("failed_queries", []):
+        err.print(f"failed: query {q}: {why}")
+    if manifest["status"] != "complete":
+        raise typer.Exit(EXIT_PARTIAL)

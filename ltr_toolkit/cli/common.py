@@ -1,0 +1,192 @@
+"""What every ``ltr`` command shares: the Typer apps, the consoles, the global options
+(``--url``, TLS, ``--timeout``, ``--encoder``), choices, option types and small helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from enum import Enum
+from typing import Annotated, Optional
+from urllib.parse import urlsplit
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import UserError
+
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, add_completion=False,
+                  help="Learning to rank for OpenSearch/Elasticsearch with the LTR plugin.")
+cluster_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The local OpenSearch node with the LTR plugin.")
+store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="LTR feature stores.")
+featureset_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Feature sets in a store.")
+app.add_typer(cluster_app, name="cluster")
+app.add_typer(store_app, name="store")
+app.add_typer(featureset_app, name="featureset")
+index_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Load document collections into an index.")
+judgments_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Judgment lists.")
+app.add_typer(index_app, name="index")
+app.add_typer(judgments_app, name="judgments")
+model_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Models in a feature store.")
+app.add_typer(model_app, name="model")
+job_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Scheduled feature-logging jobs.")
+app.add_typer(job_app, name="job")
+
+# markup off: paths, model and feature-set names are echoed as they are (a name with
+# ``[/x]`` in it is text, not a Rich tag that would end a finished command with exit 1)
+out = Console(markup=False, highlight=False, soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
+
+
+# --------------------------------------------------------------------------- choices
+
+def choices(name: str, *values: str, **named: str) -> type[Enum]:
+    """A str Enum of an option's accepted values (Typer lists them in ``--help``); member
+    names are the values with ``-`` as ``_``, or given (``zero="0"``)."""
+    members = {v.replace("-", "_"): v for v in values}
+    members.update(named)
+    return Enum(name, members, type=str)
+
+
+Split = choices("Split", "train", "valid", "test", "all")
+Settings = choices("Settings", "choose", "defaults")
+Format = choices("Format", "ranklib", "trec", "csv", "jsonl")
+Statistics = choices("Statistics", "dfs", "shard")
+Unjudged = choices("Unjudged", "zero", "drop")
+JudgedOutside = choices("JudgedOutside", "exclude", "include")
+Algo = choices("Algo", "ranknet-nn", "lambdarank-nn", "linear", "lambdamart", "ranknet-tree")
+Optimizer = choices("Optimizer", "adam", "sgd")
+ClickModel = choices("ClickModel", "ctr", "coec", "sdbn", "pbm", "ubm")
+Grading = choices("Grading", "levels", "estimate")
+Positions = choices("Positions", "auto", zero="0", one="1")
+
+
+@app.callback()
+def _global(ctx: typer.Context,
+            url: Annotated[Optional[str], typer.Option("--url", envvar="LTR_URL", help="Cluster URL (default: the local node, else http://localhost:9200). Credentials come from LTR_USER / LTR_PASSWORD.")] = None,
+            ca_certs: Annotated[Optional[Path], typer.Option("--ca-certs", help="CA bundle for TLS.")] = None,
+            insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS certificates.")] = False,
+            timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None,
+            encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None):
+    from ..transport.client import Connection, InsecureTLSWarning
+    from ..transport.localnode import running_node
+    from ..serving.rerank import RescoreFallbackWarning
+    _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning)
+    if url and ctx.get_parameter_source("url").name == "COMMANDLINE" and "@" in urlsplit(url).netloc:
+        raise UserError("--url carries credentials: every process on this machine can read argv",
+                        "put them in LTR_USER / LTR_PASSWORD (or in LTR_URL) and pass --url without them")
+    if not url:                 # no --url / LTR_URL: the local node, when one runs
+        node = running_node()
+        url = node.url if node else None
+    ctx.meta["timeout_given"] = timeout is not None
+    if encoder:                 # read by every step that encodes (ltr_toolkit.encoders.load_encoder)
+        import os
+        os.environ["LTR_ENCODER"] = encoder
+    ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None, insecure=insecure,
+                         **({} if timeout is None else {"timeout": timeout}))
+
+
+def _one_line_warnings(*categories):
+    """Show these warnings as one line ``warning: ...`` on stderr; others as Python does."""
+    import warnings
+    if getattr(warnings.showwarning, "ltr_one_line", False):
+        return
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, categories):
+            err.print(f"warning: {message}", soft_wrap=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    show.ltr_one_line = True
+    warnings.showwarning = show
+
+
+@contextlib.contextmanager
+def _progress(label: str, total: int | None = None):
+    """Yields ``update(done, total=None, note="")``: a rich bar on a terminal; otherwise
+    (cron, nohup, a pipe) a plain line on stderr at most every 2 s, and at the end."""
+    if err.is_terminal:
+        from rich.progress import Progress
+        with Progress(transient=True, console=err) as bar:
+            task = bar.add_task(label, total=total)
+
+            def update(done, total=total, note=""):
+                bar.update(task, completed=done, total=total, description=f"{label} {note}".strip())
+            yield update
+        return
+    last = [time.monotonic()]
+
+    def update(done, total=total, note=""):
+        now = time.monotonic()
+        if now - last[0] >= 2.0 or (total is not None and done >= total):
+            last[0] = now
+            of = f"/{total}" if total is not None else ""
+            err.print(f"{label}: {done}{of} {note}".rstrip())
+    yield update
+
+
+def _conn(ctx: typer.Context):
+    return ctx.obj
+
+
+def _ltr_conn(ctx: typer.Context):
+    """The connection, after checking that the cluster answers and has the LTR plugin."""
+    from ..transport import client as cl
+    conn = ctx.obj
+    cl.check_ltr(conn)
+    return conn
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Feature store name (default store when omitted).")]
+
+
+FieldsOpt = Annotated[Optional[str], typer.Option("--fields", help="First stage: BM25 best_fields over these comma-separated fields (default title,abstract).")]
+TemplateOpt = Annotated[Optional[Path], typer.Option("--first-stage", help="First stage: a search template file {\"query\": {...}} with {{keywords}} and per-query params.")]
+StatsOpt = Annotated[Statistics, typer.Option("--statistics", help="Term statistics of the first stage, the logged features and the rescore: dfs (the whole index's, whatever the number of shards) or shard (each shard's own: query_then_fetch). Serve a model with the statistics it was logged with.")]
+
+
+def _first_stage(fields: Optional[str], template: Optional[Path], statistics: Statistics = Statistics.dfs):
+    from ..query.firststage import FirstStage
+    return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None,
+                              statistics.value)
+
+
+def _writable(*paths: Optional[Path]) -> None:
+    """Refuse an output path that cannot be written before any work (one line, exit 2)."""
+    from ..io.atomic import check_writable
+    for p in paths:
+        if p is not None:
+            check_writable(p)
+
+
+#: exit code of a run that completed with some queries failed (listed in the sidecar/report)
+EXIT_PARTIAL = 3
+
+
+def _report_table(report: dict) -> Table:
+    """An evaluation report (see ``evaluation.compare``) as a table: a row per system."""
+    metrics = list(next(iter(report["systems"].values())))
+    table = Table("system", *metrics, f"p (vs {report['baseline']})", "W/T/L")
+    for n, vals in report["systems"].items():
+        t = report["tests"].get(n)
+        table.add_row(n, *(f"{vals[m]:.4f}" for m in metrics),
+                      f"{t['p_value']:.4f}" if t else "", f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
+    return table
+
+
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", min=1, help="With --cv: fold fits run at once, in worker processes (default: the cores, fewer when memory is short; also LTR_JOBS).")]
+BudgetOpt = Annotated[Optional[float], typer.Option("--budget", min=0, help="Seconds for choosing settings in all folds: candidates not trained by then are left out, and named.")]
+
+
+def _failed_queries(report: dict) -> None:
+    """Name the queries the cluster rejected (the others were evaluated) and exit 3."""
+    failed = report.get("failed_queries") or []
+    for q, why in failed:
+        err.print(f"failed: query {q}: {why}")
+    if failed:
+        raise typer.Exit(EXIT_PARTIAL)

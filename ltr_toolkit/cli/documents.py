@@ -1,0 +1,209 @@
+"""``ltr index`` and ``ltr judgments``: documents into an index (with vectors and
+neighbours), judgment lists from files, Cranfield or clicks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import UserError
+from .common import (EXIT_PARTIAL, ClickModel, Format, Grading, Positions, Split, _conn,
+                     _progress, _writable, err, index_app, judgments_app, out)
+
+
+ShardsOpt = Annotated[int, typer.Option("--shards", min=1, help="Primary shards of the new index.")]
+ReplicasOpt = Annotated[int, typer.Option("--replicas", min=0, help="Replicas of each shard.")]
+NeighboursOpt = Annotated[int, typer.Option(
+    "--neighbours", min=0, help="Each document's K nearest neighbours (more_like_this over title "
+    "and abstract, else all its fields) indexed in a 'neighbours' field: index-time feedback "
+    "for the neighbours_bm25 feature. 0: none.")]
+
+
+VectorsOpt = Annotated[str, typer.Option(
+    "--vectors", help="Comma-separated fields whose text each document's vector encodes "
+    "(those the collection has; all its fields when none), written to a knn_vector field "
+    "'vector' for the semantic features (needs the k-NN plugin); 'none': no vectors.")]
+
+
+def _vector_fields(spec: str):
+    if spec.strip().lower() in ("", "none", "0"):
+        return None
+    return tuple(f.strip() for f in spec.split(",") if f.strip())
+
+
+def _expansion(k: int):
+    from ..indexing.neighbours import Expansion
+    return Expansion(k=k) if k else None
+
+
+def _indexed(res: dict, what: str) -> None:
+    note = "" if res["analyzer"] == "english" else " (the node has no english analyzer)"
+    out.print(f"indexed {res['count']} documents into {what} with the {res['analyzer']} analyzer"
+              f"{note}" + (f"; {res['errors']} failed" if res["errors"] else ""))
+    if res.get("vectors"):
+        v = res["vectors"]
+        out.print(f"vectors of {', '.join(v['text_fields'])} by {v['encoder']['name']} in field "
+                  f"{v['field']} ({v['encoder']['dim']} dimensions)")
+    elif res.get("no_vectors"):
+        err.print(f"note: no vectors: {res['no_vectors']}")
+    if res["errors"]:
+        raise UserError(f"{res['errors']} documents failed to index")
+
+
+@index_app.command("cranfield")
+def index_cranfield(ctx: typer.Context,
+                    index: Annotated[str, typer.Option("--index", help="Index name.")] = "cranfield",
+                    recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
+                    shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
+                    vectors: VectorsOpt = "title,abstract"):
+    """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
+    from ..indexing.documents import index_documents
+    from ..datasets import cranfield
+    _indexed(index_documents(_conn(ctx), index, cranfield.documents(), recreate=recreate,
+                             shards=shards, replicas=replicas, expansion=_expansion(neighbours),
+                             vector_fields=_vector_fields(vectors)),
+             index)
+
+
+@index_app.command("jsonl")
+def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="One JSON object per line: an id and text fields.")],
+                index: Annotated[str, typer.Option("--index", help="Index name.")],
+                recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
+                shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
+                vectors: VectorsOpt = "title,abstract"):
+    """Load your own documents into INDEX: every text field analysed for BM25, with
+    FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts, the neighbours field and the
+    documents' vectors (the shipped feature set's shape)."""
+    from ..indexing.documents import index_documents, read_jsonl_documents
+    docs, fields = read_jsonl_documents(path)
+    res = index_documents(_conn(ctx), index, docs, recreate=recreate, fields=fields,
+                          meta=f"jsonl:{path.name}", shards=shards, replicas=replicas,
+                          expansion=_expansion(neighbours), vector_fields=_vector_fields(vectors))
+    _indexed(res, f"{index} (fields {', '.join(fields)})")
+
+
+@index_app.command("vectors")
+def index_vectors_cmd(ctx: typer.Context,
+                      index: Annotated[str, typer.Option("--index", help="Your index.")],
+                      fields: Annotated[str, typer.Option("--fields", help="Comma-separated text fields each document's vector encodes.")] = "title,abstract",
+                      field: Annotated[Optional[str], typer.Option("--field", help="With --existing: the knn_vector field your own pipeline writes.")] = None,
+                      existing: Annotated[bool, typer.Option("--existing", help="The vectors are already there (your ingest pipeline wrote them with --encoder's model): record the field and its model, compute nothing.")] = False):
+    """Write each document's vector (FIELDS encoded) into the knn_vector field 'vector' of
+    an existing INDEX, in batches; restartable (a second run writes only the documents
+    still without one). Exit 3 when some documents failed (named)."""
+    from ..indexing.vectors import add_vectors, register
+    conn = _conn(ctx)
+    names = tuple(f.strip() for f in fields.split(",") if f.strip())
+    if existing:
+        if not field:
+            raise UserError("--existing needs --field: the knn_vector field your pipeline writes")
+        res = register(conn, index, field, text_fields=names if ctx.get_parameter_source("fields").name != "DEFAULT" else None)
+        note = (f"; checked on a sample: median cosine {res['checked_cosine']:.4f}"
+                if res.get("checked_cosine") is not None else "")
+        out.print(f"recorded field {field} of {index} as vectors of {res['encoder']['name']}{note}")
+        return
+    with _progress("vectors") as update:
+        res = add_vectors(conn, index, names, progress=lambda n: update(n))
+    out.print(f"wrote vectors of {', '.join(res['fields'])} by {res['encoder']['name']} for "
+              f"{res['written']} documents of {index}"
+              + (f"; {res['no_text']} without text in those fields (no vector)" if res["no_text"] else ""))
+    if res["failed"]:
+        shown = ", ".join(f"{i} ({why})" for i, why in res["failed"][:5])
+        err.print(f"error: {len(res['failed'])} documents failed: {shown}; run the command again")
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@index_app.command("neighbours")
+def index_neighbours(ctx: typer.Context,
+                     index: Annotated[str, typer.Option("--index", help="Your index.")],
+                     fields: Annotated[str, typer.Option("--fields", help="Comma-separated text fields compared by more_like_this (best with term vectors).")] = "title,abstract",
+                     k: Annotated[int, typer.Option("--k", min=1, help="Neighbours per document.")] = 3):
+    """Write each document's K nearest neighbours' text into the 'neighbours' field of an
+    existing INDEX (index-time feedback for a neighbours_bm25 feature; run it again after
+    changing documents)."""
+    from ..indexing.neighbours import Expansion, expand
+    spec = Expansion(fields=tuple(f.strip() for f in fields.split(",") if f.strip()), k=k)
+    res = expand(_conn(ctx), index, spec)
+    out.print(f"wrote the text of {k} neighbours into {res['field']} for {res['written']} of "
+              f"{res['documents']} documents of {index}"
+              + (f"; {res['errors']} failed" if res["errors"] else ""))
+    if res["in_source"]:
+        out.print(f"note: {index}'s _source keeps {res['field']}, which slows every search's fetch "
+                  f"phase; an index created with _source.excludes [{res['field']}] does not")
+    if res["errors"]:
+        err.print(f"error: {res['errors']} documents failed to update; run the command again")
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@judgments_app.command("cranfield")
+def judgments_cranfield(output: Annotated[Path, typer.Option("-o", "--output")],
+                        split: Annotated[Split, typer.Option("--split")] = Split.all):
+    """Write the Cranfield judgments (fixed seeded 60/20/20 query split) in the toolkit's format."""
+    from ..data.judgments import save_ranklib
+    from ..datasets import cranfield
+    split = split.value
+    jl = cranfield.split_judgments(split)
+    save_ranklib(jl, output)
+    out.print(f"{len(jl)} judgments for {len(jl.queries)} queries ({split}) written to {output}")
+
+
+@judgments_app.command("check")
+def judgments_check(file: Path, fmt: Annotated[Optional[Format], typer.Option("--format", help="Guessed from the name when omitted.")] = None,
+                    queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None):
+    """Validate a judgment file: counts, duplicates; exit 2 with file:line on errors."""
+    from ..data.judgments import load_judgments
+    jl = load_judgments(file, fmt.value if fmt else None, queries)
+    for d in jl.duplicates:
+        err.print(f"warning: {d}")
+    out.print(f"{len(jl)} judgments, {len(jl.queries)} queries, {len(jl.duplicates)} duplicates")
+
+
+@judgments_app.command("clicks")
+def judgments_clicks(ctx: typer.Context,
+                     output: Annotated[Path, typer.Option("-o", "--output", help="The judgment list (.csv, .jsonl, .qrels or RankLib); OUT.counts.csv and OUT.json go beside it.")],
+                     file: Annotated[Optional[Path], typer.Argument(help="UBI events: NDJSON or the bulk format (both indices in one file). Without it: the cluster's UBI indices.")] = None,
+                     model: Annotated[ClickModel, typer.Option("--model")] = ClickModel.pbm,
+                     fmt: Annotated[Optional[Format], typer.Option("--format", help="Guessed from the output's name when omitted.")] = None,
+                     prior: Annotated[Optional[float], typer.Option("--prior", min=0, help="Pseudo-observations towards the average (default: 0 for coec, 1 otherwise).")] = None,
+                     min_impressions: Annotated[int, typer.Option("--min-impressions", min=1)] = 5,
+                     grades: Annotated[Grading, typer.Option("--grades", help="levels (whole grades 0..--levels) or estimate (the model's number).")] = Grading.levels,
+                     levels: Annotated[int, typer.Option("--levels", min=1)] = 4,
+                     positions: Annotated[Positions, typer.Option("--positions", help="Positions counted from (auto: 1 when no impression has position 0).")] = Positions.auto,
+                     max_rank: Annotated[int, typer.Option("--max-rank", min=1, help="COEC: ranks with a rank CTR (the Workbench's maxRank).")] = 20,
+                     days: Annotated[Optional[float], typer.Option("--days", help="Cluster: the last N days of events.")] = None,
+                     since: Annotated[Optional[str], typer.Option("--since", help="Cluster: events at or after this time (ISO 8601).")] = None,
+                     until: Annotated[Optional[str], typer.Option("--until", help="Cluster: events before this time (ISO 8601).")] = None,
+                     queries_index: Annotated[str, typer.Option("--queries-index")] = "ubi_queries",
+                     events_index: Annotated[str, typer.Option("--events-index")] = "ubi_events",
+                     clicks_as: Annotated[str, typer.Option("--click-actions", help="Comma-separated action names read as clicks.")] = "click"):
+    """Judgments from User Behavior Insights events through a click model (ctr, coec as the
+    Search Relevance Workbench computes it, sdbn, pbm, ubm); bad event data is counted and
+    reported."""
+    from ..clicks.judge import ClickSettings, judge
+    from ..clicks.output import write_counts, write_judgments, write_report
+    settings = ClickSettings(model=model.value, prior=prior, min_impressions=min_impressions,
+                             mapping=grades.value, levels=levels, positions=positions.value, max_rank=max_rank)
+    _writable(output)
+    click_actions = tuple(a.strip() for a in clicks_as.split(",") if a.strip())
+    if file is not None:
+        from ..clicks.events import read_file
+        log, source = read_file(file, click_actions=click_actions), str(file)
+    else:
+        from ..clicks.ubi import read_event_log, time_range
+        conn = _conn(ctx)
+        rng = time_range(since, until, days)
+        log = read_event_log(conn, rng, queries_index, events_index, click_actions=click_actions)
+        source = f"{conn.display_url}/{events_index} {json.dumps(rng)}"
+    jl, rows, report = judge(log, settings, source)
+    files = write_judgments(jl, output, fmt.value if fmt else None)
+    files += [write_counts(rows, output), write_report(report, output)]
+    for line in log.problems.lines():
+        err.print(f"bad data: {line}")
+    c = report["counts"]
+    out.print(f"{c['events']} events, {c['searches']} searches, {c['clicks']} clicks (positions counted "
+              f"from {report['positions_counted_from']}); {model.value}: {c['judged_pairs']} judgments for "
+              f"{c['queries']} queries ({c['pairs_below_min_impressions']} pairs under {min_impressions} "
+              f"impressions left out) written to {', '.join(str(f) for f in files)}")

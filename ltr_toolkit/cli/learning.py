@@ -1,0 +1,218 @@
+"""``ltr evaluate``, ``ltr train``, ``ltr predict`` and ``ltr demo``: models trained,
+cross-validated live, deployed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import UserError
+from .common import (Algo, BudgetOpt, FieldsOpt, Format, JobsOpt, Optimizer, Settings, Statistics,
+                     StatsOpt, StoreOpt, TemplateOpt, _conn, _failed_queries, _first_stage,
+                     _ltr_conn, _progress, _report_table, _writable, app, err, out)
+
+
+@app.command("evaluate")
+def evaluate_cmd(ctx: typer.Context, judgments: Path,
+                 index: Annotated[str, typer.Option("--index")] = "cranfield",
+                 model: Annotated[Optional[List[str]], typer.Option("--model", help="Stored model(s) to rerank with.")] = None,
+                 k: Annotated[int, typer.Option("--k", min=1)] = 10, window: Annotated[int, typer.Option("--window", min=1, help="Rerank exactly the first stage's global top WINDOW, whatever the number of shards.")] = 100,
+                 store: StoreOpt = None,
+                 fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                 statistics: StatsOpt = Statistics.dfs,
+                 folds: Annotated[Optional[int], typer.Option("--cv", min=2, help="Cross-validate: K folds over all judged queries; needs --featureset and --algo.")] = None,
+                 featureset: Annotated[Optional[str], typer.Option("--featureset", help="With --cv: the feature set to log.")] = None,
+                 algo: Annotated[Optional[List[Algo]], typer.Option("--algo", help="With --cv: algorithm(s) to train per fold.")] = None,
+                 workdir: Annotated[Path, typer.Option("--workdir", help="With --cv: where candidates go.")] = Path("ltr-cv"),
+                 seed: Annotated[int, typer.Option("--seed")] = 42,
+                 json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
+                 plot: Annotated[Optional[Path], typer.Option("--plot", help="Per-query delta chart (PNG).")] = None,
+                 fmt: Annotated[Optional[Format], typer.Option("--format", help="Judgment format; guessed from the name when omitted.")] = None,
+                 queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None,
+                 settings: Annotated[Optional[Settings], typer.Option("--settings", help="With --cv: choose each algorithm's settings by inner cross-validation on the training folds (choose), or use the library defaults.")] = None,
+                 keep_fold_models: Annotated[bool, typer.Option("--keep-fold-models", help="With --cv: keep the fold models in the store (deleted when the run ends otherwise).")] = False,
+                 deploy: Annotated[Optional[str], typer.Option("--deploy", help="With --cv: train the recommended reranker on all judged queries and upload it as NAME-vN, only if one is recommended.")] = None,
+                 deploy_anyway: Annotated[Optional[Algo], typer.Option("--deploy-anyway", help="With --deploy: upload this algorithm even when it is not recommended.")] = None,
+                 query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="With --model: the first stage's weight in the rescore (1 for a model deployed blended with it; `ltr upload` prints it).")] = 0.0,
+                 rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="With --model: the model's weight in the rescore.")] = 1.0,
+                 jobs: JobsOpt = None, budget: BudgetOpt = None):
+    """Every judged query live: the first stage alone vs each reranker, paired tests.
+    With --cv K: every query reranked by a fold model that never saw it, its settings
+    chosen without it; the report ends with what to deploy (or: keep the first stage).
+    Exit 3 when some queries failed (named; the others are evaluated)."""
+    from ..data.judgments import load_judgments
+    from ..evaluation.live import evaluate_live
+    from ..io.atomic import write_json
+    _writable(json_out, plot)
+    jl = load_judgments(judgments, fmt.value if fmt else None, queries)
+    stage = _first_stage(fields, first_stage, statistics)
+    conn = _conn(ctx)
+    if (deploy or deploy_anyway or keep_fold_models or settings or jobs or budget is not None) and not folds:
+        raise UserError("--settings, --deploy, --deploy-anyway, --keep-fold-models, --jobs and "
+                        "--budget go with --cv")
+    if deploy_anyway and not deploy:
+        raise UserError("--deploy-anyway needs --deploy NAME")
+    if folds:
+        if not featureset or not algo:
+            raise UserError("--cv needs --featureset and at least one --algo")
+        if model:
+            raise UserError("--cv trains its own fold models: drop --model")
+        from ..pipeline.crossval import cross_validate
+        fixed = {} if settings is Settings.defaults else None
+        report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
+                                workdir, folds, k, window, store, stage, seed,
+                                log=lambda m: err.print(m), keep_models=keep_fold_models,
+                                jobs=jobs, budget=budget)
+        qids = list(next(iter(report["per_query"].values())))
+    else:
+        report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage,
+                                        weights=(query_weight, rescore_weight))
+    out.print(f"{report['queries']} queries, k={k}" + (f", {report['evaluation']}" if "evaluation" in report else ""))
+    out.print(_report_table(report))
+    if "recommendation" in report:
+        out.print(f"recommendation: {report['recommendation']['reason']}")
+    if json_out:
+        write_json(json_out, report)
+    if plot:
+        from ..evaluation.plots import delta_plot
+        delta_plot(report, qids, plot)
+    if deploy:
+        _deploy(ctx, report, workdir, featureset, deploy, store, k, seed, deploy_anyway)
+    _failed_queries(report)
+
+
+def _deploy(ctx, report, workdir, featureset, name, store, k, seed, anyway) -> None:
+    """``ltr evaluate --cv --deploy NAME``: the recommended reranker (or ``anyway``)
+    trained on every judged query and uploaded; nothing uploaded when none is recommended."""
+    from ..pipeline.crossval import deploy_recommended
+    rec = report["recommendation"]["deploy"]
+    if rec is None and anyway is None:
+        out.print("nothing uploaded: keep the first stage (--deploy-anyway ALGO overrides)")
+        return
+    done = deploy_recommended(_ltr_conn(ctx), report, workdir, featureset, name, store, k, seed,
+                              algo=anyway.value if anyway else None)
+    if done["name"] is None:
+        out.print(f"nothing uploaded: on all judged queries, {done['algorithm']} does not beat "
+                  "the first stage in inner cross-validation: keep the first stage")
+        return
+    r = done["rescore"]
+    out.print(f"uploaded {done['name']}: {done['algorithm']} trained on all judged queries, "
+              f"{done['settings']}; serve it with query_weight {r['query_weight']:g}, "
+              f"rescore_query_weight {r['rescore_query_weight']:.6g}")
+
+
+
+# --------------------------------------------------------------------------- train / predict
+
+@app.command("train")
+def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training file (with its sidecar when logged).")],
+          output: Annotated[Path, typer.Option("-o", "--output", help="Model artifact (JSON).")],
+          algo: Annotated[Algo, typer.Option("--algo")] = Algo.lambdarank_nn,
+          valid: Annotated[Optional[Path], typer.Option("--valid", help="Validation file: early stopping on its NDCG@k.")] = None,
+          test: Annotated[Optional[Path], typer.Option("--test")] = None,
+          hidden: Annotated[str, typer.Option("--hidden", help="Hidden layer sizes, e.g. 64,16 (networks).")] = "64,16",
+          epochs: Annotated[int, typer.Option("--epochs", min=1)] = 50,
+          lr: Annotated[Optional[float], typer.Option("--lr", help="Learning rate (default 1e-3 networks, 0.1 trees).")] = None,
+          trees: Annotated[int, typer.Option("--trees", min=1, help="Boosting rounds (trees).")] = 300,
+          depth: Annotated[int, typer.Option("--depth", min=1, max=20, help="Tree depth (trees).")] = 6,
+          optimizer: Annotated[Optimizer, typer.Option("--optimizer")] = Optimizer.adam,
+          sigma: Annotated[float, typer.Option("--sigma")] = 1.0,
+          k: Annotated[int, typer.Option("--k", min=1, help="NDCG@k for LambdaRank weights and early stopping.")] = 10,
+          patience: Annotated[Optional[int], typer.Option("--patience", min=1, help="Early stopping (with --valid): epochs for networks (default 10), rounds for trees (default: none, all --trees are kept; the validation NDCG is still shown).")] = None,
+          truncation: Annotated[str, typer.Option("--truncation", help="Pairs with a document in the current top T: default (k for networks, weighted by |dNDCG@k|; 32 for trees, as xgboost's rank:ndcg), k (same as --k), an integer, or all.")] = "default",
+          seed: Annotated[int, typer.Option("--seed")] = 42,
+          max_bin: Annotated[Optional[int], typer.Option("--max-bin", min=2, help="Histogram bins per feature (trees; default 256).")] = None,
+          dask: Annotated[Optional[str], typer.Option("--dask", help="Train the trees on Dask: a scheduler address (tcp://host:8786) or local:N (N local workers). DATA, --valid and --test may then be globs or comma-separated files (quote globs), read in parallel by the workers.")] = None):
+    """Train a ranker with the factorised lambda objective and write a model artifact."""
+    from ..pipeline.train import TREE_ALGOS, train_from_files
+    algo = algo.value
+    if dask is not None:
+        import functools
+        from ..pipeline.dask_train import train_from_files_dask
+        train_from_files = functools.partial(train_from_files_dask, address=dask,
+                                             log=lambda m: err.print(m))
+    total = trees if algo in TREE_ALGOS else epochs
+    hidden_sizes = _hidden(hidden)
+    monitor = "valid" if valid else "train"
+    unit = "round" if algo in TREE_ALGOS else "epoch"
+    with _progress(f"training {algo}", total) as update:
+        def on_epoch(epoch, metric):
+            shown = "" if metric is None else f": {monitor} ndcg@{k}={metric:.4f}"
+            update(epoch + 1, total, f"{unit} {epoch + 1}{shown}")
+        artifact = train_from_files(
+            data, algo=algo, valid=valid, test=test, output=output, hidden=hidden_sizes,
+            epochs=epochs, lr=lr, optimizer=optimizer.value, sigma=sigma, k=k, patience=patience,
+            seed=seed, on_epoch=on_epoch, trees=trees, depth=depth,
+            truncation=_truncation(truncation), **({} if max_bin is None else {"max_bin": max_bin}))
+    for w in artifact.get("warnings", []):
+        err.print(f"warning: {w}")
+    table = Table("split", f"NDCG@{k}", "queries")
+    for split, m in artifact["metrics"].items():
+        table.add_row(split, f"{m[f'ndcg@{k}']:.4f}", str(m["queries"]))
+    out.print(table)
+    out.print(f"model written to {output}")
+
+
+def _hidden(value: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(h) for h in value.split(",") if h.strip())
+    except ValueError:
+        raise UserError(f"--hidden {value!r}: expected comma-separated layer sizes such as 64,16") from None
+    if any(h < 1 for h in sizes):
+        raise UserError(f"--hidden {value!r}: layer sizes must be >= 1")
+    return sizes
+
+
+def _truncation(value: str):
+    if value in ("k", "all", "default"):
+        return None if value == "all" else value
+    try:
+        t = int(value)
+    except ValueError:
+        raise UserError(f"--truncation {value!r}: expected k, all or an integer") from None
+    if t < 1:
+        raise UserError(f"--truncation {value!r}: expected an integer >= 1")
+    return t
+
+
+@app.command("predict")
+def predict(model: Path, data: Path,
+            output: Annotated[Path, typer.Option("-o", "--output", help="One score per input row.")]):
+    """Score every row of DATA with MODEL."""
+    from ..pipeline.train import predict_file
+    n = predict_file(model, data, output)
+    out.print(f"{n} scores written to {output}")
+
+
+
+@app.command("demo")
+def demo(ctx: typer.Context,
+         workdir: Annotated[Path, typer.Option("--workdir", help="Where candidates, features and models go.")] = Path("ltr-demo"),
+         json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
+         folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds.")] = 5,
+         recreate: Annotated[bool, typer.Option("--recreate", help="Re-index the demo's index when an older version exists.")] = False,
+         jobs: JobsOpt = None, budget: BudgetOpt = None):
+    """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
+    linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
+    from ..transport import localnode
+    from ..pipeline.demo import run_demo
+    from ..io.atomic import write_json
+    _writable(json_out)
+    conn = _conn(ctx)
+    t0 = time.monotonic()
+    if not conn.url:
+        info, started = localnode.start(log=lambda m: err.print(m))
+        conn.url = info.url
+        out.print(f"local node {'started' if started else 'running'} at {info.url}")
+    report = run_demo(conn, workdir, log=lambda m: out.print(m), folds=folds,
+                      recreate=recreate, jobs=jobs, budget=budget)
+    out.print(f"Cranfield: {report['queries']} queries, k={report['k']}, {report['evaluation']}")
+    out.print(_report_table(report))
+    out.print(f"recommendation: {report['recommendation']['reason']}")
+    if json_out:
+        write_json(json_out, report)
+    out.print(f"artefacts in {workdir} ({time.monotonic() - t0:.0f}s)")

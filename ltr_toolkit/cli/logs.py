@@ -1,0 +1,64 @@
+"""``ltr log``: features logged for judged queries or the first stage's candidates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .common import (EXIT_PARTIAL, FieldsOpt, Format, JudgedOutside, Statistics, StatsOpt, StoreOpt,
+                     TemplateOpt, Unjudged, _first_stage, _ltr_conn, _progress, _writable, app, err,
+                     out)
+
+
+@app.command("log")
+def log_cmd(ctx: typer.Context, judgments: Path,
+            featureset: Annotated[str, typer.Option("--featureset")],
+            output: Annotated[Path, typer.Option("-o", "--output")],
+            index: Annotated[str, typer.Option("--index")] = "cranfield",
+            store: StoreOpt = None,
+            fmt: Annotated[Optional[Format], typer.Option("--format")] = None,
+            queries: Annotated[Optional[Path], typer.Option("--queries")] = None,
+            batch: Annotated[int, typer.Option("--batch", min=1, help="Queries per _msearch round trip.")] = 25,
+            candidates: Annotated[Optional[int], typer.Option("--candidates", min=1, help="Log the first stage's top K per query (labelled from the judgments), not only the judged pairs.")] = None,
+            unjudged: Annotated[Unjudged, typer.Option("--unjudged", help="With --candidates: unjudged documents as grade 0, or dropped.")] = Unjudged.zero,
+            judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="With --candidates: judged documents outside the top K.")] = JudgedOutside.exclude,
+            fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+            statistics: StatsOpt = Statistics.dfs,
+            incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False):
+    """Log feature values per (query, document) pair (resumable: rerun after a kill).
+    Exit 3 when some queries failed (they are listed; the rest is logged)."""
+    from ..features.candidates import candidate_judgments
+    from ..features.featurelog import log_features, log_incremental, query_budget
+    from ..data.judgments import load_judgments
+    _writable(output)
+    jl = load_judgments(judgments, fmt.value if fmt else None, queries)
+    fs_stage = _first_stage(fields, first_stage, statistics)
+    conn = _ltr_conn(ctx)
+    info = None
+    if candidates:
+        budget = query_budget(conn, index, jl, featureset, fs_stage, store)
+        jl, info = candidate_judgments(conn, index, jl, candidates, fs_stage, unjudged.value,
+                                       judged_outside.value, max_terms=budget)
+        err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
+                  f"{info['unjudged']} unjudged{' (grade 0)' if unjudged is Unjudged.zero else ' (dropped)'}, "
+                  f"{info['judged_outside']} judged outside the top {candidates} added")
+    with _progress("logging rounds") as update:
+        run = log_incremental if incremental else log_features
+        side = run(conn, jl, featureset, index, output, store, batch,
+                   lambda d, t: update(d, t), fs_stage, info)
+    out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
+              f"{len(side['missing_docs'])} documents not in {index}")
+    if side.get("fitted_queries"):
+        err.print(f"{side['fitted_queries']} long queries sent as their first "
+                  f"{side['max_query_terms']} distinct words (the cluster's clause limit)")
+    for q, d in side["missing_docs"][:10]:
+        err.print(f"missing: query {q}, doc {d}")
+    for q, why in side.get("failed_queries", []):
+        err.print(f"failed: query {q}: {why}")
+    if side.get("failed_queries"):
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+# --------------------------------------------------------------------------- models

@@ -1,0 +1,145 @@
+"""``ltr upload``, ``ltr model`` and ``ltr search``: models into the plugin, versioned,
+and reranked searches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import UserError
+from .common import (FieldsOpt, Statistics, StatsOpt, StoreOpt, TemplateOpt, _conn, _first_stage,
+                     _ltr_conn, app, err, model_app, out)
+
+
+@app.command("upload")
+def upload_cmd(ctx: typer.Context, model: Path,
+               name: Annotated[str, typer.Option("--name", help="Base name; the next -vN is used unless --exact.")],
+               featureset: Annotated[Optional[str], typer.Option("--featureset", help="Feature set (default: the one the training data was logged with).")] = None,
+               store: StoreOpt = None,
+               index: Annotated[Optional[str], typer.Option("--index", help="Validate the model with a query on this index first, and measure what it takes in the plugin's cache.")] = None,
+               exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False):
+    """Export MODEL.json to the plugin's format, check it, and create it in the store."""
+    from ..query.firststage import FirstStage
+    from ..stores.model_store import upload
+    from ..pipeline.train import load_model
+    art, m = load_model(model)
+    fs = featureset or art.get("featureset")
+    if not fs:
+        raise UserError("the model does not say which feature set it was trained on", "pass --featureset")
+    conn = _ltr_conn(ctx)
+    res = upload(conn, art, m, name, fs, store, index, versioned=not exact)
+    out.print(f"uploaded {res['name']} ({res['type']}) for feature set {fs}")
+    if art.get("rescore"):
+        r = art["rescore"]
+        out.print(f"serve it with query_weight {r['query_weight']:g}, rescore_query_weight "
+                  f"{r['rescore_query_weight']:.6g} (ltr search --query-weight/--rescore-weight)")
+    if art.get("first_stage"):
+        stage = FirstStage.from_dict(art["first_stage"])
+        out.print(f"term statistics: {stage.statistics} (ltr search/evaluate --statistics "
+                  f"{stage.statistics}; search_type {stage.search_type})")
+    if art.get("max_query_terms"):
+        out.print(f"long queries: send at most {art['max_query_terms']} distinct words, as "
+                  "logging did (ltr search --max-terms; ltr_toolkit.data.querytext.fit_keywords)")
+    if art.get("encoder"):
+        e = art["encoder"]
+        out.print(f"query vectors: {e['name']} ({e['sha256'][:12]}, {e['dim']} dimensions), the "
+                  f"encoder of the index's '{art.get('vector_field') or 'vector'}' field: serve "
+                  "with that model (--encoder / LTR_ENCODER), or pass query_vector yourself")
+    from ..stores.modelcache import cache_warnings
+    cache, warns = cache_warnings(conn, res["name"], store, index)
+    if cache["model_bytes"] is not None:
+        out.print(f"plugin cache: the model takes {cache['model_bytes'] / 1024:.1f} KB of "
+                  f"ltr.caches.max_mem {cache['limit_bytes'] / 1024 ** 2:.1f} MB per node")
+    for w in res["warnings"] + warns:
+        err.print(f"warning: {w}")
+
+
+@model_app.command("list")
+def model_list(ctx: typer.Context, store: StoreOpt = None):
+    """List stored models."""
+    from ..stores.model_store import list_models
+    conn = _ltr_conn(ctx)
+    table = Table("name", "type", "features")
+    for m in list_models(conn, store):
+        model = m.get("model", {})
+        table.add_row(m.get("name", "?"), model.get("model", {}).get("type", "?"),
+                      str(len(model.get("feature_set", {}).get("features", []))))
+    out.print(table)
+
+
+@model_app.command("show")
+def model_show(ctx: typer.Context, name: str, store: StoreOpt = None):
+    """Print a stored model as JSON."""
+    from ..stores.model_store import get_model
+    conn = _ltr_conn(ctx)
+    m = get_model(conn, name, store)
+    if m is None:
+        raise UserError(f"model {name} not found in store {store or '(default)'}")
+    out.print_json(json.dumps(m))
+
+
+@model_app.command("delete")
+def model_delete(ctx: typer.Context, name: str, store: StoreOpt = None):
+    """Delete a stored model."""
+    from ..stores.model_store import delete_model
+    conn = _ltr_conn(ctx)
+    if not delete_model(conn, name, store):
+        raise UserError(f"model {name} not found in store {store or '(default)'}")
+    out.print(f"deleted model {name}")
+
+
+@model_app.command("prune")
+def model_prune(ctx: typer.Context, base: Annotated[str, typer.Argument(help="The name ltr upload versioned: BASE-v1, BASE-v2, ...")],
+                keep: Annotated[int, typer.Option("--keep", min=1, help="How many of the newest versions to keep.")] = 3,
+                store: StoreOpt = None,
+                yes: Annotated[bool, typer.Option("--yes", help="Confirm: the older versions are deleted.")] = False):
+    """Delete all but the newest --keep versions BASE-vN of a model (lists them without --yes)."""
+    from ..stores.model_store import prune_versions
+    conn = _ltr_conn(ctx)
+    kept, doomed = prune_versions(conn, base, keep, store, dry_run=not yes)
+    if not doomed:
+        out.print(f"nothing to prune: {len(kept)} version(s) of {base}, keeping {keep}")
+        return
+    out.print(f"keep: {', '.join(kept)}")
+    if not yes:
+        out.print(f"would delete: {', '.join(doomed)}")
+        raise UserError(f"pruning {base} deletes {len(doomed)} model(s); nothing deleted",
+                        "pass --yes to confirm")
+    out.print(f"deleted: {', '.join(doomed)}")
+
+
+# --------------------------------------------------------------------------- search / evaluate
+
+@app.command("search")
+def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option("--index")] = "cranfield",
+               model: Annotated[Optional[str], typer.Option("--model", help="Rerank with this stored model.")] = None,
+               window: Annotated[int, typer.Option("--window", min=1, help="Rerank exactly the first stage's global top WINDOW, whatever the number of shards.")] = 100, size: Annotated[int, typer.Option("--size", min=1)] = 10,
+               store: StoreOpt = None,
+               param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
+               fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+               statistics: StatsOpt = Statistics.dfs,
+               max_terms: Annotated[Optional[int], typer.Option("--max-terms", min=1, help="Send a long query as its first N distinct words: the model's max_query_terms (`ltr upload` prints it). Default: measured on the cluster.")] = None,
+               query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="The first stage's weight in the rescore (1 for a model blended with it; `ltr upload` prints the model's).")] = 0.0,
+               rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0):
+    """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
+    the hits. When the rescore fails, the first stage's hits, with a warning."""
+    from ..serving.serving import Serving
+    params = {"keywords": text}
+    for p in param or []:
+        name, eq, value = p.partition("=")
+        if not eq or not name:
+            raise UserError(f"--param {p!r}: expected NAME=VALUE")
+        params[name] = value
+    conn = _conn(ctx)
+    stage = _first_stage(fields, first_stage, statistics)
+    stage.check(conn, index)
+    serving = Serving(index, stage, window, store, max_terms, model, (query_weight, rescore_weight))
+    hits = serving.search(conn, params, size)
+    table = Table("rank", "doc id", "score", "title")
+    for h in hits:
+        table.add_row(str(h["rank"]), h["id"], f"{h['score']:.4f}", h["title"][:70])
+    out.print(table)
