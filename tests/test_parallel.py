@@ -66,3 +66,22 @@ def test_jobs_follow_the_setting_the_cores_and_the_memory(monkeypatch):
     assert parallel.default_jobs(15, 2**30) == 1        # 12 GiB a copy: one at a time
     monkeypatch.setenv("LTR_JOBS", "3")
     assert parallel.default_jobs(15, 2**30) == 3
+
+
+def test_a_script_without_a_main_guard_runs_its_fits_once(tmp_path):
+    """Spawned workers do not import the user's script again: its top-level code (here a
+    script with no ``if __name__ == "__main__":``) runs once, and the fits finish (every
+    worker died at start before); a script read from standard input works too."""
+    import subprocess
+    import sys
+    script = ("from ltr_toolkit.pipeline.parallel import run_all\n"
+              "print('top-level runs', flush=True)\n"
+              "print(run_all(print, [('a',), ('b',)], jobs=2))\n")
+    path = tmp_path / "unguarded.py"
+    path.write_text(script)
+    for args, stdin in (([str(path)], None), (["-"], script)):
+        r = subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count("top-level runs") == 1
+        assert "[None, None]" in r.stdout

@@ -97,7 +97,8 @@ def run_all(fn, tasks: list, jobs: int, shared=None,
     worker once; tasks stay small. ``on_done(i, result, progress)`` runs in this process
     as task ``i`` finishes; ``progress`` has ``done``, ``total``, ``elapsed`` and ``eta``
     seconds (the mean time per finished task times the tasks left). ``fn`` must be a
-    module-level function; tasks are best given longest first."""
+    module-level function of an importable module (not the main script); tasks are best
+    given longest first."""
     start = time.monotonic()
     results: list = [None] * len(tasks)
 
@@ -107,12 +108,12 @@ def run_all(fn, tasks: list, jobs: int, shared=None,
         on_done(i, result, {"done": done, "total": len(tasks), "elapsed": elapsed,
                             "eta": elapsed / done * (len(tasks) - done)})
 
-    if jobs <= 1 or len(tasks) <= 1 or not _spawnable():
+    if jobs <= 1 or len(tasks) <= 1:
         for i, task in enumerate(tasks):
             finished(i, fn(shared, *task), i + 1)
         return results
     jobs = min(jobs, len(tasks))
-    with _capped_threads(max(1, cores() // jobs)):
+    with _capped_threads(max(1, cores() // jobs)), _main_left_alone():
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_receive,
                                  initargs=(shared,)) as pool:
@@ -133,8 +134,22 @@ def run_all(fn, tasks: list, jobs: int, shared=None,
     return results
 
 
-def _spawnable() -> bool:
-    """Whether spawned workers can import the main module again (not when it was read
-    from standard input: ``python - <<EOF``); interactive sessions have no file and can."""
-    path = getattr(sys.modules.get("__main__"), "__file__", None)
-    return path is None or os.path.exists(path)
+@contextmanager
+def _main_left_alone():
+    """Spawned workers import the parent's main script again (to find what a pickle
+    names there), running its top-level code: a user's script without an ``if __name__
+    == "__main__":`` guard would start the fits again in every worker, which dies. The
+    fits need nothing from it (``fn`` is a module-level function of an importable
+    module), so while the workers start, the main module names no file to import."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
