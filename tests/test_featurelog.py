@@ -178,3 +178,35 @@ def test_incremental_logging_keeps_the_parallelism_asked_for(monkeypatch, tmp_pa
     featurelog.log_incremental(None, JudgmentList(source="j"), "fs", "i", tmp_path / "out.txt",
                                parallel=3)
     assert seen["parallel"] == 3
+
+
+def test_the_term_budget_is_measured_once_and_used_for_candidates_and_rows(logged_setup, tmp_path,
+                                                                            monkeypatch, ltr_cluster):
+    """One candidates-and-logging path (``features.candidates.judged_candidates``, used by
+    ``ltr log``, jobs, parts and ``Serving``): the budget is measured once, the candidates
+    and the logged rows are fitted to it, and the sidecar records it (``ltr log
+    --candidates`` and jobs measured it twice; ``Serving`` fetched candidates unfitted)."""
+    from ltr_toolkit.cli import main
+    from ltr_toolkit.data.judgments import save_ranklib
+    from ltr_toolkit.features import featurelog
+    from ltr_toolkit.serving.serving import Serving
+    conn, index, fs = logged_setup
+    calls = []
+    real = featurelog.query_budget
+
+    def counted(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+    monkeypatch.setattr(featurelog, "query_budget", counted)
+    jl = cranfield.split_judgments("valid")
+    jl = jl.subset(list(jl.queries)[:10])
+    side, info = Serving(index, FirstStage.from_fields(), 20).log_candidates(
+        conn, jl, fs["name"], tmp_path / "cands.txt")
+    assert len(calls) == 1
+    assert side["max_query_terms"] is not None and info["queries"] == 10
+    save_ranklib(jl, tmp_path / "j.txt")
+    calls.clear()
+    assert main(["--url", ltr_cluster.url, "log", str(tmp_path / "j.txt"), "--featureset", fs["name"],
+                 "--index", index, "--candidates", "20", "-o", str(tmp_path / "cli.txt")]) == 0
+    assert len(calls) == 1
+    assert json.loads((tmp_path / "cli.txt.json").read_text())["max_query_terms"] == side["max_query_terms"]

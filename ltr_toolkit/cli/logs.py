@@ -29,25 +29,28 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
-    from ..features.candidates import candidate_judgments
-    from ..features.featurelog import log_features, log_incremental, query_budget
+    from ..features.candidates import judged_candidates
+    from ..features.featurelog import log_features, log_incremental
     from ..data.judgments import load_judgments
     _writable(output)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     fs_stage = _first_stage(fields, first_stage, statistics)
     conn = _ltr_conn(ctx)
-    info = None
+    info = budget = None
+    if candidates or not incremental:       # an increment keeps its file's budget
+        jl, info, budget = judged_candidates(conn, index, jl, featureset, fs_stage, store,
+                                             candidates, unjudged.value, judged_outside.value)
     if candidates:
-        budget = query_budget(conn, index, jl, featureset, fs_stage, store)
-        jl, info = candidate_judgments(conn, index, jl, candidates, fs_stage, unjudged.value,
-                                       judged_outside.value, max_terms=budget)
         err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
                   f"{info['unjudged']} unjudged{' (grade 0)' if unjudged is Unjudged.zero else ' (dropped)'}, "
                   f"{info['judged_outside']} judged outside the top {candidates} added")
     with _progress("logging rounds") as update:
-        run = log_incremental if incremental else log_features
-        side = run(conn, jl, featureset, index, output, store, batch,
-                   lambda d, t: update(d, t), fs_stage, info)
+        if incremental:
+            side = log_incremental(conn, jl, featureset, index, output, store, batch,
+                                   lambda d, t: update(d, t), fs_stage, info)
+        else:
+            side = log_features(conn, jl, featureset, index, output, store, batch,
+                                lambda d, t: update(d, t), fs_stage, info, max_terms=budget)
     out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
               f"{len(side['missing_docs'])} documents not in {index}")
     if side.get("fitted_queries"):

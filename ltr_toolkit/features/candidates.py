@@ -65,3 +65,25 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
     return out, {"k": int(k), "first_stage": first_stage.to_dict(), "unjudged": unjudged,
                  "judged_outside": judged_outside, **counts,
                  "failed_queries": [[qids[i], why] for i, why in sorted(failures.items())]}
+
+
+def judged_candidates(conn: Connection, index: str, jl: JudgmentList, featureset: str,
+                      first_stage: FirstStage, store: str | None = None, k: int | None = None,
+                      unjudged: str = "zero", judged_outside: str = "exclude",
+                      max_terms: int | None = None, budget_of: JudgmentList | None = None
+                      ) -> tuple[JudgmentList, dict | None, int | None]:
+    """What a logging run logs, prepared the same way by ``ltr log``, jobs, job parts and
+    ``Serving``: the query-term budget measured once (on ``budget_of``, the whole list a
+    part belongs to, else ``jl``; or given as ``max_terms``, e.g. a model's), then, with
+    ``k``, the first stage's top ``k`` of each query labelled from ``jl``
+    (:func:`candidate_judgments`, its queries fitted to that budget). Returns (the pairs
+    to log, the candidates' info or None, the budget): pass the budget on to
+    ``log_features``, which records it."""
+    from .featurelog import query_budget
+    if max_terms is None:
+        max_terms = query_budget(conn, index, budget_of or jl, featureset, first_stage, store)
+    info = None
+    if k:
+        jl, info = candidate_judgments(conn, index, jl, k, first_stage, unjudged, judged_outside,
+                                       max_terms=max_terms)
+    return jl, info, max_terms

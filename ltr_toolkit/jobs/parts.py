@@ -101,8 +101,7 @@ def _part_inputs(job: Job, conn, work: Path, i: int, n: int, stage_fs):
     """(this part's judgments, candidates info, query-term budget, the whole list's
     hash), frozen in ``inputs.json`` when the part starts (a resumed part logs them)."""
     from ..data.judgments import JudgmentList, load_judgments
-    from ..features.candidates import candidate_judgments
-    from ..features.featurelog import query_budget
+    from ..features.candidates import judged_candidates
     frozen = work / "inputs.json"
     if frozen.is_file():
         f = json.loads(frozen.read_text())
@@ -110,11 +109,9 @@ def _part_inputs(job: Job, conn, work: Path, i: int, n: int, stage_fs):
     whole = load_judgments(job.judgments, job.fmt, job.queries)
     qids = whole.qids()
     jl = whole.subset(qids[(i - 1) * len(qids) // n: i * len(qids) // n])
-    budget = query_budget(conn, job.index, whole, job.featureset, stage_fs, job.store)
-    info = None
-    if job.candidates:
-        jl, info = candidate_judgments(conn, job.index, jl, job.candidates, stage_fs,
-                                       job.unjudged, job.judged_outside, max_terms=budget)
+    jl, info, budget = judged_candidates(conn, job.index, jl, job.featureset, stage_fs, job.store,
+                                         job.candidates, job.unjudged, job.judged_outside,
+                                         budget_of=whole)
     write_json(frozen, {"judgments": jl.to_dict(), "candidates": info, "max_terms": budget,
                         "whole": whole.content_hash()}, indent=None)
     return jl, info, budget, whole.content_hash()

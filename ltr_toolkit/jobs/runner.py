@@ -93,9 +93,9 @@ def run_job(job: Job, conn, log=lambda msg: None) -> dict:
         if finished is not None:
             return finished
         index_health(conn, job.index, log)
-        jl, info, stage_fs = _inputs(job, conn, work)
+        jl, info, stage_fs, budget = _inputs(job, conn, work)
         t_log = time.monotonic()
-        side = _log(job, conn, work, jl, info, stage_fs, log)
+        side = _log(job, conn, work, jl, info, stage_fs, budget, log)
         log_seconds = time.monotonic() - t_log
         stage = _stage(work, run["run_id"])
         manifest = _manifest(job, conn, run, side, stage, log_seconds, time.monotonic() - t0)
@@ -156,26 +156,24 @@ def _run_record(work: Path, log) -> dict:
 
 
 def _inputs(job: Job, conn, work: Path):
-    """(judgments, candidates info, first stage): frozen in ``inputs.json`` when a run
+    """(judgments, candidates info, first stage, query-term budget): frozen in ``inputs.json`` when a run
     starts, so a resumed run logs what its first attempt saw, even if the judgments file
     or the index changed since (its checkpoint stays valid)."""
     from ..data.judgments import JudgmentList, load_judgments
-    from ..features.candidates import candidate_judgments
-    from ..features.featurelog import query_budget
+    from ..features.candidates import judged_candidates
     from ..query.firststage import FirstStage
     stage_fs = FirstStage.resolve(job.first_stage, job.fields, job.statistics)
     frozen = work / "inputs.json"
     if frozen.is_file():
         inputs = json.loads(frozen.read_text())
-        return JudgmentList.from_dict(inputs["judgments"]), inputs["candidates"], stage_fs
+        return (JudgmentList.from_dict(inputs["judgments"]), inputs["candidates"], stage_fs,
+                inputs.get("max_terms"))
     jl = click_judgments(job, conn, work) if job.clicks else load_judgments(job.judgments, job.fmt, job.queries)
-    info = None
-    if job.candidates:
-        budget = query_budget(conn, job.index, jl, job.featureset, stage_fs, job.store)
-        jl, info = candidate_judgments(conn, job.index, jl, job.candidates, stage_fs,
-                                       job.unjudged, job.judged_outside, max_terms=budget)
-    write_json(frozen, {"judgments": jl.to_dict(), "candidates": info}, indent=None)
-    return jl, info, stage_fs
+    jl, info, budget = judged_candidates(conn, job.index, jl, job.featureset, stage_fs, job.store,
+                                         job.candidates, job.unjudged, job.judged_outside)
+    write_json(frozen, {"judgments": jl.to_dict(), "candidates": info, "max_terms": budget},
+               indent=None)
+    return jl, info, stage_fs, budget
 
 
 #: a click job's judgments and their counts, published in its snapshot
@@ -220,7 +218,7 @@ def _seed_incremental(job: Job, work: Path, log) -> None:
     atomic_copy(base / "features.txt", features)
 
 
-def _log(job: Job, conn, work: Path, jl, info, stage_fs, log) -> dict:
+def _log(job: Job, conn, work: Path, jl, info, stage_fs, budget, log) -> dict:
     from ..features.featurelog import log_features, log_incremental
     features = work / "features.txt"
     if job.incremental:
@@ -228,7 +226,7 @@ def _log(job: Job, conn, work: Path, jl, info, stage_fs, log) -> dict:
         return log_incremental(conn, jl, job.featureset, job.index, features, job.store,
                                job.batch, None, stage_fs, info, parallel=job.parallel)
     return log_features(conn, jl, job.featureset, job.index, features, job.store, job.batch,
-                        None, stage_fs, info, parallel=job.parallel)
+                        None, stage_fs, info, parallel=job.parallel, max_terms=budget)
 
 
 def _stage(work: Path, run_id: str) -> Path:

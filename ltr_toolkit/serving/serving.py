@@ -63,14 +63,15 @@ class Serving:
         logged with ``featureset`` into ``out``: (sidecar, candidates info). ``kw``: more
         ``candidate_judgments`` / ``log_features`` options (unjudged, judged_outside,
         batch)."""
-        from ..features.candidates import candidate_judgments
+        from ..features.candidates import judged_candidates
         from ..features.featurelog import log_features
         picks = {k: kw.pop(k) for k in ("unjudged", "judged_outside") if k in kw}
-        cands, info = candidate_judgments(conn, self.index, jl, self.window, self.first_stage,
-                                          max_terms=self.max_terms, **picks)
+        cands, info, budget = judged_candidates(conn, self.index, jl, featureset, self.first_stage,
+                                                self.store, self.window, max_terms=self.max_terms,
+                                                **picks)
         side = log_features(conn, cands, featureset, self.index, out, self.store,
                             first_stage=self.first_stage, candidates=info,
-                            max_terms=self.max_terms, encoder=self.encoder, **kw)
+                            max_terms=budget, encoder=self.encoder, **kw)
         return side, info
 
     # ------------------------------------------------------------------ reranking
