@@ -276,3 +276,26 @@ def test_upload_refuses_a_model_trained_on_another_feature_set_version(semantic_
     assert f"--featureset {name}" in r.stderr and "Traceback" not in r.stderr
     r = cli("--url", conn.url, "upload", str(model), "--name", "right-set", "--featureset", name)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_demo_collection_ships_with_its_vectors(tmp_path, monkeypatch):
+    """The bundled Cranfield documents' vectors by the default encoder come with the
+    package (a first ``ltr demo`` does not spend 30 s encoding them): found with an empty
+    cache and no encoding, equal to the encoder's own for a sample; another encoder's (or
+    other texts') are encoded as before."""
+    from ltr_toolkit.indexing import vectors as vx
+    from ltr_toolkit.indexing.documents import document_text
+    monkeypatch.setenv("LTR_CACHE", str(tmp_path))
+    enc = default_encoder()
+    texts = [t for d in cranfield.documents() if (t := document_text(d, ("title", "abstract")))]
+    sample = [0, 1, 500, len(texts) - 1]
+    fresh = enc.encode([texts[i] for i in sample], kind="document")
+
+    def refuse(*a, **k):
+        raise AssertionError("encoded instead of using the shipped vectors")
+    monkeypatch.setattr(enc, "encode", refuse)
+    got = vx.document_vectors(enc, texts)
+    assert got.shape == (len(texts), enc.dim)
+    np.testing.assert_allclose(got[sample], fresh, atol=1e-6)
+    with pytest.raises(AssertionError, match="encoded instead"):
+        vx.document_vectors(enc, texts[:-1])           # other texts: not shipped

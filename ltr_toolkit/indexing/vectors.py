@@ -66,21 +66,33 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def document_vectors(encoder: Encoder, texts: list[str], cache: bool = True) -> np.ndarray:
-    """The encoder's document vectors of ``texts``, kept on disk per (encoder, texts):
-    re-indexing the same collection (the test suite, ``--recreate``) does not encode it
-    again."""
+#: vectors shipped with the package: the bundled Cranfield collection's, by the default
+#: encoder (found by the same key as the cache; another encoder or text encodes anew)
+SHIPPED = Path(__file__).resolve().parent.parent / "datasets" / "cranfield"
+
+
+def vectors_key(encoder: Encoder, texts: list[str]) -> str:
+    """What the vectors of ``texts`` by ``encoder`` are kept under."""
     h = hashlib.sha256(encoder.sha256.encode())
     for t in texts:
         h.update(t.encode() + b"\0")
-    path = cache_dir() / "vectors" / f"{h.hexdigest()[:32]}.npy"
-    if cache and path.is_file():
-        try:
-            vecs = np.load(path)
-            if vecs.shape == (len(texts), encoder.dim):
-                return vecs
-        except (OSError, ValueError):
-            pass
+    return h.hexdigest()[:32]
+
+
+def document_vectors(encoder: Encoder, texts: list[str], cache: bool = True) -> np.ndarray:
+    """The encoder's document vectors of ``texts``, kept on disk per (encoder, texts):
+    re-indexing the same collection (the test suite, ``--recreate``) does not encode it
+    again; the demo's collection ships with its vectors (:data:`SHIPPED`)."""
+    key = vectors_key(encoder, texts)
+    path = cache_dir() / "vectors" / f"{key}.npy"
+    for found in ([path] if cache else []) + [SHIPPED / f"vectors-{key}.npy"]:
+        if found.is_file():
+            try:
+                vecs = np.load(found)
+                if vecs.shape == (len(texts), encoder.dim):
+                    return vecs
+            except (OSError, ValueError):
+                pass
     vecs = encoder.encode(texts, kind="document")
     if cache:
         try:
