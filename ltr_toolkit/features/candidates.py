@@ -16,6 +16,7 @@ from ..errors import UserError
 from ..transport.client import Connection
 from ..query.firststage import FirstStage
 from ..query.requests import msearch_ids
+from . import featurelog
 
 UNJUDGED = ("zero", "drop")
 JUDGED_OUTSIDE = ("exclude", "include")
@@ -79,9 +80,9 @@ def judged_candidates(conn: Connection, index: str, jl: JudgmentList, featureset
     (:func:`candidate_judgments`, its queries fitted to that budget). Returns (the pairs
     to log, the candidates' info or None, the budget): pass the budget on to
     ``log_features``, which records it."""
-    from .featurelog import query_budget
     if max_terms is None:
-        max_terms = query_budget(conn, index, budget_of or jl, featureset, first_stage, store)
+        max_terms = featurelog.query_budget(conn, index, budget_of or jl, featureset,
+                                            first_stage, store)
     info = None
     if k:
         jl, info = candidate_judgments(conn, index, jl, k, first_stage, unjudged, judged_outside,

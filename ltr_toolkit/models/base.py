@@ -14,7 +14,7 @@ depending on scikit-learn.
 from __future__ import annotations
 
 import inspect
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 
@@ -216,6 +216,6 @@ def row_batches(n: int):
     return ((lo, min(lo + BATCH_ROWS, n)) for lo in range(0, n, BATCH_ROWS))
 
 
-__all__ = ["BATCH_ROWS", "BOOLEAN", "EstimatorParams", "Integral", "Interval", "Kind",
-           "NotFittedError", "Options", "Real", "as_ranking_dataset", "row_batches",
+__all__ = ["BATCH_ROWS", "BOOLEAN", "EstimatorParams", "Interval", "Kind",
+           "NotFittedError", "Options", "as_ranking_dataset", "row_batches",
            "training_sets"]

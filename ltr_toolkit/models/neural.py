@@ -8,6 +8,7 @@ one optimiser step. Never one backprop per pair (see benchmarks/naive.py for tha
 from __future__ import annotations
 
 import time
+from numbers import Integral, Real
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -15,8 +16,8 @@ from threadpoolctl import threadpool_limits
 from ..data.dataset import RankingDataset
 from ..rank.lambdas import DEFAULT_MU, QueryPairs, check_weighting
 from ..rank.metrics import ndcg
-from .base import (BOOLEAN, EstimatorParams, Integral, Interval, Kind, Options, Real,
-                   row_batches, training_sets)
+from .base import (BOOLEAN, EstimatorParams, Interval, Kind, Options, row_batches,
+                   training_sets)
 from .mlp import MLP, OPTIMIZERS
 
 ALGOS = {

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -41,8 +42,8 @@ from ..data.dataset import RankingDataset
 from ..rank.lambdas import (DEFAULT_MU, QUERY_NORMALIZATIONS, RankPairs,
                             check_weighting)
 from ..rank.metrics import ndcg
-from .base import (BOOLEAN, EstimatorParams, Integral, Interval, Kind, Options, Real,
-                   row_batches, training_sets)
+from .base import (BOOLEAN, EstimatorParams, Interval, Kind, Options, row_batches,
+                   training_sets)
 
 ALGOS = {"lambdamart": "lambdarank", "ranknet-tree": "ranknet"}
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..features.candidates import judged_candidates
+from ..features.featurelog import log_features
 from ..transport.client import Connection
 from ..query.firststage import FirstStage
 from ..query.requests import MODEL_ONLY, msearch_ids
@@ -63,8 +65,6 @@ class Serving:
         logged with ``featureset`` into ``out``: (sidecar, candidates info). ``kw``: more
         ``candidate_judgments`` / ``log_features`` options (unjudged, judged_outside,
         batch)."""
-        from ..features.candidates import judged_candidates
-        from ..features.featurelog import log_features
         picks = {k: kw.pop(k) for k in ("unjudged", "judged_outside") if k in kw}
         cands, info, budget = judged_candidates(conn, self.index, jl, featureset, self.first_stage,
                                                 self.store, self.window, max_terms=self.max_terms,

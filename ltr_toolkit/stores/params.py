@@ -26,12 +26,12 @@ import json
 import re
 
 from ..errors import UserError
+from ..indexing.vectors import QUERY_VECTOR
 from ..transport.client import Connection
 from ..transport.lookups import model_document
 from .store import get_document, get_featureset, store_path
 
 DERIVED = re.compile(r"^first_stage_id_(\d+)$")
-QUERY_VECTOR = "query_vector"
 NO_DOC = "__ltr_toolkit_no_document__"
 
 
