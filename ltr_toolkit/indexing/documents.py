@@ -9,19 +9,26 @@ each document's nearest neighbours' text in ``neighbours`` (index-time feedback,
 
 from __future__ import annotations
 
+from opensearchpy import helpers
+
 from ..encoders import load_encoder
 from ..transport.client import Connection, call, request
-from ..transport.lookups import has_knn
+from ..transport.lookups import forget, has_knn
 from .neighbours import Expansion, all_neighbour_texts
 from .vectors import DEFAULT_TEXT_FIELDS, FIELD as VECTOR_FIELD, document_text, \
     document_vectors, field_mapping, meta_entry
+from opensearchpy import exceptions as E
+from dataclasses import replace
+from ..errors import UserError
+import json
+from ..errors import InputError
+from ..io.text import read_text
 
 FIELDS = ("title", "authors", "source", "abstract")
 
 
 def pick_analyzer(conn: Connection) -> str:
     """``english`` when the node has it, else ``standard``."""
-    from opensearchpy import exceptions as E
     try:
         conn.client().indices.analyze(body={"analyzer": "english", "text": "flows"})
         return "english"
@@ -86,7 +93,6 @@ def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CO
 def expansion_over(spec: Expansion, fields: tuple[str, ...]) -> Expansion:
     """``spec`` restricted to a collection's ``fields``: all of them when it has none of
     the spec's (a user's collection without title and abstract)."""
-    from dataclasses import replace
     return replace(spec, fields=tuple(f for f in spec.fields if f in fields) or tuple(fields))
 
 
@@ -102,7 +108,6 @@ def corpus_version(conn: Connection, index: str) -> str | None:
 def _load(conn: Connection, index: str, body: dict, docs: list[dict],
           fields: tuple[str, ...] | None, extra=None) -> tuple[int, list]:
     """Creates ``index`` with ``body`` and bulk-loads ``docs`` (plus ``extra(doc)``'s fields)."""
-    from opensearchpy import helpers
     c = conn.client()
     names = fields or FIELDS
     lengths = fields or ("title", "abstract")
@@ -113,6 +118,7 @@ def _load(conn: Connection, index: str, body: dict, docs: list[dict],
         src.update({f"{f}_len": len(src[f].split()) for f in lengths})
         return src | (extra(d) if extra else {})
     call(conn, c.indices.create, index=index, body=body)
+    forget(conn, "vectors", index)      # what this process read of an index deleted before
     actions = ({"_index": index, "_id": d["id"], "_source": source(d)} for d in docs)
     return call(conn, helpers.bulk, c, actions, chunk_size=500, raise_on_error=False,
                 refresh="wait_for")
@@ -138,7 +144,6 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     ``vector_fields``: each document's vector of these fields (those the collection has;
     all its fields when it has none of them) by ``encoder`` (None: ``$LTR_ENCODER`` or the
     default) in :data:`.vectors.FIELD`; None: no vectors. Returns a summary."""
-    from ..errors import UserError
     c = conn.client()
     analyzer = analyzer or pick_analyzer(conn)
     expansion = expansion and expansion_over(expansion, fields or FIELDS)
@@ -191,9 +196,6 @@ def read_jsonl_documents(path) -> tuple[list[dict], tuple[str, ...]]:
     """(documents, text fields) of a JSONL file: one object per line with a non-empty
     ``id`` and string fields; the fields are the union of the keys other than ``id``, in
     order of first appearance. Errors name ``file:line``."""
-    import json
-    from ..errors import InputError
-    from ..io.text import read_text
     docs, fields = [], {}
     for i, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():

@@ -25,6 +25,8 @@ import tempfile
 from dataclasses import dataclass
 
 from ..transport.client import Connection, call, item_error, msearch_items, request
+from opensearchpy import helpers
+from ..errors import UserError
 
 #: The expansion field's name in the toolkit's mappings and feature sets.
 FIELD = "neighbours"
@@ -58,7 +60,6 @@ def neighbour_text(hits: list[dict], fields: tuple[str, ...]) -> str:
 
 
 def _doc_ids(conn: Connection, index: str) -> list[str]:
-    from opensearchpy import helpers
     return [h["_id"] for h in call(conn, lambda: list(helpers.scan(
         conn.client(), index=index, query={"query": {"match_all": {}}, "_source": False},
         size=1000)))]
@@ -67,7 +68,6 @@ def _doc_ids(conn: Connection, index: str) -> list[str]:
 def _ensure_field(conn: Connection, index: str, spec: Expansion) -> bool:
     """Adds the expansion field (the first source field's analyzer) when the mapping lacks
     it; True when ``_source`` keeps it (an index not made by the toolkit)."""
-    from ..errors import UserError
     resp = next(iter(request(conn, "GET", f"/{index}/_mapping").values()))["mappings"]
     props = resp.get("properties", {})
     missing = [f for f in spec.fields if f not in props]
@@ -133,7 +133,6 @@ def expand(conn: Connection, index: str, spec: Expansion = Expansion(), batch: i
 
 def _spool_ids(conn: Connection, index: str, out) -> int:
     """Every document id of ``index`` into the open file ``out``, one per line."""
-    from opensearchpy import helpers
     out.seek(0)
     out.truncate()               # a retried scan starts the file again
     n = 0
@@ -157,7 +156,6 @@ def _batches(lines, size: int, parse):
 
 def _update_all(conn: Connection, index: str, spec: Expansion, batches) -> tuple[int, int]:
     """Bulk-updates each batch of (id, text); returns (written, failed)."""
-    from opensearchpy import helpers
     c = conn.client()
     written = failed = 0
     for chunk in batches:

@@ -19,16 +19,17 @@ in one line.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
 
-from ..encoders import Encoder, check_same, load_encoder, query_vectors
+from ..encoders import Encoder, check_same, load_encoder, query_vectors, same_model
 from ..errors import ClusterError, UserError
 from ..io.atomic import atomic_write
+from ..io.cache import cache_dir
 from ..transport.client import Connection, call, request
 from ..transport.lookups import fact, forget, require_knn
+from opensearchpy import helpers
 
 #: the vector field's name in the toolkit's mappings and shipped feature sets
 FIELD = "vector"
@@ -58,13 +59,6 @@ def document_text(doc: dict, fields) -> str:
 
 
 # --------------------------------------------------------------------------- cache
-
-def cache_dir() -> Path:
-    """``$LTR_CACHE``, else ``$XDG_CACHE_HOME/ltr-toolkit``, else ``~/.cache/ltr-toolkit``."""
-    base = os.environ.get("LTR_CACHE") or Path(os.environ.get("XDG_CACHE_HOME")
-                                                 or Path.home() / ".cache") / "ltr-toolkit"
-    return Path(base)
-
 
 #: vectors shipped with the package: the bundled Cranfield collection's, by the default
 #: encoder (found by the same key as the cache; another encoder or text encodes anew)
@@ -118,6 +112,19 @@ def index_vectors(conn: Connection, index: str) -> dict | None:
                 lambda: _mapping(conn, index).get("_meta", {}).get("vectors"))
 
 
+def stale_vectors(conn: Connection, index: str, encoder: str | Encoder | None = None) -> str | None:
+    """Why ``index``'s vectors are not this run's encoder's (None when they are, or when it
+    has none): an index made before the encoder changed."""
+    record = index_vectors(conn, index)
+    if not record:
+        return None
+    enc = encoder if isinstance(encoder, Encoder) else load_encoder(encoder)
+    if same_model(record.get("encoder"), enc):
+        return None
+    return (f"its vectors come from encoder {record['encoder'].get('name')}, "
+            f"this run's is {enc.name}")
+
+
 def _write_meta(conn: Connection, index: str, entry: dict, mappings: dict) -> None:
     meta = dict(mappings.get("_meta", {}), vectors=entry)
     request(conn, "PUT", f"/{index}/_mapping", {"_meta": meta})
@@ -140,7 +147,6 @@ def add_vectors(conn: Connection, index: str, fields, encoder: Encoder | None = 
     ``batch`` per bulk update). Restartable: a second run writes only the documents still
     without one. Documents with no text in ``fields`` stay without (counted); failed
     updates are named in ``failed``."""
-    from opensearchpy import helpers
     encoder = encoder or load_encoder()
     mappings = _mapping(conn, index)
     props = mappings.get("properties", {})

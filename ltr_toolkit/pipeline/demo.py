@@ -14,7 +14,7 @@ from ..transport import client as cl
 from ..stores import store as st
 from ..query.firststage import FirstStage
 from ..indexing.documents import CORPUS_VERSION, corpus_version, index_documents
-from ..indexing.vectors import index_vectors
+from ..indexing.vectors import index_vectors, stale_vectors
 from .crossval import cross_validate
 from ..datasets import cranfield
 from ..errors import UserError
@@ -47,11 +47,11 @@ def run_demo(conn, workdir, log=print, seed: int = 42, k: int = 10, folds: int =
     st.init_store(conn, None)
     step("plugin", f"LTR plugin {version} at {conn.display_url}; default store ready")
     have = corpus_version(conn, INDEX)
-    if have != CORPUS_VERSION:
+    why = (have or "no corpus marker") if have != CORPUS_VERSION else stale_vectors(conn, INDEX)
+    if why:
         if have is not None and not recreate:
             raise UserError(f"index {INDEX} exists but was not made by this version of the demo "
-                            f"({have or 'no corpus marker'})",
-                            "pass --recreate to delete and re-index it")
+                            f"({why})", "pass --recreate to delete and re-index it")
         res = index_documents(conn, INDEX, cranfield.documents(), recreate=recreate)
         vec = res.get("vectors")
         step("index", f"indexed {res['count']} Cranfield documents ({res['analyzer']} analyzer"
