@@ -47,7 +47,7 @@ SEEDS = (0, 1, 2, 3, 4)
 def top10(conn) -> dict[str, list[str]]:
     jl = cranfield.judgments()
     qids = jl.judged_qids()
-    ids = msearch_ids(conn, INDEX, [jl.query_params(q) for q in qids], STAGE, None, 10, 10)
+    ids = msearch_ids(conn, INDEX, [jl.query_params(q) for q in qids], STAGE, 10)
     return {q: r for q, r in zip(qids, ids) if r}
 
 

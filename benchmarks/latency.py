@@ -36,7 +36,7 @@ from ltr_toolkit.stores import store as st
 from ltr_toolkit.indexing.documents import CORPUS_VERSION, corpus_version, index_documents
 from ltr_toolkit.stores.model_store import upload
 from ltr_toolkit.stores.params import derived_depth, featureset_params, with_first_stage_ids
-from ltr_toolkit.query.requests import search_body
+from ltr_toolkit.query.requests import Rescore, search_body
 from ltr_toolkit.serving.rerank import search
 from ltr_toolkit.serving.serving import Serving
 from ltr_toolkit.stores.store import get_document, store_path
@@ -96,21 +96,21 @@ def _before(conn, index, params, model):
     doc = get_document(conn, f"{store_path(None)}/_model/{model}", None)
     depth = max(WINDOW, SIZE, derived_depth(featureset_params(doc["model"]["feature_set"])))
     c = conn.client()
-    hits = c.search(index=index, body=search_body(STAGE, params, None, depth, WINDOW))["hits"]["hits"]
+    hits = c.search(index=index, body=search_body(STAGE, params, depth))["hits"]["hits"]
     ids = [h["_id"] for h in hits]
     mp = with_first_stage_ids(params, ids, derived_depth(featureset_params(doc["model"]["feature_set"])))
-    c.search(index=index, body=search_body(STAGE, params, model, SIZE, WINDOW, None, mp,
+    c.search(index=index, body=search_body(STAGE, params, SIZE, Rescore(model, WINDOW), model_params=mp,
                                            top_ids=ids[:WINDOW]))
 
 
 def _systems(conn, models) -> dict[str, object]:
-    sys = {"before: first stage": lambda p: search(conn, OLD_INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000),
-           "after: first stage": lambda p: search(conn, INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000)}
+    sys = {"before: first stage": lambda p: search(conn, OLD_INDEX, p, STAGE, None, SIZE, max_terms=1000),
+           "after: first stage": lambda p: search(conn, INDEX, p, STAGE, None, SIZE, max_terms=1000)}
     for algo, m in models["before"].items():
         sys[f"before: {algo}"] = lambda p, m=m: _before(conn, OLD_INDEX, p, m)
     for setup in ("after", FEEDBACK):
         for algo, m in models[setup].items():
-            sys[f"{setup}: {algo}"] = lambda p, m=m: search(conn, INDEX, p, STAGE, m, SIZE, WINDOW,
+            sys[f"{setup}: {algo}"] = lambda p, m=m: search(conn, INDEX, p, STAGE, Rescore(m, WINDOW), SIZE,
                                                              max_terms=1000)
     return sys
 

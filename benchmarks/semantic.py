@@ -30,7 +30,7 @@ import numpy as np
 from ltr_toolkit.stores import store as st
 from ltr_toolkit.query.firststage import FirstStage
 from ltr_toolkit.stores.model_store import upload
-from ltr_toolkit.serving.rerank import search
+from ltr_toolkit.serving.rerank import Rescore, search
 from ltr_toolkit.serving.serving import Serving
 from ltr_toolkit.indexing.vectors import vector_source, with_query_vectors
 from ltr_toolkit.data.featuresets import load_featureset
@@ -130,12 +130,13 @@ def encoder_cost() -> list[list]:
 
 def _models(conn, fs) -> dict[str, str]:
     d = workdir()
-    data = d / f"semantic-latency-{fs}.txt"
+    tag = f"{fs}-{default_encoder().sha256[:8]}"    # logged with this encoder's vectors
+    data = d / f"semantic-latency-{tag}.txt"
     if not data.exists():
         Serving(INDEX, STAGE, WINDOW).log_candidates(conn, cranfield.split_judgments("train"), fs, data)
     out = {}
     for algo, kw in MODELS.items():
-        path = d / f"semantic-latency-{fs}-{algo}.json"
+        path = d / f"semantic-latency-{tag}-{algo}.json"
         train_from_files(data, algo=algo, output=path, **kw)
         art, model = load_model(path)
         out[algo] = upload(conn, art, model, f"bench-sem-{fs}-{algo}", fs)["name"]
@@ -147,12 +148,12 @@ def _systems(conn, models):
 
     def computed(p, m):
         memory._memo.clear()           # a query the process never saw: the encoder runs
-        return search(conn, INDEX, p, STAGE, m, SIZE, WINDOW, max_terms=1000)
-    sys_ = {"first stage": lambda p, v: search(conn, INDEX, p, STAGE, None, SIZE, WINDOW, max_terms=1000)}
+        return search(conn, INDEX, p, STAGE, Rescore(m, WINDOW), SIZE, max_terms=1000)
+    sys_ = {"first stage": lambda p, v: search(conn, INDEX, p, STAGE, None, SIZE, max_terms=1000)}
     for algo, m in models.items():
         sys_[f"{algo}: vector computed"] = lambda p, v, m=m: computed(p, m)
-        sys_[f"{algo}: vector passed in"] = lambda p, v, m=m: search(conn, INDEX, v, STAGE, m, SIZE,
-                                                                      WINDOW, max_terms=1000)
+        sys_[f"{algo}: vector passed in"] = lambda p, v, m=m: search(conn, INDEX, v, STAGE, Rescore(m, WINDOW),
+                                                                      SIZE, max_terms=1000)
     return sys_
 
 

@@ -187,7 +187,7 @@ def first_stage_top10(ltr_cluster, cranfield_index):
     jl = cranfield.judgments()
     qids = jl.judged_qids()
     ids = msearch_ids(ltr_cluster.conn(), "cranfield-test", [jl.query_params(q) for q in qids],
-                      FirstStage.from_fields(), None, 10, 10)
+                      FirstStage.from_fields(), 10)
     return {q: r for q, r in zip(qids, ids) if r}
 
 

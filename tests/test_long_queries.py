@@ -90,12 +90,13 @@ def test_a_failed_rescore_serves_the_first_stage_with_a_warning(long_run, ltr_cl
     rejected (too many clauses) while the first stage (two fields) is not: the helper
     returns the first stage's hits and warns, instead of failing the search."""
     from ltr_toolkit.query.firststage import FirstStage
-    from ltr_toolkit.serving.rerank import RescoreFallbackWarning, search
+    from ltr_toolkit.serving.rerank import Rescore, RescoreFallbackWarning, search
     conn, stage = ltr_cluster.conn(), FirstStage.from_fields()
     params = {"keywords": long_run["text"]}
     first = search(conn, long_run["index"], params, stage, None, 10, max_terms=400)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = search(conn, long_run["index"], params, stage, long_run["model"], 10, max_terms=400)
+        got = search(conn, long_run["index"], params, stage, Rescore(long_run["model"]), 10,
+                     max_terms=400)
     assert [h["id"] for h in got] == [h["id"] for h in first]
     assert any(issubclass(w.category, RescoreFallbackWarning) for w in caught), caught

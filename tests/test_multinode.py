@@ -136,7 +136,7 @@ def _rows(three):
         order.setdefault(line.split()[1][4:], []).append(line.split("#")[1].strip())
     qids = list(order)
     tops = msearch_ids(_conn(three["url"]), INDEX, [jl.query_params(q) for q in qids],
-                       FirstStage.from_fields(), None, 10, 10)
+                       FirstStage.from_fields(), 10)
     from ltr_toolkit.indexing.vectors import with_query_vectors
     params = with_query_vectors(_conn(three["url"]), INDEX, [jl.query_params(q) for q in qids],
                                 ["query_vector"])     # the shipped set's semantic feature

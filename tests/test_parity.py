@@ -17,7 +17,7 @@ from ltr_toolkit.features.featurelog import log_features
 from ltr_toolkit.stores.model_store import upload
 from ltr_toolkit.query.firststage import FirstStage
 from ltr_toolkit.query.requests import rescore_clause
-from ltr_toolkit.serving.rerank import serving_params
+from ltr_toolkit.serving.rerank import Rescore, serving_params
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.data.featuresets import load_featureset
@@ -82,7 +82,7 @@ def _served(conn, index, model, jl, q):
     """The node's hits and scores for query q: the first stage's top WINDOW reranked by
     ``model``, with the parameters serving computes."""
     params = jl.query_params(q)
-    mp = serving_params(conn, index, [params], STAGE, model)[0]
+    mp = serving_params(conn, index, [params], STAGE, Rescore(model, WINDOW))[0]
     body = {"size": WINDOW, "_source": False, "query": STAGE.query(params),
             "rescore": rescore_clause(model, mp, WINDOW)}
     hits = conn.client().search(index=index, body=body)["hits"]["hits"]
@@ -239,7 +239,7 @@ def test_plugin_defect_ranklib_networks_are_not_thread_safe(logged):
         qids = cranfield.split_judgments("train").judged_qids()[:60]
         jl = cranfield.split_judgments("train")
         params = [jl.query_params(q) for q in qids]
-        mp = serving_params(conn, index, params, STAGE, name)
+        mp = serving_params(conn, index, params, STAGE, Rescore(name, 50))
         bodies = [{"size": 50, "_source": False, "query": STAGE.query(p),
                    "rescore": rescore_clause(name, q, 50)} for p, q in zip(params, mp)]
         ref = [[(h["_id"], h["_score"]) for h in c.search(index=index, body=b)["hits"]["hits"]] for b in bodies]
@@ -276,8 +276,8 @@ def test_served_scores_equal_ltr_predict_under_four_concurrent_clients(request, 
     qids = test_jl.judged_qids() * 6
 
     def served(q):
-        return q, search(conn, index, test_jl.query_params(q), STAGE, name, size=WINDOW,
-                         window=WINDOW, max_terms=1000)
+        return q, search(conn, index, test_jl.query_params(q), STAGE, Rescore(name, WINDOW),
+                         size=WINDOW, max_terms=1000)
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(served, qids))
     for q, hits in results:

@@ -9,7 +9,7 @@ import pytest
 
 from ltr_toolkit.stores import store as st
 from ltr_toolkit.query.firststage import FirstStage
-from ltr_toolkit.serving.rerank import RescoreFallbackWarning, search
+from ltr_toolkit.serving.rerank import Rescore, RescoreFallbackWarning, search
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
 
@@ -36,10 +36,11 @@ def test_a_failed_rescore_below_a_small_window_repeats_no_hit(ltr_cluster):
         request(conn, "POST", f"{st.store_path(store)}/_featureset/needs/_createmodel", store=store,
                 body={"model": {"name": "m", "model": {"type": "model/linear", "definition": {"cat": 1.0}}}})
         stage = FirstStage.from_fields()
-        first = search(conn, index, {"keywords": "flow"}, stage, None, 10, 3, max_terms=50)
+        first = search(conn, index, {"keywords": "flow"}, stage, None, 10, max_terms=50)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            got = search(conn, index, {"keywords": "flow"}, stage, "m", 10, 3, store=store, max_terms=50)
+            got = search(conn, index, {"keywords": "flow"}, stage, Rescore("m", 3, store), 10,
+                         max_terms=50)
         ids = [h["id"] for h in got]
         assert any(issubclass(w.category, RescoreFallbackWarning) for w in caught), caught
         assert len(ids) == len(set(ids)) == 6

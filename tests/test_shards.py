@@ -48,7 +48,7 @@ def sharded(ltr_cluster, tmp_path_factory):
 def test_rerank_returns_exactly_the_global_top_window_in_the_models_order(sharded):
     from ltr_toolkit.query.firststage import FirstStage
     from ltr_toolkit.query.requests import search_body
-    from ltr_toolkit.serving.rerank import serving_params
+    from ltr_toolkit.serving.rerank import Rescore, serving_params
     from ltr_toolkit.serving.serving import Serving
     from ltr_toolkit.datasets import cranfield
     conn, d, model = sharded
@@ -73,9 +73,9 @@ def test_rerank_returns_exactly_the_global_top_window_in_the_models_order(sharde
         s = [scores[f"{q} {doc}"] for doc in got]
         assert all(a >= b - 1e-4 for a, b in zip(s, s[1:])), (q, got, local)
         # OpenSearch's own window (per shard) reranks other documents than training saw
-        mp = serving_params(conn, "cran-3-shards", [jl.query_params(q)], stage, model,
+        mp = serving_params(conn, "cran-3-shards", [jl.query_params(q)], stage, Rescore(model, WINDOW),
                             first_ids=[top])[0]
-        body = search_body(stage, jl.query_params(q), model, WINDOW, WINDOW, model_params=mp,
+        body = search_body(stage, jl.query_params(q), WINDOW, Rescore(model, WINDOW), model_params=mp,
                            source=None)
         hits = conn.client().search(index="cran-3-shards", body=body)["hits"]["hits"]
         plain_differs += sorted(h["_id"] for h in hits) != sorted(top)

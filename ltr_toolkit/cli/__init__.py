@@ -15,6 +15,8 @@ from ..errors import UserError
 # the command modules register their commands on import, in the order `ltr --help` lists them
 from . import admin, documents, logs, models, learning  # noqa: F401,I001
 from .common import app, err, out
+import tempfile
+import traceback
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the CLI: user errors (ours and typer's usage errors) are one line on stderr and
@@ -50,8 +52,6 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _unexpected(exc: BaseException) -> int:
-    import tempfile
-    import traceback
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     fd, path = tempfile.mkstemp(prefix="ltr-error-", suffix=".txt")
     with open(fd, "w") as fh:

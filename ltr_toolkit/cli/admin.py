@@ -15,6 +15,20 @@ from ..errors import ClusterError, UserError
 from .common import (Algo, EXIT_PARTIAL, FieldsOpt, Format, Statistics, StatsOpt, StoreOpt,
                      TemplateOpt, _conn, _first_stage, _ltr_conn, _writable, cluster_app, err,
                      featureset_app, job_app, out, store_app)
+from ..transport import localnode
+from ..transport.localcluster import stop_all
+from ..transport import client as cl
+from ..stores import store as st
+from ..data.featuresets import load_featureset
+from ..serving.serving import Serving
+from ..data.judgments import load_judgments
+from ..io.atomic import write_json
+from ..pipeline.featurecost import cost_report
+from ..evaluation.featurecost import FEEDBACK
+from ..jobs.jobfile import job_connection, load_job
+from ..jobs.parts import parse_part, run_part
+from ..jobs.runner import run_job
+from ..transport.localcluster import start_cluster
 
 
 @cluster_app.command("start")
@@ -23,10 +37,8 @@ def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start p
                   no_knn: Annotated[bool, typer.Option("--no-knn", help="Without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False):
     """Provision (cached) and start a local node, or a cluster of N nodes; return when it
     is healthy."""
-    from ..transport import localnode
     t0 = time.monotonic()
     if nodes > 1:
-        from ..transport.localcluster import start_cluster
         started = start_cluster(nodes, require_plugin=not no_ltr, log=lambda m: err.print(m))
         out.print(f"{nodes} nodes healthy at {', '.join(s.url for s in started)} (pids "
                   f"{', '.join(str(s.pid) for s in started)}) in {time.monotonic() - t0:.1f}s")
@@ -44,8 +56,6 @@ def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start p
 @cluster_app.command("stop")
 def cluster_stop():
     """Stop the node(s) `ltr cluster start` started (by their pids)."""
-    from ..transport import localnode
-    from ..transport.localcluster import stop_all
     many = stop_all()
     info = localnode.stop()
     if many:
@@ -59,7 +69,6 @@ def cluster_stop():
 @cluster_app.command("status")
 def cluster_status(ctx: typer.Context):
     """URL, OpenSearch version, LTR plugin version and health; exit 1 when no node answers."""
-    from ..transport import client as cl
     conn = _conn(ctx)
     try:
         info = cl.cluster_info(conn)
@@ -87,7 +96,6 @@ def cluster_status(ctx: typer.Context):
 @store_app.command("init")
 def store_init(ctx: typer.Context, store: StoreOpt = None):
     """Create a feature store."""
-    from ..stores import store as st
     conn = _ltr_conn(ctx)
     created = st.init_store(conn, store)
     out.print(f"store {store or '(default)'} {'created' if created else 'already exists'}")
@@ -97,7 +105,6 @@ def store_init(ctx: typer.Context, store: StoreOpt = None):
 def store_drop(ctx: typer.Context, store: StoreOpt = None,
                yes: Annotated[bool, typer.Option("--yes", help="Confirm: the store's feature sets and models are deleted.")] = False):
     """Delete a feature store with its feature sets and models (needs --yes)."""
-    from ..stores import store as st
     if not yes:
         raise UserError(f"dropping store {store or '(default)'} deletes its feature sets and models",
                         "pass --yes to confirm")
@@ -109,7 +116,6 @@ def store_drop(ctx: typer.Context, store: StoreOpt = None,
 @store_app.command("list")
 def store_list(ctx: typer.Context):
     """List feature stores."""
-    from ..stores import store as st
     conn = _ltr_conn(ctx)
     table = Table("store", "index", "version")
     for name, meta in sorted(st.list_stores(conn).items()):
@@ -122,8 +128,6 @@ def store_list(ctx: typer.Context):
 @featureset_app.command("upload")
 def featureset_upload(ctx: typer.Context, file: Path, store: StoreOpt = None):
     """Upload a feature set file (validated locally first)."""
-    from ..stores import store as st
-    from ..data.featuresets import load_featureset
     fs = load_featureset(file)
     conn = _ltr_conn(ctx)
     name, what = st.upload_featureset_versioned(conn, fs, store)
@@ -133,7 +137,6 @@ def featureset_upload(ctx: typer.Context, file: Path, store: StoreOpt = None):
 @featureset_app.command("list")
 def featureset_list(ctx: typer.Context, store: StoreOpt = None):
     """List feature sets in a store."""
-    from ..stores import store as st
     conn = _ltr_conn(ctx)
     table = Table("name", "features")
     for fs in st.list_featuresets(conn, store):
@@ -144,7 +147,6 @@ def featureset_list(ctx: typer.Context, store: StoreOpt = None):
 @featureset_app.command("show")
 def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Print a stored feature set as JSON."""
-    from ..stores import store as st
     conn = _ltr_conn(ctx)
     fs = st.get_featureset(conn, name, store)
     if fs is None:
@@ -170,10 +172,6 @@ def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
     """What each feature of a stored set costs at serving time (ms added to the request,
     measured live) next to what it brings to NDCG@k (drop-one ablation under
     cross-validation on the logged candidates: a negative delta means the feature helps)."""
-    from ..serving.serving import Serving
-    from ..data.judgments import load_judgments
-    from ..io.atomic import write_json
-    from ..pipeline.featurecost import cost_report
     _writable(json_out)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     stage = _first_stage(fields, first_stage, statistics)
@@ -187,7 +185,6 @@ def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
 
 
 def _cost_table(rep: dict) -> Table:
-    from ..evaluation.featurecost import FEEDBACK
     c = rep["contribution"]
     table = Table("feature", "ms added (p50)", f"ndcg@{rep['k']} without it", "delta", "p")
     for row, cost in rep["cost"].items():   # the first request: what the feedback group needs
@@ -209,13 +206,9 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
             part: Annotated[Optional[str], typer.Option("--part", help="I/N: log only the I-th of N slices of the queries (each part may run on another machine, same output directory); the part that completes the set publishes one snapshot, identical to a whole run's.")] = None):
     """Run a feature-logging job once: lock, log (resumable), publish a snapshot
     atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
-    from ..jobs.jobfile import job_connection, load_job
-    from ..jobs.parts import parse_part, run_part
-    from ..jobs.runner import run_job
     i_n = parse_part(part) if part is not None else None
     spec = load_job(job)
     conn = job_connection(spec, ctx.obj, explicit_timeout=ctx.meta.get("timeout_given", False))
-    from ..transport import client as cl
     cl.check_ltr(conn)
     if i_n is not None:
         manifest = run_part(spec, conn, *i_n, log=lambda m: err.print(m))

@@ -15,6 +15,15 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import UserError
+from ..transport.client import Connection, InsecureTLSWarning
+from ..transport.localnode import running_node
+from ..serving.rerank import RescoreFallbackWarning
+import warnings
+from ..transport import client as cl
+from ..query.firststage import FirstStage
+from ..io.atomic import check_writable
+import os
+from rich.progress import Progress
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, add_completion=False,
                   help="Learning to rank for OpenSearch/Elasticsearch with the LTR plugin.")
@@ -69,9 +78,6 @@ def _global(ctx: typer.Context,
             insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS certificates.")] = False,
             timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None,
             encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None):
-    from ..transport.client import Connection, InsecureTLSWarning
-    from ..transport.localnode import running_node
-    from ..serving.rerank import RescoreFallbackWarning
     _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning)
     if url and ctx.get_parameter_source("url").name == "COMMANDLINE" and "@" in urlsplit(url).netloc:
         raise UserError("--url carries credentials: every process on this machine can read argv",
@@ -81,7 +87,6 @@ def _global(ctx: typer.Context,
         url = node.url if node else None
     ctx.meta["timeout_given"] = timeout is not None
     if encoder:                 # read by every step that encodes (ltr_toolkit.encoders.load_encoder)
-        import os
         os.environ["LTR_ENCODER"] = encoder
     ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None, insecure=insecure,
                          **({} if timeout is None else {"timeout": timeout}))
@@ -89,7 +94,6 @@ def _global(ctx: typer.Context,
 
 def _one_line_warnings(*categories):
     """Show these warnings as one line ``warning: ...`` on stderr; others as Python does."""
-    import warnings
     if getattr(warnings.showwarning, "ltr_one_line", False):
         return
     shown = warnings.showwarning
@@ -108,7 +112,6 @@ def _progress(label: str, total: int | None = None):
     """Yields ``update(done, total=None, note="")``: a rich bar on a terminal; otherwise
     (cron, nohup, a pipe) a plain line on stderr at most every 2 s, and at the end."""
     if err.is_terminal:
-        from rich.progress import Progress
         with Progress(transient=True, console=err) as bar:
             task = bar.add_task(label, total=total)
 
@@ -133,7 +136,6 @@ def _conn(ctx: typer.Context):
 
 def _ltr_conn(ctx: typer.Context):
     """The connection, after checking that the cluster answers and has the LTR plugin."""
-    from ..transport import client as cl
     conn = ctx.obj
     cl.check_ltr(conn)
     return conn
@@ -151,14 +153,12 @@ StatsOpt = Annotated[Statistics, typer.Option("--statistics", help="Term statist
 
 
 def _first_stage(fields: Optional[str], template: Optional[Path], statistics: Statistics = Statistics.dfs):
-    from ..query.firststage import FirstStage
     return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None,
                               statistics.value)
 
 
 def _writable(*paths: Optional[Path]) -> None:
     """Refuse an output path that cannot be written before any work (one line, exit 2)."""
-    from ..io.atomic import check_writable
     for p in paths:
         if p is not None:
             check_writable(p)

@@ -14,6 +14,18 @@ from ..errors import UserError
 from .common import (Algo, BudgetOpt, FieldsOpt, Format, JobsOpt, Optimizer, Settings, Statistics,
                      StatsOpt, StoreOpt, TemplateOpt, _conn, _failed_queries, _first_stage,
                      _ltr_conn, _progress, _report_table, _writable, app, err, out)
+from ..data.judgments import load_judgments
+from ..evaluation.live import evaluate_live
+from ..io.atomic import write_json
+from ..pipeline.crossval import deploy_recommended
+from ..pipeline.train import TREE_ALGOS, train_from_files
+from ..pipeline.train import predict_file
+from ..transport import localnode
+from ..pipeline.demo import run_demo
+from ..pipeline.crossval import cross_validate
+from ..evaluation.plots import delta_plot
+import functools
+from ..pipeline.dask_train import train_from_files_dask
 
 
 @app.command("evaluate")
@@ -44,9 +56,6 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     With --cv K: every query reranked by a fold model that never saw it, its settings
     chosen without it; the report ends with what to deploy (or: keep the first stage).
     Exit 3 when some queries failed (named; the others are evaluated)."""
-    from ..data.judgments import load_judgments
-    from ..evaluation.live import evaluate_live
-    from ..io.atomic import write_json
     _writable(json_out, plot)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     stage = _first_stage(fields, first_stage, statistics)
@@ -61,7 +70,6 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
             raise UserError("--cv needs --featureset and at least one --algo")
         if model:
             raise UserError("--cv trains its own fold models: drop --model")
-        from ..pipeline.crossval import cross_validate
         fixed = {} if settings is Settings.defaults else None
         report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
                                 workdir, folds, k, window, store, stage, seed,
@@ -78,7 +86,6 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     if json_out:
         write_json(json_out, report)
     if plot:
-        from ..evaluation.plots import delta_plot
         delta_plot(report, qids, plot)
     if deploy:
         _deploy(ctx, report, workdir, featureset, deploy, store, k, seed, deploy_anyway)
@@ -88,7 +95,6 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
 def _deploy(ctx, report, workdir, featureset, name, store, k, seed, anyway) -> None:
     """``ltr evaluate --cv --deploy NAME``: the recommended reranker (or ``anyway``)
     trained on every judged query and uploaded; nothing uploaded when none is recommended."""
-    from ..pipeline.crossval import deploy_recommended
     rec = report["recommendation"]["deploy"]
     if rec is None and anyway is None:
         out.print("nothing uploaded: keep the first stage (--deploy-anyway ALGO overrides)")
@@ -128,13 +134,9 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
           max_bin: Annotated[Optional[int], typer.Option("--max-bin", min=2, help="Histogram bins per feature (trees; default 256).")] = None,
           dask: Annotated[Optional[str], typer.Option("--dask", help="Train the trees on Dask: a scheduler address (tcp://host:8786) or local:N (N local workers). DATA, --valid and --test may then be globs or comma-separated files (quote globs), read in parallel by the workers.")] = None):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
-    from ..pipeline.train import TREE_ALGOS, train_from_files
     algo = algo.value
-    if dask is not None:
-        import functools
-        from ..pipeline.dask_train import train_from_files_dask
-        train_from_files = functools.partial(train_from_files_dask, address=dask,
-                                             log=lambda m: err.print(m))
+    fit = train_from_files if dask is None else functools.partial(
+        train_from_files_dask, address=dask, log=lambda m: err.print(m))
     total = trees if algo in TREE_ALGOS else epochs
     hidden_sizes = _hidden(hidden)
     monitor = "valid" if valid else "train"
@@ -143,7 +145,7 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
         def on_epoch(epoch, metric):
             shown = "" if metric is None else f": {monitor} ndcg@{k}={metric:.4f}"
             update(epoch + 1, total, f"{unit} {epoch + 1}{shown}")
-        artifact = train_from_files(
+        artifact = fit(
             data, algo=algo, valid=valid, test=test, output=output, hidden=hidden_sizes,
             epochs=epochs, lr=lr, optimizer=optimizer.value, sigma=sigma, k=k, patience=patience,
             seed=seed, on_epoch=on_epoch, trees=trees, depth=depth,
@@ -183,7 +185,6 @@ def _truncation(value: str):
 def predict(model: Path, data: Path,
             output: Annotated[Path, typer.Option("-o", "--output", help="One score per input row.")]):
     """Score every row of DATA with MODEL."""
-    from ..pipeline.train import predict_file
     n = predict_file(model, data, output)
     out.print(f"{n} scores written to {output}")
 
@@ -198,9 +199,6 @@ def demo(ctx: typer.Context,
          jobs: JobsOpt = None, budget: BudgetOpt = None):
     """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
     linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
-    from ..transport import localnode
-    from ..pipeline.demo import run_demo
-    from ..io.atomic import write_json
     _writable(json_out)
     conn = _conn(ctx)
     t0 = time.monotonic()

@@ -10,6 +10,9 @@ import typer
 from .common import (EXIT_PARTIAL, FieldsOpt, Format, JudgedOutside, Statistics, StatsOpt, StoreOpt,
                      TemplateOpt, Unjudged, _first_stage, _ltr_conn, _progress, _writable, app, err,
                      out)
+from ..features.candidates import judged_candidates
+from ..features.featurelog import log_features, log_incremental
+from ..data.judgments import load_judgments
 
 
 @app.command("log")
@@ -29,9 +32,6 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
-    from ..features.candidates import judged_candidates
-    from ..features.featurelog import log_features, log_incremental
-    from ..data.judgments import load_judgments
     _writable(output)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     fs_stage = _first_stage(fields, first_stage, statistics)

@@ -13,6 +13,15 @@ from rich.table import Table
 from ..errors import UserError
 from .common import (FieldsOpt, Statistics, StatsOpt, StoreOpt, TemplateOpt, _conn, _first_stage,
                      _ltr_conn, app, err, model_app, out)
+from ..query.firststage import FirstStage
+from ..stores.model_store import upload
+from ..pipeline.train import load_model
+from ..stores.modelcache import cache_warnings
+from ..stores.model_store import list_models
+from ..stores.model_store import get_model
+from ..stores.model_store import delete_model
+from ..stores.model_store import prune_versions
+from ..serving.serving import Serving
 
 
 @app.command("upload")
@@ -23,9 +32,6 @@ def upload_cmd(ctx: typer.Context, model: Path,
                index: Annotated[Optional[str], typer.Option("--index", help="Validate the model with a query on this index first, and measure what it takes in the plugin's cache.")] = None,
                exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False):
     """Export MODEL.json to the plugin's format, check it, and create it in the store."""
-    from ..query.firststage import FirstStage
-    from ..stores.model_store import upload
-    from ..pipeline.train import load_model
     art, m = load_model(model)
     fs = featureset or art.get("featureset")
     if not fs:
@@ -49,7 +55,6 @@ def upload_cmd(ctx: typer.Context, model: Path,
         out.print(f"query vectors: {e['name']} ({e['sha256'][:12]}, {e['dim']} dimensions), the "
                   f"encoder of the index's '{art.get('vector_field') or 'vector'}' field: serve "
                   "with that model (--encoder / LTR_ENCODER), or pass query_vector yourself")
-    from ..stores.modelcache import cache_warnings
     cache, warns = cache_warnings(conn, res["name"], store, index)
     if cache["model_bytes"] is not None:
         out.print(f"plugin cache: the model takes {cache['model_bytes'] / 1024:.1f} KB of "
@@ -61,7 +66,6 @@ def upload_cmd(ctx: typer.Context, model: Path,
 @model_app.command("list")
 def model_list(ctx: typer.Context, store: StoreOpt = None):
     """List stored models."""
-    from ..stores.model_store import list_models
     conn = _ltr_conn(ctx)
     table = Table("name", "type", "features")
     for m in list_models(conn, store):
@@ -74,7 +78,6 @@ def model_list(ctx: typer.Context, store: StoreOpt = None):
 @model_app.command("show")
 def model_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Print a stored model as JSON."""
-    from ..stores.model_store import get_model
     conn = _ltr_conn(ctx)
     m = get_model(conn, name, store)
     if m is None:
@@ -85,7 +88,6 @@ def model_show(ctx: typer.Context, name: str, store: StoreOpt = None):
 @model_app.command("delete")
 def model_delete(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Delete a stored model."""
-    from ..stores.model_store import delete_model
     conn = _ltr_conn(ctx)
     if not delete_model(conn, name, store):
         raise UserError(f"model {name} not found in store {store or '(default)'}")
@@ -98,7 +100,6 @@ def model_prune(ctx: typer.Context, base: Annotated[str, typer.Argument(help="Th
                 store: StoreOpt = None,
                 yes: Annotated[bool, typer.Option("--yes", help="Confirm: the older versions are deleted.")] = False):
     """Delete all but the newest --keep versions BASE-vN of a model (lists them without --yes)."""
-    from ..stores.model_store import prune_versions
     conn = _ltr_conn(ctx)
     kept, doomed = prune_versions(conn, base, keep, store, dry_run=not yes)
     if not doomed:
@@ -127,7 +128,6 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0):
     """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
     the hits. When the rescore fails, the first stage's hits, with a warning."""
-    from ..serving.serving import Serving
     params = {"keywords": text}
     for p in param or []:
         name, eq, value = p.partition("=")

@@ -13,6 +13,8 @@ import datetime as _dt
 
 from ..errors import ClusterError, UserError
 from ..transport.client import Connection, call, request
+from opensearchpy import helpers
+from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
 
 QUERIES, EVENTS = "ubi_queries", "ubi_events"
 
@@ -55,7 +57,6 @@ def write_documents(conn: Connection, docs, queries: str = QUERIES, events: str 
                     chunk: int = 2000) -> dict:
     """Bulk-index ``(kind, document)`` pairs (kind ``ubi_queries`` / ``ubi_events``, as
     :func:`ltr_toolkit.clicks.simulate.ubi_documents` yields); refreshed at the end."""
-    from opensearchpy import helpers
     names = {QUERIES: queries, EVENTS: events}
     actions = ({"_index": names[kind], "_source": doc} for kind, doc in docs)
     ok, errors = call(conn, helpers.bulk, conn.client(), actions, chunk_size=chunk,
@@ -103,7 +104,6 @@ def read_events(conn: Connection, reader, query: dict, queries: str = QUERIES,
 
 def _scan(c, index, query, size, add) -> int:
     """Stream one index's matching documents into ``add`` (one scroll page in memory)."""
-    from opensearchpy import helpers
     n = 0
     for hit in helpers.scan(c, index=index, query={"query": query}, size=size):
         add(hit["_source"], f"{index}/{hit['_id']}")
@@ -118,7 +118,6 @@ def count(conn: Connection, index: str) -> int:
 def read_event_log(conn: Connection, query: dict, queries: str = QUERIES, events: str = EVENTS,
                    impression_actions=None, click_actions=None):
     """The cluster's UBI events matching ``query`` as an EventLog; none is a user error."""
-    from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
     reader = EventReader(impression_actions or IMPRESSION_ACTIONS, click_actions or CLICK_ACTIONS)
     counts = read_events(conn, reader, query, queries, events)
     log = reader.finish()

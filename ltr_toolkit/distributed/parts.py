@@ -23,6 +23,7 @@ import numpy as np
 from ..data.svmlight import load_logged, read_sidecar
 from ..errors import InputError, UserError
 from ..models.trees import MISSING_AS
+import hashlib
 
 #: The target size of one partition (bytes of text).
 PART_BYTES = 128 << 20
@@ -200,7 +201,6 @@ class Loaded:
 
     def sha256(self) -> str:
         """SHA-256 over the parts' content hashes, in part order."""
-        import hashlib
         return hashlib.sha256("".join(i["sha256"] for i in self.infos).encode()).hexdigest()
 
     def arrays(self):

@@ -78,7 +78,7 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
             rng.shuffle(order)
             for v in order:
                 if variants[v] == "ids":
-                    body = search_body(serving.first_stage, params, None, depth, source=None)
+                    body = search_body(serving.first_stage, params, depth, source=None)
                 else:
                     body = _body(serving, full, top[:serving.window] if restrict else None,
                                  variants[v], featureset)

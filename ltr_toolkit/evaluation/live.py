@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from ..data.judgments import JudgmentList
 from .report import compare, per_query_json, run_metrics
+from ..query.clauses import term_budget
+from ..query.firststage import FirstStage
+from ..stores.params import derived_depth, model_params
+from ..serving.serving import Serving
+from ..data.querytext import distinct_words
 
 
 def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None = None, k: int = 10,
@@ -14,11 +19,6 @@ def evaluate_live(conn, index: str, jl: JudgmentList, models: list[str] | None =
     top ``window`` with the rescore ``weights`` (query_weight, rescore_query_weight: the
     model alone by default; ``(1, beta)`` for a model deployed blended with the first
     stage); returns (report, per-query metrics, qids)."""
-    from ..query.clauses import term_budget
-    from ..query.firststage import FirstStage
-    from ..stores.params import derived_depth, model_params
-    from ..serving.serving import Serving
-    from ..data.querytext import distinct_words
     first_stage = first_stage or FirstStage.from_fields()
     first_stage.check(conn, index)
     all_qids = jl.judged_qids()

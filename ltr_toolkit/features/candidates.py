@@ -40,7 +40,7 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
     first_stage.check(conn, index)
     qids = jl.judged_qids()
     failures: dict[int, str] = {}
-    ranked = msearch_ids(conn, index, [jl.query_params(q) for q in qids], first_stage, None, k, k,
+    ranked = msearch_ids(conn, index, [jl.query_params(q) for q in qids], first_stage, k,
                          batch=batch, max_terms=max_terms, failures=failures)
     by_q = jl.by_query()
     out = JudgmentList(source=jl.source, params=dict(jl.params))

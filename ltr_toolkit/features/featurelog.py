@@ -51,6 +51,7 @@ from ..stores.params import check_params, derived_depth, featureset_info, with_f
 from ..query.requests import search_body
 from ..stores.store import sltr
 from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
+from concurrent.futures import ThreadPoolExecutor
 
 LOG_NAME = "ltr_toolkit"
 QUERY_NAME = "ltr_toolkit_logged"
@@ -143,7 +144,6 @@ def _log_rounds(run: "_Rounds", ck: CheckpointedOutput, batch: int, parallel: in
     """Every round of ``batch`` queries logged, up to ``parallel`` in flight, committed
     strictly in order (so the output, and a resumed run's, is the same whatever the
     parallelism); returns the counts."""
-    from concurrent.futures import ThreadPoolExecutor
     qids = run.qids
     rounds = [qids[i:i + batch] for i in range(0, len(qids), batch)]
     done = ck.resume()
@@ -212,7 +212,7 @@ class _Rounds:
         """The first stage's top ids into each query's parameters, as serving computes
         them (a query whose first stage fails goes into ``failed``)."""
         firsts = msearch_items(self.conn, self.index, [
-            search_body(self.first_stage, params[q], None, self.depth, source=None) for q in group],
+            search_body(self.first_stage, params[q], self.depth, source=None) for q in group],
             stats=self.stats, search_type=self.first_stage.search_type)
         for q, item in zip(group, firsts):
             if "error" in item:

@@ -9,6 +9,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
+from ..errors import UserError
 
 
 @contextlib.contextmanager
@@ -62,7 +63,6 @@ def _temp_beside(path: Path, suffix: str) -> tuple[int, str]:
     error: ``path`` is a directory, or the place is not writable. It is created with
     mode 0666 and the kernel applies the process umask (the umask is never changed: other
     threads may be creating files)."""
-    from ..errors import UserError
     if path.is_dir():
         raise UserError(f"cannot write {path}: it is a directory", "name a file")
     try:

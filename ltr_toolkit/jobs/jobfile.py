@@ -15,6 +15,8 @@ from ..io.text import read_text
 from ..features.candidates import JUDGED_OUTSIDE, UNJUDGED
 from ..transport.client import Connection
 from ..query.firststage import STATISTICS
+from ..clicks.grades import MAPPINGS
+from ..clicks.models import MODELS
 
 #: A job's request timeout when neither its file nor ``ltr --timeout`` gives one, seconds.
 DEFAULT_TIMEOUT = 60.0
@@ -185,8 +187,6 @@ def load_job(path) -> Job:
 
 def _clicks(cl: dict, c: _Checker) -> dict:
     """The [clicks] section, checked: ``days`` (required) and the click model's settings."""
-    from ..clicks.grades import MAPPINGS
-    from ..clicks.models import MODELS
     if "days" not in cl:
         c.fail("[clicks", "[clicks] needs days = N (the last N days of events)")
     days = cl["days"]

@@ -38,6 +38,10 @@ from ..io.atomic import fsync_dir, write_json
 from .jobfile import Job
 from .runner import _manifest, _run_record, finish_published, index_health
 from .snapshots import job_lock, prune, publish, remove_leftovers
+from ..data.judgments import JudgmentList, load_judgments
+from ..features.candidates import judged_candidates
+from ..features.featurelog import log_features
+from ..query.firststage import FirstStage
 
 PARTS = ".parts"
 #: the merge's own work folder (a killed whole run's ``.work`` is never touched by a merge)
@@ -100,8 +104,6 @@ def _stale(done: Path) -> bool:
 def _part_inputs(job: Job, conn, work: Path, i: int, n: int, stage_fs):
     """(this part's judgments, candidates info, query-term budget, the whole list's
     hash), frozen in ``inputs.json`` when the part starts (a resumed part logs them)."""
-    from ..data.judgments import JudgmentList, load_judgments
-    from ..features.candidates import judged_candidates
     frozen = work / "inputs.json"
     if frozen.is_file():
         f = json.loads(frozen.read_text())
@@ -118,8 +120,6 @@ def _part_inputs(job: Job, conn, work: Path, i: int, n: int, stage_fs):
 
 
 def _log_part(job: Job, conn, i: int, n: int, work: Path, done: Path, log) -> None:
-    from ..features.featurelog import log_features
-    from ..query.firststage import FirstStage
     work.mkdir(parents=True, exist_ok=True)
     index_health(conn, job.index, log)
     stage_fs = FirstStage.resolve(job.first_stage, job.fields, job.statistics)
@@ -219,7 +219,6 @@ def _setting(side: dict, key: str):
 def merge_parts(parts: list[Path], metas: list[dict], stage: Path) -> dict:
     """The parts' rows as one ``features.txt`` in ``stage`` and the sidecar a single run
     writes for them (returned)."""
-    from ..data.judgments import JudgmentList
     with open(stage / "features.txt", "wb") as out:
         for p in parts:
             with open(p / "features.txt", "rb") as fh:

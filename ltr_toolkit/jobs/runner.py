@@ -78,6 +78,15 @@ from ..io.atomic import atomic_copy, write_json
 from .jobfile import Job
 from .snapshots import (job_lock, point_latest, prune, publish, remove_leftovers, sha256,
                         snapshot_path, snapshots)
+from ..errors import ClusterError
+from ..transport.client import call, request
+from ..data.judgments import JudgmentList, load_judgments
+from ..features.candidates import judged_candidates
+from ..query.firststage import FirstStage
+from ..clicks.judge import ClickSettings, judge
+from ..clicks.output import write_counts, write_judgments, write_report
+from ..clicks.ubi import EVENTS, QUERIES, read_event_log, time_range
+from ..features.featurelog import log_features, log_incremental
 
 
 def run_job(job: Job, conn, log=lambda msg: None) -> dict:
@@ -125,8 +134,6 @@ def index_health(conn, index: str, log) -> str:
     """The index's health: red (a shard has no copy: its documents cannot be logged) is
     a one-line error, exit 2, before any work; yellow (replicas missing) is a one-line
     warning and the run goes on with the copies there are."""
-    from ..errors import ClusterError
-    from ..transport.client import call, request
     if not call(conn, conn.client().indices.exists, index=index):
         raise ClusterError(f"index {index} does not exist on {conn.display_url}",
                            "check the job file's [logging] index")
@@ -159,9 +166,6 @@ def _inputs(job: Job, conn, work: Path):
     """(judgments, candidates info, first stage, query-term budget): frozen in ``inputs.json`` when a run
     starts, so a resumed run logs what its first attempt saw, even if the judgments file
     or the index changed since (its checkpoint stays valid)."""
-    from ..data.judgments import JudgmentList, load_judgments
-    from ..features.candidates import judged_candidates
-    from ..query.firststage import FirstStage
     stage_fs = FirstStage.resolve(job.first_stage, job.fields, job.statistics)
     frozen = work / "inputs.json"
     if frozen.is_file():
@@ -183,9 +187,6 @@ CLICK_FILES = ("judgments.txt", "judgments.txt.counts.csv", "judgments.txt.json"
 def click_judgments(job: Job, conn, work: Path):
     """A click job's judgments: the last ``days`` of UBI events through its click model,
     written into ``work`` (published with the snapshot)."""
-    from ..clicks.judge import ClickSettings, judge
-    from ..clicks.output import write_counts, write_judgments, write_report
-    from ..clicks.ubi import EVENTS, QUERIES, read_event_log, time_range
     cl = dict(job.clicks)
     days = cl.pop("days")
     names = (cl.pop("queries_index", QUERIES), cl.pop("events_index", EVENTS))
@@ -219,7 +220,6 @@ def _seed_incremental(job: Job, work: Path, log) -> None:
 
 
 def _log(job: Job, conn, work: Path, jl, info, stage_fs, budget, log) -> dict:
-    from ..features.featurelog import log_features, log_incremental
     features = work / "features.txt"
     if job.incremental:
         _seed_incremental(job, work, log)

@@ -13,6 +13,7 @@ from ..io.atomic import check_writable, write_json
 from ..models.trees import ALGOS as TREE_ALGOS
 from .train import (check_algorithm, check_same_features, grade_variation, make_estimator,
                     model_artifact)
+from ..distributed import connect, local_workers, parts, require, trees
 
 
 def train_from_files_dask(data, address: str, algo="lambdamart", valid=None, test=None,
@@ -21,7 +22,6 @@ def train_from_files_dask(data, address: str, algo="lambdamart", valid=None, tes
     """Train ``algo`` (lambdamart, ranknet-tree) on ``data`` (files, comma-separated
     lists or globs; ``valid`` and ``test`` likewise) on the Dask cluster at ``address``
     (``local:N``: a LocalCluster of N workers)."""
-    from ..distributed import connect, local_workers, parts, require
     check_algorithm(algo)
     local_workers(address)                       # a malformed local:N, before any work
     if algo not in TREE_ALGOS:
@@ -47,7 +47,6 @@ def train_from_files_dask(data, address: str, algo="lambdamart", valid=None, tes
 
 
 def _train_on(client, model, algo, files, side, on_epoch, say, output) -> dict:
-    from ..distributed import parts, trees
     t0 = time.perf_counter()
     nf = len(side["feature_names"]) if side.get("feature_names") else None
     loaded = {"train": parts.load(client, files["train"], nf)}

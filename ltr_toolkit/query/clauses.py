@@ -21,6 +21,8 @@ from .firststage import FirstStage
 from ..stores.params import QUERY_VECTOR, derived_depth, featureset_params, model_params
 from ..stores.store import get_featureset, sltr
 from ..indexing.vectors import placeholder_vector
+from ..data.querytext import fit_params
+from ..stores.params import with_first_stage_ids
 
 #: The largest term count probed; queries are cut to it even on a cluster without limit.
 PROBE_MAX = 4096
@@ -89,8 +91,6 @@ def _liked_ids(conn, index, first_stage, params, depth, budget) -> dict:
     """Derived first-stage id parameters from the first stage of ``params`` itself (its
     real top documents: features such as ``more_like_this`` seeded with them add their
     own clauses, which made-up ids would hide)."""
-    from ..data.querytext import fit_params
-    from ..stores.params import with_first_stage_ids
     body = {"query": first_stage.query(fit_params(params, budget)), "size": depth, "_source": False}
     item = msearch_items(conn, index, [body])[0]
     ids = [h["_id"] for h in item.get("hits", {}).get("hits", [])]
@@ -102,11 +102,14 @@ def term_budget(conn: Connection, index: str, first_stage: FirstStage, params: d
                 store: str | None = None) -> int:
     """The most distinct query terms both the first stage and the ``sltr`` query (of the
     feature set or model, when one is given) accept on this cluster, at most
-    :data:`PROBE_MAX` (cached per process). ``params``: one query's template parameters
-    (the longest query is the best sample): its other parameters are kept, and features
-    seeded with first-stage ids get the ids of its own first stage's top documents."""
+    :data:`PROBE_MAX`. ``params``: one query's template parameters (the longest query is
+    the best sample): its keywords are replaced by probe words, its other parameters are
+    kept, and features seeded with first-stage ids get the ids of its own first stage's
+    top documents. Measured once per process for a first stage, feature set or model and
+    set of parameter names, whatever the query (logging measures it once for all its
+    queries and records it; serving without the record must not measure per query)."""
     key = json.dumps([conn.display_url, index, first_stage.to_dict(), featureset, model, store,
-                      sorted(params.items())], sort_keys=True, default=str)
+                      sorted(k for k in params if k != "keywords")], sort_keys=True, default=str)
     if key in _cache:
         return _cache[key]
     fs_only = _bisect(lambda n: _accepts(conn, index, n, params, first_stage, None, None, store))

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..errors import InputError, UserError
 from ..io.text import read_json
+from ..transport.client import request
 
 VAR = re.compile(r"\{\{\{?\s*([A-Za-z_][\w.]*)\s*\}?\}\}")
 SECTION = re.compile(r"\{\{\s*[#^/>!&]")
@@ -188,7 +189,6 @@ def _collect_fields(node, out: list[str]) -> None:
 
 def index_fields(conn, index: str) -> set[str]:
     """Every field path of ``index`` (multi-fields as ``field.sub``)."""
-    from ..transport.client import request
     resp = request(conn, "GET", f"/{index}/_mapping")
     names: set[str] = set()
     for body in resp.values():

@@ -10,6 +10,8 @@ and serving build their requests here, so both send the same first stage.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..data.querytext import fit_params
 from ..errors import MissingResourceError, PluginMissingError, StoreMissingError
 from ..stores.params import thread_safe
@@ -27,7 +29,8 @@ def rescore_clause(model: str, params: dict, window: int = 100, query_weight: fl
     order after it. OpenSearch applies ``window_size`` per shard: on an index of S shards,
     each shard's top ``window`` is rescored (up to S x window documents); with the query
     restricted to the first stage's global top ids (:func:`restrict_to`) and ``window``
-    their number, exactly those are reranked, as the toolkit does."""
+    their number, exactly those are reranked, as the toolkit does. Ties: see
+    :func:`tie_ordered`."""
     return {"window_size": int(window),
             "query": {"rescore_query": sltr(params, model=model, store=store,
                                             active_features=active_features),
@@ -37,6 +40,23 @@ def rescore_clause(model: str, params: dict, window: int = 100, query_weight: fl
 
 #: (query_weight, rescore_query_weight) of a model served alone: its score orders the window
 MODEL_ONLY = (0.0, 1.0)
+#: the name the first stage's query carries in a rescored request (its score per hit)
+FIRST_STAGE = "first_stage"
+
+
+@dataclass(frozen=True)
+class Rescore:
+    """What reranks the first stage's top ``window``: a model of the store, with its
+    rescore weights (``(query_weight, rescore_query_weight)``; :data:`MODEL_ONLY`, or a
+    blend with the first stage's score chosen in cross-validation)."""
+    model: str
+    window: int = 100
+    store: str | None = None
+    weights: tuple[float, float] = MODEL_ONLY
+
+    def clause(self, params: dict, window: int | None = None) -> dict:
+        return rescore_clause(self.model, params, self.window if window is None else window,
+                              *self.weights, store=self.store)
 
 
 def restrict_to(query: dict, ids: list[str]) -> dict:
@@ -44,22 +64,48 @@ def restrict_to(query: dict, ids: list[str]) -> dict:
     return {"bool": {"must": [query], "filter": [{"ids": {"values": list(ids)}}]}}
 
 
-def search_body(first_stage: FirstStage, params: dict, model: str | None = None, size: int = 10,
-                window: int = 100, store: str | None = None, model_params: dict | None = None,
-                source=("title",), weights=MODEL_ONLY, top_ids: list[str] | None = None) -> dict:
-    """``weights``: (query_weight, rescore_query_weight) of the rescore: the model alone
-    (:data:`MODEL_ONLY`), or blended with the first stage's score (``(1, beta)``, as
-    chosen in cross-validation and recorded in the model artifact's ``rescore``).
-    ``top_ids``: the first stage's global top ``window`` ids: with a model, exactly they
-    are reranked (see the module docstring)."""
+def search_body(first_stage: FirstStage, params: dict, size: int = 10,
+                rescore: Rescore | None = None, *, model_params: dict | None = None,
+                source=("title",), top_ids: list[str] | None = None, named: bool = False) -> dict:
+    """A search of the first stage's top ``size``, reranked by ``rescore`` when given.
+    ``model_params``: the model's parameters when they differ from ``params`` (derived
+    ones, see ``stores.params``). ``top_ids``: the first stage's global top ids: with a
+    model, exactly they are reranked (see the module docstring). ``named``: the first
+    stage's query named :data:`FIRST_STAGE` (with ``include_named_queries_score`` each hit
+    carries its first-stage score: :func:`tie_ordered`)."""
     query = first_stage.query(params)
-    if model and top_ids is not None:
+    window = rescore.window if rescore else 0
+    if rescore and top_ids is not None:
         query, window = restrict_to(query, top_ids), max(1, len(top_ids))
+    if named:
+        query = {"bool": {"must": [query], "_name": FIRST_STAGE}}
     body = {"query": query, "size": int(size), "_source": list(source) if source else False}
-    if model:
-        body["rescore"] = rescore_clause(model, model_params or params, window, *weights,
-                                         store=store)
+    if rescore:
+        body["rescore"] = rescore.clause(model_params or params, window)
     return body
+
+
+def tie_ordered(hits: list[dict], size: int, window: int,
+                first_rank: dict[str, int] | None = None) -> tuple[list[dict], bool]:
+    """The toolkit's one tie rule, the same as offline (``rank.metrics``: a stable sort of
+    the logged rows, which are in the first stage's order): descending served score, then
+    the first stage's order -- its rank in ``first_rank`` when known, else its score named
+    in the hit (:data:`FIRST_STAGE`), then the order the cluster returned (Lucene's, as
+    when the first stage was logged). The cluster itself breaks a rescore's ties by
+    Lucene's document order. Returns (the top ``size``, whether a tie crosses the cut:
+    then the hits must be fetched down to the window to choose). Hits below the
+    ``window`` keep their place."""
+    head, tail = hits[:window], hits[window:]
+
+    def first(i: int, h: dict) -> float:
+        if first_rank is not None:
+            return first_rank.get(h["_id"], len(first_rank) + i)
+        named = h.get("matched_queries")
+        return -named.get(FIRST_STAGE, 0.0) if isinstance(named, dict) else 0.0
+    keyed = sorted(((-h["_score"], first(i, h), i) for i, h in enumerate(head)))
+    ordered = [head[i] for _, _, i in keyed] + tail
+    crosses = 0 < size < len(head) and head[keyed[size][2]]["_score"] == head[keyed[size - 1][2]]["_score"]
+    return ordered[:size], crosses
 
 
 def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int,
@@ -84,20 +130,49 @@ def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int
 
 
 def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
-                model: str | None = None, size: int = 10, window: int = 100,
-                store: str | None = None, batch: int = 50,
-                model_param_list: list[dict] | None = None, max_terms: int | None = None,
-                failures: dict | None = None, weights=MODEL_ONLY,
-                top_ids: list[list[str]] | None = None) -> list[list[str] | None]:
+                size: int = 10, *, rescore: Rescore | None = None, store: str | None = None,
+                model_param_list: list[dict] | None = None,
+                first_ids: list[list[str]] | None = None, restrict: bool = False,
+                max_terms: int | None = None, failures: dict | None = None,
+                batch: int = 50) -> list[list[str] | None]:
     """Ranked doc ids for many queries, ``batch`` queries per ``_msearch`` round trip (run
     one at a time by the node for models that are not thread-safe in the plugin).
     ``max_terms``: long queries fitted to the cluster's clause budget
-    (:mod:`ltr_toolkit.data.querytext`). ``failures``: see :func:`_msearch`."""
-    bodies = [search_body(first_stage, fit_params(p, max_terms), model, size, window, store,
-                          fit_params(model_param_list[i], max_terms) if model_param_list else None,
-                          source=None, weights=weights, top_ids=top_ids[i] if top_ids else None)
-              for i, p in enumerate(param_list)]
-    concurrency = None if not model or thread_safe(conn, model, store) else 1
-    return [None if r is None else [h["_id"] for h in r["hits"]["hits"]]
-            for r in _msearch(conn, index, bodies, store, batch, concurrency, failures,
-                              first_stage.search_type)]
+    (:mod:`ltr_toolkit.data.querytext`). ``failures``: see :func:`_msearch`. With
+    ``rescore``: ``first_ids`` (each query's first-stage order, at least its window) break
+    the model's ties (:func:`tie_ordered`; a tie across the cut fetches that query's
+    window); ``restrict``: exactly the first ``window`` of them are reranked."""
+    store = rescore.store if rescore else store
+    n = len(param_list)
+    windows = [len(first_ids[i][:rescore.window]) if restrict else rescore.window
+               for i in range(n)] if rescore else [0] * n
+
+    def send(rows, depth):
+        bodies = [search_body(first_stage, fit_params(param_list[i], max_terms),
+                              depth(i), rescore, source=None,
+                              model_params=(fit_params(model_param_list[i], max_terms)
+                                            if model_param_list else None),
+                              top_ids=first_ids[i][:rescore.window] if restrict else None)
+                  for i in rows]
+        concurrency = None if not rescore or thread_safe(conn, rescore.model, store) else 1
+        failed = None if failures is None else {}
+        resp = _msearch(conn, index, bodies, store, batch, concurrency, failed,
+                        first_stage.search_type)
+        if failed:
+            failures.update({rows[j]: why for j, why in failed.items()})
+        return resp
+    out = send(range(n), lambda i: size + 1 if 0 < size < windows[i] else size)
+    if not rescore:
+        return [None if r is None else [h["_id"] for h in r["hits"]["hits"]] for r in out]
+    ranks = [{d: r for r, d in enumerate(ids)} for ids in first_ids] if first_ids else [None] * n
+    ranked: list[list[str] | None] = [None] * n
+    again = []
+    for i, r in enumerate(out):
+        if r is not None:
+            hits, crosses = tie_ordered(r["hits"]["hits"], size, windows[i], ranks[i])
+            ranked[i] = [h["_id"] for h in hits]
+            again += [i] if crosses else []
+    for i, r in zip(again, send(again, lambda i: max(size, windows[i])) if again else []):
+        ranked[i] = None if r is None else [h["_id"] for h in tie_ordered(
+            r["hits"]["hits"], size, windows[i], ranks[i])[0]]
+    return ranked

@@ -12,6 +12,9 @@ carries the first stage's ``search_type`` (``FirstStage.statistics``; by default
 ``dfs_query_then_fetch``: the whole index's term statistics, in the first stage and in the
 rescore's features alike, as at logging, see ``featurelog``).
 
+Ties in the model's scores are broken as offline (``query.requests.tie_ordered``): by the
+first stage's order, not by Lucene's document order, which the cluster would use.
+
 The request bodies are built in ``query.requests`` (the same for logging and serving).
 """
 
@@ -24,32 +27,32 @@ import warnings
 from ..data.querytext import fit_params
 from ..errors import ClusterError, MissingResourceError, PluginMissingError, StoreMissingError
 from ..transport.client import Connection, call
+from ..query.clauses import term_budget
 from ..query.firststage import DEFAULT_FIELDS, FirstStage
 from ..transport.lookups import shard_count
 from ..stores.params import derived_depth, model_params, thread_safe, with_first_stage_ids
 from ..indexing.vectors import with_query_vectors
-from ..query.requests import MODEL_ONLY, msearch_ids, search_body
+from ..query.requests import Rescore, msearch_ids, search_body, tie_ordered
 
-__all__ = ["DEFAULT_FIELDS", "FirstStage", "search", "rerank_ids"]
+__all__ = ["DEFAULT_FIELDS", "FirstStage", "Rescore", "search", "rerank_ids"]
 
 
 def serving_params(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
-                   model: str, store: str | None = None, batch: int = 50,
-                   first_ids: list[list[str]] | None = None, max_terms: int | None = None,
-                   encoder=None) -> list[dict]:
+                   rescore: Rescore, *, first_ids: list[list[str]] | None = None,
+                   max_terms: int | None = None, encoder=None, batch: int = 50) -> list[dict]:
     """The model's parameters per query: with the query's vector when its feature set
     uses one (computed here from ``keywords`` by the index's encoder, unless the query
     carries ``query_vector``), and the first stage's top ids when it uses them (one
     first-stage round trip, unless ``first_ids``, fetched with a size of at least that
     depth, are given)."""
-    names = model_params(conn, model, store)
+    names = model_params(conn, rescore.model, rescore.store)
     param_list = with_query_vectors(conn, index, param_list, names, encoder)
     depth = derived_depth(names)
     if depth == 0:
         return param_list
     if first_ids is None:
-        first_ids = msearch_ids(conn, index, param_list, first_stage, None, depth, depth, store,
-                                batch, max_terms=max_terms)
+        first_ids = msearch_ids(conn, index, param_list, first_stage, depth, store=rescore.store,
+                                batch=batch, max_terms=max_terms)
     return [with_first_stage_ids(p, ids, depth) for p, ids in zip(param_list, first_ids)]
 
 
@@ -57,126 +60,150 @@ class RescoreFallbackWarning(UserWarning):
     """The rescore of a query failed: its first stage's hits were served instead."""
 
 
-def _first_depth(conn, index, model, size, window, store) -> tuple[int, bool]:
-    """(how deep the first request goes, whether the rescore must be restricted to it).
-    On one shard OpenSearch's rescore window is the global top ``window``: a first request
-    is needed only for the ids a model's feedback features use (0: none). On several
-    shards the first request fetches the global top ``window`` ids to restrict to."""
-    depth = derived_depth(model_params(conn, model, store))
-    if shard_count(conn, index) == 1:
-        return depth, False
-    return max(window, size, depth), True
+def _first_depth(conn, index, rescore: Rescore, size: int) -> tuple[int, bool]:
+    """(how deep the first-stage ids go, whether the rescore must be restricted to them).
+    On one shard OpenSearch's rescore window is the global top ``window``; on several the
+    ids restrict the rescore to the global top ``window``. The ids also order ties
+    (:func:`tie_ordered`) and feed a model's feedback features."""
+    depth = derived_depth(model_params(conn, rescore.model, rescore.store))
+    return max(rescore.window, size, depth), shard_count(conn, index) > 1
 
 
 def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
-               model: str, size: int = 10, window: int = 100, store: str | None = None,
-               batch: int = 50, first_ids: list[list[str]] | None = None,
-               max_terms: int | None = None, fallbacks: dict | None = None,
-               weights=MODEL_ONLY, encoder=None) -> list[list[str]]:
+               rescore: Rescore, size: int = 10, *, first_ids: list[list[str]] | None = None,
+               max_terms: int | None = None, fallbacks: dict | None = None, encoder=None,
+               batch: int = 50) -> list[list[str]]:
     """Reranked doc ids: the first stage's global top ``window`` (``first_ids``, fetched
-    with at least that size, else fetched here when needed), reordered by the ``sltr``
-    rescore. A query whose rescore the cluster rejects gets its first stage's ids (a
-    :class:`RescoreFallbackWarning`; recorded in ``fallbacks``, position -> reason):
-    reranking never turns a first-stage result into an error."""
-    depth, restrict = _first_depth(conn, index, model, size, window, store)
+    with at least that size, else fetched here), reordered by the ``sltr`` rescore, ties
+    in the first stage's order. A query whose rescore the cluster rejects gets its first
+    stage's ids (a :class:`RescoreFallbackWarning`; recorded in ``fallbacks``, position ->
+    reason): reranking never turns a first-stage result into an error."""
+    depth, restrict = _first_depth(conn, index, rescore, size)
     if first_ids is None:
-        first_ids = msearch_ids(conn, index, param_list, first_stage, None, depth, depth, store,
-                                batch, max_terms=max_terms) if depth else [[]] * len(param_list)
-    mp = serving_params(conn, index, param_list, first_stage, model, store, batch, first_ids,
-                        max_terms, encoder)
-    failed: dict[int, str] = {}
+        first_ids = msearch_ids(conn, index, param_list, first_stage, depth, store=rescore.store,
+                                batch=batch, max_terms=max_terms)
     first_ids = [ids or [] for ids in first_ids]
-    top = [ids[:window] for ids in first_ids] if restrict else None
-    ranked = msearch_ids(conn, index, param_list, first_stage, model, size, window, store, batch,
-                         mp, max_terms, failed, weights, top)
+    mp = serving_params(conn, index, param_list, first_stage, rescore, first_ids=first_ids,
+                        max_terms=max_terms, encoder=encoder, batch=batch)
+    failed: dict[int, str] = {}
+    ranked = msearch_ids(conn, index, param_list, first_stage, size, rescore=rescore,
+                         model_param_list=mp, first_ids=first_ids, restrict=restrict,
+                         max_terms=max_terms, failures=failed, batch=batch)
     for i, ids in enumerate(first_ids):     # below the window: the first stage's order
-        if restrict and ranked[i] is not None and len(ids) > window:
-            ranked[i] = (ranked[i] + ids[window:])[:size]
+        if restrict and ranked[i] is not None and len(ids) > rescore.window:
+            ranked[i] = (ranked[i] + ids[rescore.window:])[:size]
     if failed:
-        plain = msearch_ids(conn, index, [param_list[i] for i in failed], first_stage, None,
-                            size, window, store, batch, max_terms=max_terms)
-        for i, ids in zip(failed, plain):
-            ranked[i] = ids
+        for i in failed:
+            ranked[i] = first_ids[i][:size]
         warnings.warn(RescoreFallbackWarning(
-            f"the rescore with model {model} failed for {len(failed)} of {len(param_list)} "
-            f"queries: their first stage's hits are served ({next(iter(failed.values()))})"))
+            f"the rescore with model {rescore.model} failed for {len(failed)} of "
+            f"{len(param_list)} queries: their first stage's hits are served "
+            f"({next(iter(failed.values()))})"))
         if fallbacks is not None:
             fallbacks.update(failed)
     return ranked  # type: ignore[return-value]
 
 
-def _search(conn: Connection, index: str, first_stage: FirstStage, store, body: dict) -> dict:
-    """One search, with the first stage's term statistics (``search_type``)."""
+def _search(conn: Connection, index: str, first_stage: FirstStage, store, body: dict,
+            named: bool = False) -> dict:
+    """One search, with the first stage's term statistics (``search_type``); ``named``:
+    each hit carries its named queries' scores (the first stage's, for ties)."""
+    extra = {"params": {"include_named_queries_score": "true"}} if named else {}
     return call(conn, conn.client().search, index=index, body=body, store=store,
-                search_type=first_stage.search_type)
+                search_type=first_stage.search_type, **extra)
 
 
-def _serving_inputs(conn, index, params, first_stage, model, size, window, store):
-    """(the model's parameters, the global top ids to restrict the rescore to or None,
-    the hits below the window) of one query: no request at all on one shard for a model
-    without feedback features, else one first request (see :func:`_first_depth`)."""
-    depth, restrict = _first_depth(conn, index, model, size, window, store)
-    if not depth:
-        return params, None, []
+def _serving_inputs(conn, index, params, first_stage, rescore: Rescore, size):
+    """(the model's parameters, the first stage's global top ids (None when not fetched),
+    whether to restrict the rescore to them, the hits below the window) of one query: no
+    first request on one shard for a model without feedback features (ties are then
+    ordered by the first stage's score, named in the hits), else one."""
+    depth, restrict = _first_depth(conn, index, rescore, size)
+    if not restrict and not derived_depth(model_params(conn, rescore.model, rescore.store)):
+        return params, None, False, []
     source = ("title",) if restrict else None
-    plain = _search(conn, index, first_stage, store,
-                    search_body(first_stage, params, None, depth, window, store, source=source))
+    plain = _search(conn, index, first_stage, rescore.store,
+                    search_body(first_stage, params, depth, source=source))
     hits = plain["hits"]["hits"]
     ids = [h["_id"] for h in hits]
-    mp = serving_params(conn, index, [params], first_stage, model, store, first_ids=[ids])[0]
-    if not restrict:
-        return mp, None, []
-    return mp, ids[:window], hits[window:size]       # below the window: first-stage order
+    mp = serving_params(conn, index, [params], first_stage, rescore, first_ids=[ids])[0]
+    below = hits[rescore.window:size] if restrict else []
+    return mp, ids, restrict, below
 
 
 _serial: dict[tuple, threading.Lock] = {}
 
 
-def _one_at_a_time(conn, model, store):
+def _one_at_a_time(conn, rescore: Rescore | None):
     """A lock per model that is not thread-safe in the plugin (RankLib networks): this
     process's threads query it one at a time (other processes are not covered)."""
-    if not model or thread_safe(conn, model, store):
+    if not rescore or thread_safe(conn, rescore.model, rescore.store):
         return contextlib.nullcontext()
-    return _serial.setdefault((conn.display_url, store, model), threading.Lock())
+    return _serial.setdefault((conn.display_url, rescore.store, rescore.model), threading.Lock())
 
 
 def search(conn: Connection, index: str, params: dict, first_stage: FirstStage | None = None,
-           model: str | None = None, size: int = 10, window: int = 100,
-           store: str | None = None, max_terms: int | None = None,
-           weights=MODEL_ONLY, encoder=None) -> list[dict]:
-    """Hits as dicts: rank, id, score, title, of one query, the first stage's global top
-    ``window`` reranked by ``model``. One request on a one-shard index; two when the
-    model's features use the first stage's top ids or the index has several shards (the
-    first stage's top ids, then exactly those reranked). The model's definition and the
-    shard count are read once per process (``lookups``). A long query is fitted to the
-    cluster's clause budget (measured once per process when ``max_terms`` is None). When
-    the rescore fails, the first stage's hits are returned with a
+           rescore: Rescore | None = None, size: int = 10, *, max_terms: int | None = None,
+           encoder=None) -> list[dict]:
+    """Hits as dicts: rank, id, score, title, of one query: the first stage's top ``size``,
+    or its global top ``rescore.window`` reranked by ``rescore.model``. One request on a
+    one-shard index (two when a tie crosses the cut); a first one when the model's
+    features use the first stage's top ids or the index has several shards (then exactly
+    those are reranked). The model's definition and the shard count are read once per
+    process (``lookups``). Long queries are fitted to ``max_terms`` (the budget recorded
+    with the model; None: measured once per process, see ``query.clauses``). When the
+    rescore fails, the first stage's hits are returned with a
     :class:`RescoreFallbackWarning`. A model with semantic features gets the query's
     vector computed here (``encoder``: the user's spec), unless ``params`` carries
     ``query_vector`` already."""
     first_stage = first_stage or FirstStage.from_fields()
-    if model:
-        params = with_query_vectors(conn, index, [params], model_params(conn, model, store),
-                                    encoder)[0]
+    if rescore:
+        params = with_query_vectors(conn, index, [params], model_params(conn, rescore.model,
+                                                                        rescore.store), encoder)[0]
     if max_terms is None:
-        from ..query.clauses import term_budget
-        max_terms = term_budget(conn, index, first_stage, params, model=model, store=store)
+        max_terms = term_budget(conn, index, first_stage, params,
+                                model=rescore and rescore.model, store=rescore and rescore.store)
     params = fit_params(params, max_terms)
-    mp, top, below = (_serving_inputs(conn, index, params, first_stage, model, size, window, store)
-                      if model else (None, None, []))
-    body = search_body(first_stage, params, model, size, window, store, mp, weights=weights,
-                       top_ids=top)
+    store = rescore.store if rescore else None
+    if not rescore:
+        hits = _search(conn, index, first_stage, None, search_body(first_stage, params, size))
+        return _hits(hits["hits"]["hits"][:size])
     try:
-        with _one_at_a_time(conn, model, store):
-            resp = _search(conn, index, first_stage, store, body)
+        with _one_at_a_time(conn, rescore):
+            served = _reranked(conn, index, params, first_stage, rescore, size)
     except ClusterError as exc:
-        if not model or isinstance(exc, (PluginMissingError, StoreMissingError, MissingResourceError)):
+        if isinstance(exc, (PluginMissingError, StoreMissingError, MissingResourceError)):
             raise
-        warnings.warn(RescoreFallbackWarning(f"the rescore with model {model} failed: the first "
-                                             f"stage's hits are served ({exc})"))
-        resp = _search(conn, index, first_stage, store,
-                       search_body(first_stage, params, None, size, window, store))
-        below = []            # the first stage's own top `size` already holds them
+        warnings.warn(RescoreFallbackWarning(f"the rescore with model {rescore.model} failed: "
+                                             f"the first stage's hits are served ({exc})"))
+        served = _search(conn, index, first_stage, store,
+                         search_body(first_stage, params, size))["hits"]["hits"]
+    return _hits(served[:size])
+
+
+def _reranked(conn, index, params, first_stage, rescore: Rescore, size) -> list[dict]:
+    """One query's reranked hits in the toolkit's tie order (see :func:`search`): the top
+    ``size + 1`` first; only when the model tied some of them, again down to the window
+    with each hit's first-stage score (on one shard without a first request)."""
+    mp, ids, restrict, below = _serving_inputs(conn, index, params, first_stage, rescore, size)
+    top = ids[:rescore.window] if restrict else None
+    window = len(top) if restrict else rescore.window
+    rank = {d: r for r, d in enumerate(ids)} if ids is not None else None
+
+    def fetch(n, named=False):
+        body = search_body(first_stage, params, n, rescore, model_params=mp, top_ids=top,
+                           named=named)
+        return _search(conn, index, first_stage, rescore.store, body, named=named)["hits"]["hits"]
+    hits = fetch(size + 1 if size < window else size)
+    scores = [h["_score"] for h in hits[:window]]
+    if len(set(scores)) < len(scores):          # ties: order them as offline
+        crosses = len(scores) > size and scores[size - 1] == scores[size]
+        if crosses or rank is None:                  # all of the tie / its first-stage scores
+            hits = fetch(max(size, window) if crosses else len(hits), named=rank is None)
+        hits = tie_ordered(hits, size, window, rank)[0]
+    return hits[:size] + below
+
+
+def _hits(hits: list[dict]) -> list[dict]:
     return [{"rank": r + 1, "id": h["_id"], "score": h["_score"],
-             "title": (h.get("_source") or {}).get("title", "")}
-            for r, h in enumerate((resp["hits"]["hits"] + below)[:size])]
+             "title": (h.get("_source") or {}).get("title", "")} for r, h in enumerate(hits)]

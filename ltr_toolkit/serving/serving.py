@@ -21,7 +21,7 @@ from ..features.candidates import judged_candidates
 from ..features.featurelog import log_features
 from ..transport.client import Connection
 from ..query.firststage import FirstStage
-from ..query.requests import MODEL_ONLY, msearch_ids
+from ..query.requests import MODEL_ONLY, Rescore, msearch_ids
 from .rerank import rerank_ids, search
 
 
@@ -45,6 +45,11 @@ class Serving:
     def with_budget(self, max_terms: int | None) -> "Serving":
         return replace(self, max_terms=max_terms)
 
+    @property
+    def rescore(self) -> Rescore | None:
+        """The rescore of this serving's model (None: the first stage alone)."""
+        return Rescore(self.model, self.window, self.store, self.weights) if self.model else None
+
     def to_dict(self) -> dict:
         return {"index": self.index, "first_stage": self.first_stage.to_dict(),
                 "window": self.window, "store": self.store, "max_query_terms": self.max_terms,
@@ -57,8 +62,8 @@ class Serving:
         """The first stage's global top ``max(window, depth)`` ids per query (a query the
         cluster rejects: None, and its reason in ``failures``)."""
         n = max(self.window, depth)
-        return msearch_ids(conn, self.index, param_list, self.first_stage, None, n, n,
-                           self.store, batch, max_terms=self.max_terms, failures=failures)
+        return msearch_ids(conn, self.index, param_list, self.first_stage, n, store=self.store,
+                           batch=batch, max_terms=self.max_terms, failures=failures)
 
     def log_candidates(self, conn: Connection, jl, featureset: str, out, **kw) -> tuple[dict, dict]:
         """The first stage's top ``window`` per judged query, labelled from ``jl`` and
@@ -85,11 +90,11 @@ class Serving:
         if not self.model:
             ids = first_ids or self.first_ids(conn, param_list, batch=batch)
             return [list(i or [])[:size] for i in ids]
-        return rerank_ids(conn, self.index, param_list, self.first_stage, self.model, size,
-                          self.window, self.store, batch, first_ids, self.max_terms,
-                          fallbacks, self.weights, self.encoder)
+        return rerank_ids(conn, self.index, param_list, self.first_stage, self.rescore, size,
+                          first_ids=first_ids, max_terms=self.max_terms, fallbacks=fallbacks,
+                          encoder=self.encoder, batch=batch)
 
     def search(self, conn: Connection, params: dict, size: int = 10) -> list[dict]:
         """One query's hits (rank, id, score, title), as ``ltr search`` shows them."""
-        return search(conn, self.index, params, self.first_stage, self.model, size,
-                      self.window, self.store, self.max_terms, self.weights, self.encoder)
+        return search(conn, self.index, params, self.first_stage, self.rescore, size,
+                      max_terms=self.max_terms, encoder=self.encoder)

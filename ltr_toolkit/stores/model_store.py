@@ -16,6 +16,7 @@ from ..transport.lookups import forget_model
 from .params import QUERY_VECTOR, featureset_info, placeholder_params
 from ..indexing.vectors import index_vectors, placeholder_vector
 from .store import get_document, list_elements, refresh_store, store_path
+from ..models.export import plugin_model
 
 
 def list_models(conn: Connection, store: str | None = None, prefix: str | None = None) -> list[dict]:
@@ -93,7 +94,6 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
            validation_params: dict | None = None) -> dict:
     """Export, check against the stored feature set, and ``_createmodel``. Returns
     {"name", "type", "export"}."""
-    from ..models.export import plugin_model
     fsinfo = featureset_info(conn, featureset, store)
     trained_on = artifact.get("featureset_sha256")
     if trained_on and trained_on != fsinfo["sha256"]:

@@ -8,6 +8,7 @@ import warnings
 from ..errors import ClusterError, UserError
 from ..transport.client import Connection, request, translate
 from ..transport.lookups import require_knn
+from opensearchpy import exceptions as E
 
 
 def store_path(store: str | None) -> str:
@@ -91,7 +92,6 @@ def upload_featureset(conn: Connection, featureset: dict, store: str | None = No
 def get_document(conn: Connection, path: str, store: str | None = None) -> dict | None:
     """A stored feature set or model (``_source``), or None when the store has none of
     that name; a missing store is a StoreMissingError."""
-    from opensearchpy import exceptions as E
     try:
         resp = conn.client().transport.perform_request("GET", path)
     except E.NotFoundError as exc:
@@ -158,7 +158,6 @@ def sltr(params: dict, featureset: str | None = None, model: str | None = None,
 
 
 def _canonical(fs: dict) -> str:
-    import json
     body = fs.get("featureset", fs)
     return json.dumps(body.get("features", []), sort_keys=True)
 

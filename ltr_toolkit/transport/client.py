@@ -19,6 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError, StoreMissingError,
                       UserError)
+from opensearchpy import exceptions as E
+import ssl
+from opensearchpy import OpenSearch
 
 DEFAULT_URL = "http://localhost:9200"
 
@@ -78,7 +81,6 @@ class Connection:
 
     def client(self):
         if self._client is None:
-            from opensearchpy import OpenSearch
             url = self.resolved_url()
             parts = urlsplit(url)
             kwargs = dict(hosts=[redact(url)], timeout=self.timeout, max_retries=0,
@@ -107,7 +109,6 @@ class Connection:
 
 def translate(exc: Exception, conn: Connection, store: str | None = None) -> Exception:
     """Map an opensearch-py exception to a one-line user error naming the cause."""
-    from opensearchpy import exceptions as E
     url = conn.display_url
     if isinstance(exc, E.ConnectionTimeout):
         return ClusterError(f"the cluster at {url} did not answer in {conn.timeout:.0f}s",
@@ -142,7 +143,6 @@ def translate(exc: Exception, conn: Connection, store: str | None = None) -> Exc
 def _tls_error(exc: Exception, conn: Connection) -> Exception:
     """The user error for a failed TLS connection: untrusted certificate, a server that does
     not speak TLS, or a CA bundle that cannot be loaded; the ssl module's reason on one line."""
-    import ssl
     url, ca = conn.display_url, conn.ca_certs
     cause, todo, seen = None, [exc], set()
     while todo:                            # the ssl/OS error inside the client's wrappers
@@ -233,7 +233,6 @@ def _reason(err) -> str:
 
 def call(conn: Connection, fn, *args, store: str | None = None, **kwargs):
     """Run ``fn(*args, **kwargs)`` and raise a user error instead of a client exception."""
-    from opensearchpy import exceptions as E
     try:
         return fn(*args, **kwargs)
     except (E.TransportError, E.ConnectionError) as exc:
@@ -313,7 +312,6 @@ def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25,
     backoff and jitter, at most ``retries`` times and ``budget`` seconds of waiting.
     ``waited``: a caller's ``[seconds waited, budget]`` that these pauses are charged to
     (its budget then applies, shared with the caller's own pauses)."""
-    from opensearchpy import exceptions as E
     waited = waited if waited is not None else [0.0, budget]
     for attempt in range(retries + 1):
         try:

@@ -19,6 +19,7 @@ import time
 from ..errors import ClusterError, UserError
 from ..io.atomic import write_json
 from . import localnode as ln
+from .client import Connection, check_ltr, probe_store
 
 
 def cluster_file():
@@ -81,7 +82,6 @@ def _launch_all(inst, root, ports, names, common, deadline, started) -> None:
 
 
 def _wait_formed(started: list[ln.NodeInfo], deadline: float) -> None:
-    from .client import Connection, check_ltr, probe_store
     conn = Connection(url=started[0].url, timeout=10)
     last = None
     while time.monotonic() < deadline:

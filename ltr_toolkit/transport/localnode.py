@@ -42,6 +42,9 @@ from pathlib import Path
 from .. import versions
 from ..errors import ClusterError, ProvisionError
 from ..io.atomic import write_json
+import threading
+from opensearchpy.exceptions import TransportError
+from .client import Connection, check_ltr, probe_store
 
 HEAP = "512m"
 UNPRIVILEGED_USER = "nobody"
@@ -102,7 +105,6 @@ def resolve_artifact(coords: tuple[str, str, str, str], log=lambda msg: None) ->
 def _wait_reporting(proc: subprocess.Popen, folder: Path, log, every: float = 3.0) -> str:
     """Wait for ``proc``, reporting the bytes under ``folder`` (where Maven writes the
     download) every ``every`` seconds; returns its output."""
-    import threading
     chunks: list[str] = []
     reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
     reader.start()
@@ -488,8 +490,6 @@ def _read_pid(pidfile: Path, home: str, deadline: float) -> int | None:
 
 
 def _wait_ready(info: NodeInfo, deadline: float, logs: Path, log=lambda msg: None) -> None:
-    from opensearchpy.exceptions import TransportError
-    from .client import Connection, check_ltr, probe_store
     conn = Connection(url=info.url, timeout=10)
     last = None
     t0 = reported = time.monotonic()
