@@ -22,6 +22,8 @@ from ..pipeline.train import TREE_ALGOS, train_from_files
 from ..pipeline.train import predict_file
 from ..transport import localnode
 from ..pipeline.demo import run_demo
+from ..evaluation.html import write_html
+from ..serving.explain import doc_titles
 from ..pipeline.crossval import cross_validate
 from ..evaluation.plots import delta_plot
 import functools
@@ -43,6 +45,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  seed: Annotated[int, typer.Option("--seed")] = 42,
                  json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
                  plot: Annotated[Optional[Path], typer.Option("--plot", help="Per-query delta chart (PNG).")] = None,
+                 html: Annotated[Optional[Path], typer.Option("--html", help="A report to open in a browser: metrics with confidence intervals, per-query deltas, both top 10s side by side with grades and each document's feature contributions (one self-contained file).")] = None,
                  fmt: Annotated[Optional[Format], typer.Option("--format", help="Judgment format; guessed from the name when omitted.")] = None,
                  queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None,
                  settings: Annotated[Optional[Settings], typer.Option("--settings", help="With --cv: choose each algorithm's settings by inner cross-validation on the training folds (choose), or use the library defaults.")] = None,
@@ -56,7 +59,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     With --cv K: every query reranked by a fold model that never saw it, its settings
     chosen without it; the report ends with what to deploy (or: keep the first stage).
     Exit 3 when some queries failed (named; the others are evaluated)."""
-    _writable(json_out, plot)
+    _writable(json_out, plot, html)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     stage = _first_stage(fields, first_stage, statistics)
     conn = _conn(ctx)
@@ -74,11 +77,12 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
         report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
                                 workdir, folds, k, window, store, stage, seed,
                                 log=lambda m: err.print(m), keep_models=keep_fold_models,
-                                jobs=jobs, budget=budget)
+                                jobs=jobs, budget=budget, explain=html is not None)
         qids = list(next(iter(report["per_query"].values())))
     else:
         report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage,
-                                        weights=(query_weight, rescore_weight))
+                                        weights=(query_weight, rescore_weight),
+                                        explain=html is not None)
     out.print(f"{report['queries']} queries, k={k}" + (f", {report['evaluation']}" if "evaluation" in report else ""))
     out.print(_report_table(report))
     if "recommendation" in report:
@@ -87,6 +91,10 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
         write_json(json_out, report)
     if plot:
         delta_plot(report, qids, plot)
+    if html:
+        ids = {d for lists in report["top"].values() for top in lists.values() for d in top}
+        write_html(html, report, jl, doc_titles(conn, index, ids, ("title", *(fields or "abstract").split(","))))
+        out.print(f"report: {html}")
     if deploy:
         _deploy(ctx, report, workdir, featureset, deploy, store, k, seed, deploy_anyway)
     _failed_queries(report)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import numpy as np
 from typing import Annotated, List, Optional
 
 import typer
@@ -13,15 +15,18 @@ from rich.table import Table
 from ..errors import UserError
 from .common import (FieldsOpt, Statistics, StatsOpt, StoreOpt, TemplateOpt, _conn, _first_stage,
                      _ltr_conn, app, err, model_app, out)
-from ..query.firststage import FirstStage
-from ..stores.model_store import upload
+from ..data.judgments import load_judgments
+from ..data.svmlight import load_logged
+from ..io.atomic import write_json
+from ..models.export import plugin_model
+from ..models.served import ServedModel
+from ..models.shapley import contributions, summary
 from ..pipeline.train import load_model
-from ..stores.modelcache import cache_warnings
-from ..stores.model_store import list_models
-from ..stores.model_store import get_model
-from ..stores.model_store import delete_model
-from ..stores.model_store import prune_versions
+from ..query.firststage import FirstStage
+from ..serving.explain import BASELINE, explain_query, served_model
 from ..serving.serving import Serving
+from ..stores.model_store import delete_model, get_model, list_models, prune_versions, upload
+from ..stores.modelcache import cache_warnings
 
 
 @app.command("upload")
@@ -128,12 +133,7 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0):
     """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
     the hits. When the rescore fails, the first stage's hits, with a warning."""
-    params = {"keywords": text}
-    for p in param or []:
-        name, eq, value = p.partition("=")
-        if not eq or not name:
-            raise UserError(f"--param {p!r}: expected NAME=VALUE")
-        params[name] = value
+    params = _params(text, param)
     conn = _conn(ctx)
     stage = _first_stage(fields, first_stage, statistics)
     stage.check(conn, index)
@@ -143,3 +143,101 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
     for h in hits:
         table.add_row(str(h["rank"]), h["id"], f"{h['score']:.4f}", h["title"][:70])
     out.print(table)
+
+
+# --------------------------------------------------------------------------- explanations
+
+def _params(text: str, param: list[str] | None) -> dict:
+    params = {"keywords": text}
+    for p in param or []:
+        name, eq, value = p.partition("=")
+        if not eq or not name:
+            raise UserError(f"--param {p!r}: expected NAME=VALUE")
+        params[name] = value
+    return params
+
+
+@app.command("explain")
+def explain_cmd(ctx: typer.Context, text: str,
+                model: Annotated[str, typer.Option("--model", help="The stored model to explain.")],
+                index: Annotated[str, typer.Option("--index")] = "cranfield",
+                judgments: Annotated[Optional[Path], typer.Option("--judgments", help="Judgments (a query with this text gets its grades shown).")] = None,
+                window: Annotated[int, typer.Option("--window", min=1)] = 100,
+                size: Annotated[int, typer.Option("--size", min=1)] = 10,
+                store: StoreOpt = None,
+                param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
+                fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                statistics: StatsOpt = Statistics.dfs,
+                max_terms: Annotated[Optional[int], typer.Option("--max-terms", min=1)] = None,
+                as_json: Annotated[bool, typer.Option("--json", help="Print the explanation as JSON.")] = False):
+    """The reranked top SIZE of a live query: each document's rank under the first stage
+    and the model, its grade, its logged feature values, and per-feature contributions
+    that add up (with the stated baseline) to the score the plugin served."""
+    params = _params(text, param)
+    grades = None
+    if judgments is not None:
+        jl = load_judgments(judgments)
+        qid = next((q for q, t in jl.queries.items() if t == text), None)
+        grades = {d: g for (q, d), g in jl.grades.items() if q == qid} if qid else None
+    conn = _ltr_conn(ctx)
+    stage = _first_stage(fields, first_stage, statistics)
+    stage.check(conn, index)
+    rep = explain_query(conn, Serving(index, stage, window, store, max_terms, model), params,
+                        size, grades)
+    if as_json:
+        out.print_json(json.dumps(rep))
+        return
+    _explain_table(rep, judged=grades is not None)
+
+
+def _explain_table(rep: dict, judged: bool) -> None:
+    table = Table("rank", "first stage", "doc id", "grade", "served", "baseline + sum",
+                  "largest contributions")
+    for d in rep["documents"]:
+        top = sorted(d["contributions"].items(), key=lambda kv: -abs(kv[1]))[:3]
+        grade = d["grade"] if d["grade"] is not None else ("-" if judged else "")
+        table.add_row(str(d["rank"]), str(d["first_stage_rank"]), d["id"], str(grade),
+                      f"{d['served_score']:.6g}", f"{d['contributions_sum']:.6g}",
+                      ", ".join(f"{n} {c:+.3g}" for n, c in top))
+    out.print(table)
+    out.print(f"baseline: {rep['baseline']['document']}, scored {rep['baseline']['score']:.6g} "
+              f"by {rep['model']} ({rep['model_type']})")
+
+
+@model_app.command("explain")
+def model_explain(ctx: typer.Context, model: str,
+                  data: Annotated[Path, typer.Option("--data", help="Logged feature rows (with their sidecar).")],
+                  store: StoreOpt = None,
+                  rows: Annotated[int, typer.Option("--rows", min=1, help="Rows explained (a random sample of the file when it has more).")] = 5000,
+                  as_json: Annotated[Optional[Path], typer.Option("--json", help="Write the summary here.")] = None):
+    """The model's global picture: per feature, the mean absolute contribution to its
+    scores over logged rows (baseline: a document that matches no feature) and their
+    spread. MODEL: a stored model's name, or a model artifact file (no cluster needed)."""
+    served = _served_or_artifact(ctx, model, store)
+    ds = load_logged(data)
+    names = ds.meta.get("sidecar", {}).get("feature_names") or served.names
+    if list(names) != list(served.names):
+        raise UserError(f"{data} was logged with features {names[:4]}..., model {model} uses "
+                        f"{served.names[:4]}...", "explain it on data logged with its feature set")
+    X = ds.X
+    if len(X) > rows:
+        X = X[np.sort(np.random.default_rng(0).choice(len(X), rows, replace=False))]
+    phi, base = contributions(served.score, X)
+    rep = {"model": model, "rows": int(len(X)), "baseline": {"document": BASELINE, "score": base},
+           "features": summary(phi, served.names)}
+    table = Table("feature", "mean |contribution|", "sd", "mean")
+    for r in rep["features"]:
+        table.add_row(r["feature"], f"{r['mean_abs']:.4g}", f"{r['sd']:.4g}", f"{r['mean']:+.4g}")
+    out.print(table)
+    out.print(f"{len(X)} rows of {data}; baseline {BASELINE}, scored {base:.6g}")
+    if as_json:
+        write_json(as_json, rep)
+
+
+def _served_or_artifact(ctx, model: str, store) -> ServedModel:
+    path = Path(model)
+    if path.suffix == ".json" and path.is_file():
+        art, m = load_model(path)
+        body, _ = plugin_model(art, m)
+        return ServedModel(body, art["feature_names"])
+    return served_model(_ltr_conn(ctx), model, store)[0]

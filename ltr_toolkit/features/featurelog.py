@@ -80,8 +80,9 @@ def _query_failure(item: dict, conn: Connection, store) -> str:
     return str(exc)
 
 
-def _values(hit: dict, n_features: int) -> list[float | None]:
-    logs = hit.get("fields", {}).get("_ltrlog", [{}])[0].get(LOG_NAME)
+def logged_values(hit: dict, n_features: int, name: str = LOG_NAME) -> list[float | None]:
+    """A hit's logged feature values (None: the feature did not match)."""
+    logs = hit.get("fields", {}).get("_ltrlog", [{}])[0].get(name)
     if logs is None:
         raise ClusterError("a logging response carried no _ltrlog entry",
                            "is the ltr_log extension supported by this node?")
@@ -237,7 +238,7 @@ class _Rounds:
                 if d not in hits:
                     missing.append([q, d])
                     continue
-                feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(_values(hits[d], nf))
+                feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(logged_values(hits[d], nf))
                                 if v is not None)
                 rows.append(f"{_grade_text(g)} qid:{q}{feats} # {d}\n")
         return "".join(rows), missing, failures, failed_pairs

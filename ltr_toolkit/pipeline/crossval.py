@@ -26,6 +26,8 @@ import numpy as np
 from ..features.featurelog import query_budget
 from ..query.firststage import FirstStage
 from ..stores.model_store import delete_models, upload
+from ..serving.explain import explain_systems
+from ..evaluation.live import top_lists
 from ..stores.params import derived_depth, featureset_params
 from ..query.requests import MODEL_ONLY
 from ..serving.serving import Serving
@@ -118,7 +120,8 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    seed: int = 42, name_prefix: str = "cv", baseline_name: str = "first-stage",
                    log=lambda msg: None, keep_models: bool = False,
                    evaluate_on: JudgmentList | None = None, jobs: int | None = None,
-                   selection: dict | None = None, budget: float | None = None) -> dict:
+                   selection: dict | None = None, budget: float | None = None,
+                   explain: bool = False) -> dict:
     """Returns the pooled report (see the module docstring). ``algos``: algorithm ->
     fixed ``train_model`` settings, or None to choose them by inner cross-validation.
     Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``. ``evaluate_on``: train on
@@ -127,7 +130,9 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     fold fits (None: :func:`.parallel.default_jobs`, the cores as memory allows);
     ``selection``: options of :func:`.selection.select`; ``budget``: seconds for choosing
     settings in all folds (each fit gets its share of the workers' time; what a fit left
-    out is named in its fold's settings and logged)."""
+    out is named in its fold's settings and logged). ``explain``: the report's
+    ``explanations`` hold each fold model's per-feature contributions to its queries' top
+    10 (computed while the model is in the store)."""
     if folds < 2:
         raise UserError(f"--folds {folds}: cross-validation needs at least 2 folds")
     for algo in algos:
@@ -142,7 +147,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     if len(qids) < folds:
         raise UserError(f"{len(qids)} usable queries for {folds} folds", "judge more queries")
     run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
-               folds, name_prefix, str(workdir), selection, budget)
+               folds, name_prefix, str(workdir), selection, budget, explain)
     if run.failed:          # the first stage failed now for queries logged before
         failed.update({qids[i]: why for i, why in run.failed.items()})
         raise UserError(f"the first stage failed for {len(run.failed)} logged queries "
@@ -170,7 +175,10 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         "max_query_terms": serving.max_terms, "fitted_queries": side.get("fitted_queries", 0),
         "failed_queries": sorted(failed.items()), "rescore_fallbacks": run.fallbacks,
         "per_query": per_query_json(per_query, qids),
+        "top": top_lists({baseline_name: run.first, **ranked}, qids),
     })
+    if explain:
+        report["explanations"] = run.explanations
     report["recommendation"] = recommend(report)
     return report
 
@@ -180,7 +188,7 @@ class _Run:
     other folds, uploaded, and reranking its fold's queries through ``serving``."""
 
     def __init__(self, conn, serving, jl, qids, ds, featureset, k, seed, where, folds,
-                 name_prefix, source, selection=None, budget=None):
+                 name_prefix, source, selection=None, budget=None, explain=False):
         self.conn, self.serving, self.qids, self.ds = conn, serving, qids, ds
         self.featureset, self.k, self.seed, self.where = featureset, k, seed, where
         self.folds, self.name_prefix, self.source = folds, name_prefix, source
@@ -196,6 +204,7 @@ class _Run:
         self.models: dict[str, list[str]] = {}
         self.chosen: dict[str, list[dict]] = {}
         self.fallbacks: dict[str, list[str]] = {}
+        self.explain, self.explanations = explain, {"systems": {}}
 
     def rankings(self, algos: dict[str, dict | None], jobs: int | None, log) -> dict:
         """Per algorithm, every query's ranked ids from the fold model that never saw it
@@ -244,6 +253,11 @@ class _Run:
         self.fallbacks.setdefault(algo, []).extend(self.qids[idx[j]] for j in fell)
         for i, r in zip(idx, got):
             ranked[i] = r
+        if self.explain:
+            part = explain_systems(self.conn, {algo: [(self.serving.for_model(name), idx)]},
+                                   self.params, {algo: ranked}, self.qids, self.first)
+            self.explanations["systems"].setdefault(algo, {}).update(part["systems"][algo])
+            self.explanations.update(features=part["features"], baseline=part["baseline"])
 
 
 def _cost_rank(algo: str) -> int:

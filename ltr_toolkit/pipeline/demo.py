@@ -16,6 +16,8 @@ from ..query.firststage import FirstStage
 from ..indexing.documents import CORPUS_VERSION, corpus_version, index_documents
 from ..indexing.vectors import index_vectors, stale_vectors
 from .crossval import cross_validate
+from ..evaluation.html import write_html
+from ..serving.explain import doc_titles
 from ..datasets import cranfield
 from ..errors import UserError
 from ..data.featuresets import load_featureset
@@ -65,8 +67,13 @@ def run_demo(conn, workdir, log=print, seed: int = 42, k: int = 10, folds: int =
     report = cross_validate(conn, INDEX, cranfield.judgments(), fs_name, algos or ALGOS, workdir,
                             folds=folds, k=k, window=window, first_stage=FirstStage.from_fields(FIELDS),
                             seed=seed, name_prefix="cranfield", baseline_name="bm25",
-                            log=lambda m: step("cv", m), jobs=jobs, budget=budget)
+                            log=lambda m: step("cv", m), jobs=jobs, budget=budget, explain=True)
     step("evaluate", "cross-validated evaluation done")
+    ids = {d for lists in report["top"].values() for top in lists.values() for d in top}
+    html = write_html(workdir / "report.html", report, cranfield.judgments(),
+                      doc_titles(conn, INDEX, ids))
+    step("report", f"report with contributions: {html}")
+    report["html"] = str(html)
     report["steps_seconds"] = steps
     report["workdir"] = str(workdir)
     report["featureset"] = fs_name
