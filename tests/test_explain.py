@@ -151,6 +151,8 @@ def test_the_report_renders_and_finds_a_query_in_a_real_browser(report_file, tmp
         reranked = browser.find_elements(By.CSS_SELECTOR, "#list-reranked tr")
         assert len(first) == 10 and [r.text.split()[1] for r in first] == report["top"]["bm25"][qid]
         assert browser.find_elements(By.CSS_SELECTOR, "#list-reranked .contrib")
+        chosen = browser.find_element(By.ID, "system").get_attribute("value")
+        assert f"by {chosen})" in browser.find_element(By.ID, "detail").text   # its own baseline
         assert len(reranked) > 10
         browser.save_screenshot(str(tmp_path / "report.png"))
         assert (tmp_path / "report.png").stat().st_size > 10_000

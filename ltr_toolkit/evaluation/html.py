@@ -56,12 +56,13 @@ def report_data(report: dict, jl: JudgmentList, titles: dict[str, str] | None = 
     return {
         "metric": metric, "baseline": base, "systems": systems,
         "recommendation": (report.get("recommendation") or {}).get("reason", ""),
+        "recommended": (report.get("recommendation") or {}).get("deploy"),
         "evaluation": report.get("evaluation", "live"),
         "queries": [{"qid": q, "text": jl.queries.get(q, ""),
                      "values": {s: round(float(vals[s][i]), 4) for s in vals}} for i, q in enumerate(qids)],
         "grades": {q: {d: g for d, g in by_q.get(q, [])} for q in qids},
         "top": top, "titles": titles or {},
-        "features": ex.get("features", []), "baseline_doc": ex.get("baseline", {}),
+        "features": ex.get("features", []), "baselines": ex.get("baselines", {}),
         "contributions": {s: {q: {d: [round(c, 5) for c in row] for d, row in docs.items()}
                               for q, docs in per_q.items()}
                           for s, per_q in ex.get("systems", {}).items()},

@@ -257,7 +257,8 @@ class _Run:
             part = explain_systems(self.conn, {algo: [(self.serving.for_model(name), idx)]},
                                    self.params, {algo: ranked}, self.qids, self.first)
             self.explanations["systems"].setdefault(algo, {}).update(part["systems"][algo])
-            self.explanations.update(features=part["features"], baseline=part["baseline"])
+            self.explanations["features"] = part["features"]
+            self.explanations.setdefault("baselines", {}).update(part["baselines"])
 
 
 def _cost_rank(algo: str) -> int:

@@ -127,7 +127,7 @@ def explain_systems(conn: Connection, servings: dict[str, list[tuple[Serving, li
                     first_ids: list[list[str]] | None = None, size: int = 10) -> dict:
     """The report's ``explanations``: per system, per query, each of its top ``size``
     documents' contributions (a list in the feature order), from the model that ranked
-    it; ``servings``: system -> [(its serving with a model, the query positions it
+    it, and each system's baseline (its score; the last fold's in cross-validation); ``servings``: system -> [(its serving with a model, the query positions it
     ranked)] (one per fold in cross-validation)."""
     out: dict = {"systems": {}}
     for system, parts in servings.items():
@@ -137,7 +137,8 @@ def explain_systems(conn: Connection, servings: dict[str, list[tuple[Serving, li
                                        [ranked[system][i][:size] for i in idx],
                                        [first_ids[i] for i in idx] if first_ids else None)
             served, _ = served_model(conn, serving.model, serving.store)
-            out["features"], out["baseline"] = served.names, {"document": BASELINE, "score": base}
+            out["features"] = served.names
+            out.setdefault("baselines", {})[system] = {"document": BASELINE, "score": base}
             for i, docs in zip(idx, got):
                 per_q[qids[i]] = {d: list(c.values()) for d, c in docs.items()}
     return out
