@@ -114,21 +114,25 @@ def _search(conn: Connection, index: str, first_stage: FirstStage, store, body: 
 
 
 def _serving_inputs(conn, index, params, first_stage, rescore: Rescore, size):
-    """(the model's parameters, the first stage's global top ids (None when not fetched),
-    whether to restrict the rescore to them, the hits below the window) of one query: no
-    first request on one shard for a model without feedback features (ties are then
-    ordered by the first stage's score, named in the hits), else one."""
-    depth, restrict = _first_depth(conn, index, rescore, size)
-    if not restrict and not derived_depth(model_params(conn, rescore.model, rescore.store)):
+    """(the model's parameters, the first stage's global top ``window`` ids (None when not
+    fetched), whether to restrict the rescore to them, the hits below the window) of one
+    query: on one shard a first request only for a model's feedback features, as deep as
+    they need (ties are then ordered by the first stage's score, named in the hits); on
+    several, the global top window (ties ordered by its ranks)."""
+    feedback = derived_depth(model_params(conn, rescore.model, rescore.store))
+    restrict = shard_count(conn, index) > 1
+    if not restrict and not feedback:
         return params, None, False, []
+    depth = max(rescore.window, size, feedback) if restrict else feedback
     source = ("title",) if restrict else None
     plain = _search(conn, index, first_stage, rescore.store,
                     search_body(first_stage, params, depth, source=source))
     hits = plain["hits"]["hits"]
     ids = [h["_id"] for h in hits]
     mp = serving_params(conn, index, [params], first_stage, rescore, first_ids=[ids])[0]
-    below = hits[rescore.window:size] if restrict else []
-    return mp, ids, restrict, below
+    if not restrict:
+        return mp, None, False, []
+    return mp, ids, True, hits[rescore.window:size]       # below the window: first-stage order
 
 
 _serial: dict[tuple, threading.Lock] = {}
@@ -183,25 +187,31 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
 
 def _reranked(conn, index, params, first_stage, rescore: Rescore, size) -> list[dict]:
     """One query's reranked hits in the toolkit's tie order (see :func:`search`): the top
-    ``size + 1`` first; only when the model tied some of them, again down to the window
-    with each hit's first-stage score (on one shard without a first request)."""
+    ``size + 1`` first; only when the model tied some of them, again: with each hit's
+    first-stage score (on one shard without a first request), and deeper (3x, up to the
+    window) while a tie at the cut reaches the last hit fetched."""
     mp, ids, restrict, below = _serving_inputs(conn, index, params, first_stage, rescore, size)
     top = ids[:rescore.window] if restrict else None
     window = len(top) if restrict else rescore.window
-    rank = {d: r for r, d in enumerate(ids)} if ids is not None else None
+    rank = {d: r for r, d in enumerate(ids)} if restrict else None
 
     def fetch(n, named=False):
         body = search_body(first_stage, params, n, rescore, model_params=mp, top_ids=top,
                            named=named)
         return _search(conn, index, first_stage, rescore.store, body, named=named)["hits"]["hits"]
-    hits = fetch(size + 1 if size < window else size)
-    scores = [h["_score"] for h in hits[:window]]
-    if len(set(scores)) < len(scores):          # ties: order them as offline
-        crosses = len(scores) > size and scores[size - 1] == scores[size]
-        if crosses or rank is None:                  # all of the tie / its first-stage scores
-            hits = fetch(max(size, window) if crosses else len(hits), named=rank is None)
-        hits = tie_ordered(hits, size, window, rank)[0]
-    return hits[:size] + below
+    n, named = (size + 1 if size < window else size), False
+    hits = fetch(n)
+    while True:
+        scores = [h["_score"] for h in hits[:window]]
+        if len(set(scores)) == len(scores):                  # no tie: the cluster's order
+            return hits[:size] + below
+        open_end = len(hits) == n < window and len(hits) > size and scores[-1] == scores[size - 1]
+        if open_end:
+            n = min(window, 3 * n)
+        elif named or rank is not None:
+            return tie_ordered(hits, size, window, rank)[0] + below
+        named = rank is None
+        hits = fetch(n, named=named)
 
 
 def _hits(hits: list[dict]) -> list[dict]:
