@@ -13,6 +13,10 @@
    scored on the human Cranfield judgments: live 5-fold cross-validation with library
    defaults, paired randomisation test.
 
+4. ``python -m benchmarks.clicks choice``: the click model ``--model auto`` takes (least
+   held-out perplexity) against the best model's Kendall tau, with and without position
+   bias, 5 seeds (``clicks_choice.md``).
+
 Table + PNG in benchmarks/results/ (clicks.*). Needs a node with the LTR plugin.
 """
 
@@ -30,6 +34,7 @@ from scipy.stats import kendalltau
 from ltr_toolkit.clicks import grades, groups, models, sessions
 from ltr_toolkit.clicks import simulate as S
 from ltr_toolkit.clicks.events import read_file
+from ltr_toolkit.clicks.heldout import choose_model
 from ltr_toolkit.clicks.judge import ClickSettings, judge
 from ltr_toolkit.clicks.output import qid_for
 from ltr_toolkit.query.requests import msearch_ids
@@ -191,5 +196,54 @@ def plot(tau, speed) -> None:
     finish(fig, "clicks")
 
 
+# --------------------------------------------------------------------------- model choice
+
+USERS = {"position bias 1/(r+1)": None, "no position bias (eta 0), cascade stop only": S.UserModel(eta=0.0)}
+
+
+def choice(rankings) -> list[list]:
+    """Per user model and seed: every click model's held-out perplexity (the later 20% of
+    searches), the one ``--model auto`` takes, and every model's Kendall tau (its grades
+    vs the true grades, fitted on all searches, as ``taus``)."""
+    jl = cranfield.judgments()
+    rows = []
+    for name, user in USERS.items():
+        perp = {m: [] for m in models.MODELS}
+        tau = {m: [] for m in models.MODELS}
+        auto_tau, picked = [], []
+        for seed in SEEDS:
+            sim = S.simulate(rankings, jl.queries, jl.grades, SESSIONS, model=user, seed=seed)
+            log = S.event_log(sim)
+            rep = choose_model(log)
+            table = sessions.build_table(S.event_log(sim))
+            truth = S.true_grades(sim, jl.grades)
+            for m in models.MODELS:
+                perp[m].append(rep["models"][m]["perplexity"])
+                est = models.estimate(table, m)
+                keep = grades.keep_mask(est)
+                true = [truth[(table.texts[q], table.docs[d])] for q, d in zip(est.query[keep], est.doc[keep])]
+                tau[m].append(kendalltau(grades.to_grades(est)[keep], true).statistic)
+            picked.append(rep["chosen"])
+            auto_tau.append(tau[rep["chosen"]][-1])
+        best = max(models.MODELS, key=lambda m: np.mean(tau[m]))
+        for m in models.MODELS:
+            rows.append([name, m, round(float(np.mean(perp[m])), 5), round(float(np.std(perp[m])), 5),
+                         round(float(np.mean(tau[m])), 4), round(float(np.std(tau[m])), 4), ""])
+        rows.append([name, "auto", "", "", round(float(np.mean(auto_tau)), 4), round(float(np.std(auto_tau)), 4),
+                     f"chose {', '.join(f'{m} x{picked.count(m)}' for m in dict.fromkeys(picked))}; "
+                     f"best tau: {best} {np.mean(tau[best]):.4f}; auto - best {np.mean(auto_tau) - np.mean(tau[best]):+.4f}"])
+        print(rows[-1], flush=True)
+    write_table("clicks_choice", ["user model", "click model", "held-out perplexity", "sd",
+                                  "Kendall tau (grades)", "sd", "auto"], rows,
+                [f"{SESSIONS:,} simulated searches over the first stage's top 10 of every judged "
+                 f"Cranfield query, {len(SEEDS)} seeds; perplexity on the last 20% of searches, "
+                 "models fitted on the first 80%; tau of each model fitted on all searches"])
+    return rows
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+    if sys.argv[1:] == ["choice"]:
+        choice(top10(connect()))
+    else:
+        main()

@@ -66,7 +66,7 @@ Unjudged = choices("Unjudged", "zero", "drop")
 JudgedOutside = choices("JudgedOutside", "exclude", "include")
 Algo = choices("Algo", "ranknet-nn", "lambdarank-nn", "linear", "lambdamart", "ranknet-tree")
 Optimizer = choices("Optimizer", "adam", "sgd")
-ClickModel = choices("ClickModel", "ctr", "coec", "sdbn", "pbm", "ubm")
+ClickModel = choices("ClickModel", "ctr", "coec", "sdbn", "pbm", "ubm", "auto")
 Grading = choices("Grading", "levels", "estimate")
 Positions = choices("Positions", "auto", zero="0", one="1")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.table import Table
 
 from ..errors import UserError
 from .common import (EXIT_PARTIAL, ClickModel, Format, Grading, Positions, Split, _conn,
@@ -199,7 +200,23 @@ def judgments_clicks(ctx: typer.Context,
     for line in log.problems.lines():
         err.print(f"bad data: {line}")
     c = report["counts"]
+    _model_choice(report["model_choice"])
+    used = report["settings"]["model"]
     out.print(f"{c['events']} events, {c['searches']} searches, {c['clicks']} clicks (positions counted "
-              f"from {report['positions_counted_from']}); {model.value}: {c['judged_pairs']} judgments for "
+              f"from {report['positions_counted_from']}); {used}: {c['judged_pairs']} judgments for "
               f"{c['queries']} queries ({c['pairs_below_min_impressions']} pairs under {min_impressions} "
               f"impressions left out) written to {', '.join(str(f) for f in files)}")
+
+
+def _model_choice(choice: dict) -> None:
+    """The held-out scores of every click model (and what --model auto chose)."""
+    if not choice.get("models"):
+        err.print(f"note: no held-out model choice ({choice.get('why')})")
+        return
+    table = Table("click model", "held-out perplexity", "log-likelihood / row")
+    for m, v in sorted(choice["models"].items(), key=lambda kv: kv[1]["perplexity"]):
+        table.add_row(m + (" (chosen)" if m == choice.get("auto") else ""), f"{v['perplexity']:.4f}",
+                      f"{v['log_likelihood']:.4f}")
+    out.print(table)
+    out.print(f"held out: {choice['held_out']} ({choice['held_out_searches']} searches, "
+              f"{choice['held_out_rows']} rows); least perplexity: {choice['chosen']}")

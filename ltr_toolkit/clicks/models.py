@@ -56,6 +56,8 @@ class Estimates:
     clicks: np.ndarray         # per pair
     estimate: np.ndarray       # the model's estimate per pair
     info: dict = field(default_factory=dict)
+    exam: np.ndarray | None = None      # PBM / UBM: examination per rank (UBM: and distance)
+    parts: tuple | None = None          # SDBN: (attractiveness, satisfaction) per pair
 
 
 def _shrunk(num, den, prior):
@@ -95,7 +97,7 @@ def sdbn(g: Groups, pair, n_pairs, prior):
     clicks = np.bincount(pair, g.weight * g.click, n_pairs)
     attract = _shrunk(clicks, np.bincount(pair, g.weight * g.examined, n_pairs), prior)
     satisfy = _shrunk(np.bincount(pair, g.weight * g.is_last, n_pairs), clicks, prior)
-    return attract * satisfy, {}
+    return attract * satisfy, {"_parts": (attract, satisfy)}
 
 
 def _em(g: Groups, pair, n_pairs, prior, exam, ref, iters, tol, n_exam=None):
@@ -128,7 +130,7 @@ def _em(g: Groups, pair, n_pairs, prior, exam, ref, iters, tol, n_exam=None):
 
 def pbm(g: Groups, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
     alpha, theta, it = _em(g, pair, n_pairs, prior, g.pos.astype(np.int64), 0, iters, tol)
-    return alpha, {"theta": [round(float(x), 6) for x in theta], "iterations": it}
+    return alpha, {"theta": [round(float(x), 6) for x in theta], "iterations": it, "_exam": theta}
 
 
 def ubm(g: Groups, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
@@ -136,7 +138,7 @@ def ubm(g: Groups, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
     exam = g.pos.astype(np.int64) * (depth + 1) + g.dist      # dist 1 .. depth
     alpha, theta, it = _em(g, pair, n_pairs, prior, exam, 1, iters, tol, (depth + 1) ** 2)
     return alpha, {"iterations": it, "theta_no_click": [round(float(theta[r * (depth + 1) + r + 1]), 6)
-                                                        for r in range(depth)]}
+                                                        for r in range(depth)], "_exam": theta}
 
 
 def estimate(t: Table | Groups, model: str, prior: float | None = None, **opts) -> Estimates:
@@ -152,7 +154,8 @@ def estimate(t: Table | Groups, model: str, prior: float | None = None, **opts) 
     g = from_table(t) if isinstance(t, Table) else t
     pair, q, d = g.pairs()
     est, info = fns[model](g, pair, len(q), prior, **opts)
-    return Estimates(model=model, query=q, doc=d,
+    exam, parts = info.pop("_exam", None), info.pop("_parts", None)
+    return Estimates(model=model, query=q, doc=d, exam=exam, parts=parts,
                      impressions=np.round(np.bincount(pair, g.weight, len(q))).astype(np.int64),
                      clicks=np.round(np.bincount(pair, g.weight * g.click, len(q))).astype(np.int64),
                      estimate=np.asarray(est, float), info=dict(info, prior=prior))

@@ -193,7 +193,7 @@ def _clicks(cl: dict, c: _Checker) -> dict:
     if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
         c.fail("days", f"[clicks] days = {days!r}: expected a number of days > 0 (no quotes)")
     out = {"days": float(days),
-           "model": c.one_of("clicks", "model", cl.get("model", "pbm"), MODELS),
+           "model": c.one_of("clicks", "model", cl.get("model", "pbm"), MODELS + ("auto",)),
            "grades": c.one_of("clicks", "grades", cl.get("grades", "levels"), MAPPINGS),
            "positions": str(c.one_of("clicks", "positions", cl.get("positions", "auto"), ("auto", 0, 1)))}
     for key in ("min_impressions", "levels", "max_rank"):
