@@ -33,7 +33,6 @@ from scipy.stats import kendalltau
 
 from ltr_toolkit.clicks import grades, groups, models, sessions
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks.events import read_file
 from ltr_toolkit.clicks.heldout import choose_model
 from ltr_toolkit.clicks.judge import ClickSettings, judge
 from ltr_toolkit.clicks.output import qid_for
@@ -85,20 +84,44 @@ def throughput(n_events=10_000_000) -> list[list]:
     return rows
 
 
-def json_reading(n_events=1_000_000) -> list:
+def _write_events(path: Path, n_events: int, bulk: bool) -> None:
     rankings, texts, truth = synthetic(5_000, 100_000)
     sim = S.simulate(rankings, texts, truth, int(n_events / 11.3), seed=2)
+    with open(path, "w") as fh:
+        for kind, doc in S.ubi_documents(sim):
+            if bulk:
+                fh.write(json.dumps({"index": {"_index": kind}}) + "\n")
+            fh.write(json.dumps(doc) + "\n")
+
+
+_READ = ("import sys, time, resource; from ltr_toolkit.clicks import files\n"
+         "if sys.argv[2] == 'lines': files.available = lambda: False\n"
+         "t0 = time.perf_counter(); log = files.read_file(sys.argv[1]); s = time.perf_counter() - t0\n"
+         "print(len(log), log.lines, s, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+
+
+def json_reading(n_events=10_000_000, line_events=1_000_000) -> list[list]:
+    """Files of UBI events read by ``ltr judgments clicks``: the block reader (pyarrow) on
+    ``n_events`` in NDJSON and in the bulk format, the line reader on ``line_events``;
+    each in a fresh process (peak RSS: the whole process's, columns and interned strings
+    included); no tracemalloc while timing (it slows allocation-heavy Python ~15x)."""
+    import subprocess
+    import sys
+    rows = []
     with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "events.ndjson"
-        with open(path, "w") as fh:
-            fh.writelines(json.dumps(doc) + "\n" for _, doc in S.ubi_documents(sim))
-        tracemalloc.start()
-        t0 = time.perf_counter()
-        log = read_file(path)
-        secs = time.perf_counter() - t0
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return ["read NDJSON", len(log), round(secs, 1), round(len(log) / secs), round(peak / 2**20), ""]
+        for name, n, bulk, how in (("NDJSON", n_events, False, "arrow"), ("bulk", n_events, True, "arrow"),
+                                   ("NDJSON", line_events, False, "lines")):
+            path = Path(d) / f"{name}-{n}.ndjson"
+            if not path.exists():
+                _write_events(path, n, bulk)
+            out = subprocess.run([sys.executable, "-c", _READ, str(path), how], capture_output=True,
+                                 text=True, check=True).stdout.split()
+            events, lines, secs, rss = int(out[0]), int(out[1]), float(out[2]), int(out[3])
+            rows.append([f"read {name} ({'pyarrow blocks' if how == 'arrow' else 'line by line'})",
+                         events, round(secs, 1), round(events / secs), round(rss / 1024),
+                         f"{round(lines / secs):,} lines/s"])
+            print(rows[-1], flush=True)
+    return rows
 
 
 def taus(rankings, user=None) -> dict[str, list[tuple[float, float]]]:
@@ -159,7 +182,7 @@ def main() -> None:
             g, e = np.array(vals).T
             rows.append([f"Kendall tau vs true grades, {name}", m, "grades / estimates", round(g.mean(), 4),
                          round(g.std(), 4), round(e.mean(), 4), round(e.std(), 4), ""])
-    speed = throughput() + [json_reading()]
+    speed = throughput() + json_reading()
     for r in speed:
         rows.append(["throughput", r[0], "events, seconds, events/s, peak MiB, EM iterations", *r[1:]])
     write_table("clicks", ["part", "what", "columns", "a", "b", "c", "d", "e"], rows, notes(tau))
@@ -245,5 +268,9 @@ if __name__ == "__main__":
     import sys
     if sys.argv[1:] == ["choice"]:
         choice(top10(connect()))
+    elif sys.argv[1:] == ["reading"]:
+        write_table("clicks_reading", ["file", "events", "seconds", "events/s", "peak RSS MiB", "lines/s"],
+                    json_reading(), ["UBI events as written by the simulator (query records and "
+                                     "impressions/clicks mixed); each read in a fresh process"])
     else:
         main()

@@ -59,3 +59,52 @@ def test_auto_uses_the_chosen_model_and_reports_every_model(tmp_path, cli):
     assert "held-out perplexity" in r.stdout and "(chosen)" in r.stdout
     jl, _, fixed = judge(S.event_log(sim), ClickSettings(model="ctr"), "sim")
     assert fixed["settings"]["model"] == "ctr" and "auto" not in fixed["model_choice"]
+
+
+# --------------------------------------------------------------------------- reading
+
+def _mixed_file(tmp_path, bulk: bool):
+    """Simulated UBI traffic (query records and events), in NDJSON or the bulk format,
+    with bad lines sprinkled in (not JSON, blank, a position of the wrong type, an
+    unknown action, an event without a query id)."""
+    sim = _sim(S.UserModel(), sessions=3000)
+    bad = ["not json {", "", json.dumps({"action_name": "click", "query_id": "q-x",
+                                         "event_attributes": {"object": {"object_id": "d"},
+                                                              "position": {"ordinal": "two"}}}),
+           json.dumps({"action_name": "hover", "query_id": "q-y"}),
+           json.dumps({"action_name": "click", "event_attributes": {"object": {"object_id": "d"}}})]
+    path = tmp_path / ("bulk.ndjson" if bulk else "events.ndjson")
+    with open(path, "w") as fh:
+        for i, (kind, doc) in enumerate(S.ubi_documents(sim, base=0)):
+            if bulk:
+                fh.write(json.dumps({"index": {"_index": kind}}) + "\n")
+            fh.write(json.dumps(doc) + "\n")
+            if i % 9_000 == 4_500:
+                fh.write(bad[(i // 9_000) % len(bad)] + "\n")
+    return path
+
+
+def _named(log):
+    import numpy as np
+    return {"search": np.array(log.query_ids.names, object)[log.search].tolist(),
+            "doc": np.array(log.docs.names, object)[log.doc].tolist(), "pos": log.pos.tolist(),
+            "text": [log.texts.names[t] if t >= 0 else None for t in log.text],
+            "action": log.action.tolist(),
+            "records": {log.query_ids.names[q]: log.texts.names[t] for q, t in log.record_text.items()},
+            "hits": {log.query_ids.names[q]: [log.docs.names[d] for d in h] for q, h in log.record_hits.items()},
+            "problems": log.problems.counts, "unknown": log.problems.unknown_actions, "lines": log.lines}
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["ndjson", "bulk"])
+def test_the_block_reader_reads_what_the_line_reader_reads(tmp_path, monkeypatch, bulk):
+    """pyarrow's blocks (small here, so that some hold a bad line and are read again line
+    by line) give the same events, records, problem counts and lines as the line reader."""
+    from ltr_toolkit.clicks import files
+    path = _mixed_file(tmp_path, bulk)
+    monkeypatch.setattr(files, "BLOCK_BYTES", 64 << 10)
+    fast = files.read_file(path)
+    monkeypatch.setattr(files, "available", lambda: False)
+    slow = files.read_file(path)
+    a, b = _named(fast), _named(slow)
+    assert a == b
+    assert len(fast) > 30_000 and a["problems"], a["problems"]

@@ -14,7 +14,7 @@ from scipy.stats import kendalltau
 
 from ltr_toolkit.clicks import grades, groups, models, sessions
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks.events import read_file
+from ltr_toolkit.clicks.files import read_file
 from ltr_toolkit.clicks.output import qid_for
 from ltr_toolkit.data.judgments import load_judgments
 from ltr_toolkit.datasets import cranfield

@@ -20,7 +20,7 @@ from ..indexing.neighbours import Expansion, expand
 from ..data.judgments import load_judgments, save_ranklib
 from ..clicks.judge import ClickSettings, judge
 from ..clicks.output import write_counts, write_judgments, write_report
-from ..clicks.events import read_file
+from ..clicks.files import read_file
 from ..clicks.ubi import read_event_log, time_range
 
 

@@ -21,11 +21,9 @@ from __future__ import annotations
 import json
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
 from .problems import Problems
 
 IMPRESSION, CLICK = 0, 1
@@ -47,6 +45,14 @@ class Interner:
             c = self.codes[name] = len(self.names)
             self.names.append(name)
         return c
+
+    def codes_of(self, names: list[str]) -> np.ndarray:
+        """The codes of distinct ``names`` (new ones appended in that order)."""
+        codes = self.codes
+        new = [n for n in names if n not in codes]
+        codes.update(zip(new, range(len(codes), len(codes) + len(new))))
+        self.names.extend(new)
+        return np.fromiter(map(codes.__getitem__, names), np.int64, len(names))
 
     def __len__(self) -> int:
         return len(self.names)
@@ -154,10 +160,11 @@ class EventReader:
             return self.add_query(doc, where)
         self.log.problems.add("not_an_event", 1, where)
 
-    def read_lines(self, lines, source: str) -> None:
-        """NDJSON or bulk lines (an iterable of str); bad lines are counted."""
+    def read_lines(self, lines, source: str, first: int = 1) -> None:
+        """NDJSON or bulk lines (an iterable of str; the first is line ``first`` of
+        ``source``); bad lines are counted."""
         target = None
-        for i, raw in enumerate(lines, start=1):
+        for i, raw in enumerate(lines, start=first):
             self.log.lines += 1
             if not raw.strip():
                 continue
@@ -189,22 +196,3 @@ def _bulk_action(doc) -> str | None:
         if op in ("index", "create") and isinstance(body, dict):
             return str(body.get("_index", ""))
     return None
-
-
-def read_file(path, impression_actions=IMPRESSION_ACTIONS, click_actions=CLICK_ACTIONS) -> EventLog:
-    """Read a UBI file (NDJSON or bulk). A file that cannot be read, or holds no usable
-    event at all, is a one-line error naming it; anything else bad is counted."""
-    path = Path(path)
-    reader = EventReader(impression_actions, click_actions)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            reader.read_lines(fh, str(path))
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(path, reader.log.lines + 1, "not UTF-8 text") from None
-    log = reader.finish()
-    if not len(log):
-        seen = "; ".join(log.problems.lines()) or "the file is empty"
-        raise InputError(path, None, f"no impression or click events found ({seen})")
-    return log
