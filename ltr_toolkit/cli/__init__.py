@@ -13,16 +13,27 @@ import typer
 
 from ..errors import UserError
 # the command modules register their commands on import, in the order `ltr --help` lists them
-from . import admin, documents, logs, models, learning  # noqa: F401,I001
+from . import admin, documents, logs, models, learning, online  # noqa: F401,I001
 from .common import app, err, out
+import sys
 import tempfile
 import traceback
+
+def _two_word_commands(argv: Optional[List[str]]) -> List[str]:
+    """``evaluate interleaving`` is the command :data:`.online.COMMAND` (``ltr evaluate``
+    takes a judgments file as its first argument, so it cannot be a group)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    for i in range(len(args) - 1):
+        if args[i] == "evaluate" and args[i + 1] == "interleaving":
+            return args[:i] + [online.COMMAND] + args[i + 2:]
+    return args
+
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the CLI: user errors (ours and typer's usage errors) are one line on stderr and
     exit 2; anything unexpected is one line naming where the full trace went, exit 1."""
     try:
-        rv = app(args=argv, standalone_mode=False, prog_name="ltr")
+        rv = app(args=_two_word_commands(argv), standalone_mode=False, prog_name="ltr")
         if isinstance(rv, int):
             return rv
     except UserError as exc:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from pathlib import Path
 from enum import Enum
@@ -15,6 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import UserError
+from ..clicks.files import read_file
+from ..clicks.ubi import read_event_log, time_range
 from ..transport.client import Connection, InsecureTLSWarning
 from ..transport.localnode import running_node
 from ..serving.rerank import RescoreFallbackWarning
@@ -157,6 +160,19 @@ def _first_stage(fields: Optional[str], template: Optional[Path], statistics: St
                               statistics.value)
 
 
+def _event_log(ctx, file: Optional[Path], clicks_as: str, since: Optional[str], until: Optional[str],
+               days: Optional[float], queries_index: str, events_index: str):
+    """UBI events from ``file`` (NDJSON or bulk) or the cluster's indices over a time
+    range: (the EventLog, a description of where they came from)."""
+    actions = tuple(a.strip() for a in clicks_as.split(",") if a.strip())
+    if file is not None:
+        return read_file(file, click_actions=actions), str(file)
+    conn = _conn(ctx)
+    rng = time_range(since, until, days)
+    log = read_event_log(conn, rng, queries_index, events_index, click_actions=actions)
+    return log, f"{conn.display_url}/{queries_index},{events_index} {json.dumps(rng)}"
+
+
 def _writable(*paths: Optional[Path]) -> None:
     """Refuse an output path that cannot be written before any work (one line, exit 2)."""
     for p in paths:
@@ -180,6 +196,13 @@ def _report_table(report: dict) -> Table:
 
 
 JobsOpt = Annotated[Optional[int], typer.Option("--jobs", min=1, help="With --cv: fold fits run at once, in worker processes (default: the cores, fewer when memory is short; also LTR_JOBS).")]
+# where UBI events come from, when not a file: the cluster's indices over a time range
+DaysOpt = Annotated[Optional[float], typer.Option("--days", help="Cluster: the last N days of events.")]
+SinceOpt = Annotated[Optional[str], typer.Option("--since", help="Cluster: events at or after this time (ISO 8601).")]
+UntilOpt = Annotated[Optional[str], typer.Option("--until", help="Cluster: events before this time (ISO 8601).")]
+QueriesIndexOpt = Annotated[str, typer.Option("--queries-index", help="Cluster: the UBI queries index.")]
+EventsIndexOpt = Annotated[str, typer.Option("--events-index", help="Cluster: the UBI events index.")]
+ClicksAsOpt = Annotated[str, typer.Option("--click-actions", help="Comma-separated action names read as clicks.")]
 BudgetOpt = Annotated[Optional[float], typer.Option("--budget", min=0, help="Seconds for choosing settings in all folds: candidates not trained by then are left out, and named.")]
 
 

@@ -3,7 +3,6 @@ neighbours), judgment lists from files, Cranfield or clicks."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,8 +10,9 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import (EXIT_PARTIAL, ClickModel, Format, Grading, Positions, Split, _conn,
-                     _progress, _writable, err, index_app, judgments_app, out)
+from .common import (EXIT_PARTIAL, ClickModel, ClicksAsOpt, DaysOpt, EventsIndexOpt, Format,
+                     Grading, Positions, QueriesIndexOpt, SinceOpt, Split, UntilOpt, _conn,
+                     _event_log, _progress, _writable, err, index_app, judgments_app, out)
 from ..datasets import cranfield
 from ..indexing.documents import index_documents, read_jsonl_documents
 from ..indexing.vectors import add_vectors, register
@@ -20,8 +20,6 @@ from ..indexing.neighbours import Expansion, expand
 from ..data.judgments import load_judgments, save_ranklib
 from ..clicks.judge import ClickSettings, judge
 from ..clicks.output import write_counts, write_judgments, write_report
-from ..clicks.files import read_file
-from ..clicks.ubi import read_event_log, time_range
 
 
 ShardsOpt = Annotated[int, typer.Option("--shards", min=1, help="Primary shards of the new index.")]
@@ -174,26 +172,16 @@ def judgments_clicks(ctx: typer.Context,
                      levels: Annotated[int, typer.Option("--levels", min=1)] = 4,
                      positions: Annotated[Positions, typer.Option("--positions", help="Positions counted from (auto: 1 when no impression has position 0).")] = Positions.auto,
                      max_rank: Annotated[int, typer.Option("--max-rank", min=1, help="COEC: ranks with a rank CTR (the Workbench's maxRank).")] = 20,
-                     days: Annotated[Optional[float], typer.Option("--days", help="Cluster: the last N days of events.")] = None,
-                     since: Annotated[Optional[str], typer.Option("--since", help="Cluster: events at or after this time (ISO 8601).")] = None,
-                     until: Annotated[Optional[str], typer.Option("--until", help="Cluster: events before this time (ISO 8601).")] = None,
-                     queries_index: Annotated[str, typer.Option("--queries-index")] = "ubi_queries",
-                     events_index: Annotated[str, typer.Option("--events-index")] = "ubi_events",
-                     clicks_as: Annotated[str, typer.Option("--click-actions", help="Comma-separated action names read as clicks.")] = "click"):
+                     days: DaysOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+                     queries_index: QueriesIndexOpt = "ubi_queries", events_index: EventsIndexOpt = "ubi_events",
+                     clicks_as: ClicksAsOpt = "click"):
     """Judgments from User Behavior Insights events through a click model (ctr, coec as the
     Search Relevance Workbench computes it, sdbn, pbm, ubm); bad event data is counted and
     reported."""
     settings = ClickSettings(model=model.value, prior=prior, min_impressions=min_impressions,
                              mapping=grades.value, levels=levels, positions=positions.value, max_rank=max_rank)
     _writable(output)
-    click_actions = tuple(a.strip() for a in clicks_as.split(",") if a.strip())
-    if file is not None:
-        log, source = read_file(file, click_actions=click_actions), str(file)
-    else:
-        conn = _conn(ctx)
-        rng = time_range(since, until, days)
-        log = read_event_log(conn, rng, queries_index, events_index, click_actions=click_actions)
-        source = f"{conn.display_url}/{events_index} {json.dumps(rng)}"
+    log, source = _event_log(ctx, file, clicks_as, since, until, days, queries_index, events_index)
     jl, rows, report = judge(log, settings, source)
     files = write_judgments(jl, output, fmt.value if fmt else None)
     files += [write_counts(rows, output), write_report(report, output)]

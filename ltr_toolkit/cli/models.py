@@ -24,7 +24,9 @@ from ..models.shapley import contributions, summary
 from ..pipeline.train import load_model
 from ..query.firststage import FirstStage
 from ..serving.explain import BASELINE, explain_query, served_model
-from ..serving.serving import Serving
+from ..serving.serving import FIRST_STAGE_NAME, Serving
+from ..clicks import interleaving
+from ..clicks import ubi as ubi_index
 from ..stores.model_store import delete_model, get_model, list_models, prune_versions, upload
 from ..stores.modelcache import cache_warnings
 
@@ -130,7 +132,11 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                statistics: StatsOpt = Statistics.dfs,
                max_terms: Annotated[Optional[int], typer.Option("--max-terms", min=1, help="Send a long query as its first N distinct words: the model's max_query_terms (`ltr upload` prints it). Default: measured on the cluster.")] = None,
                query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="The first stage's weight in the rescore (1 for a model blended with it; `ltr upload` prints the model's).")] = 0.0,
-               rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0):
+               rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0,
+               interleave: Annotated[Optional[str], typer.Option("--interleave", help="A,B: the team-draft interleaving of two stored models' results (first-stage: the first stage alone); each hit's team shown.")] = None,
+               ubi: Annotated[bool, typer.Option("--ubi", help="With --interleave: write the search's ubi_queries record with its teams, for `ltr evaluate interleaving` to credit the clicks your application logs under the printed query id.")] = False,
+               experiment: Annotated[Optional[str], typer.Option("--experiment", help="With --interleave: the experiment's name (default A-vs-B).")] = None,
+               queries_index: Annotated[str, typer.Option("--queries-index", help="With --ubi: the UBI queries index.")] = "ubi_queries"):
     """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
     the hits. When the rescore fails, the first stage's hits, with a warning."""
     params = _params(text, param)
@@ -138,11 +144,36 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
     stage = _first_stage(fields, first_stage, statistics)
     stage.check(conn, index)
     serving = Serving(index, stage, window, store, max_terms, model, (query_weight, rescore_weight))
+    if interleave:
+        return _interleaved(conn, serving, params, interleave, size, ubi, experiment, queries_index)
+    if ubi or experiment:
+        raise UserError("--ubi and --experiment go with --interleave A,B")
     hits = serving.search(conn, params, size)
     table = Table("rank", "doc id", "score", "title")
     for h in hits:
         table.add_row(str(h["rank"]), h["id"], f"{h['score']:.4f}", h["title"][:70])
     out.print(table)
+
+
+def _interleaved(conn, serving: Serving, params: dict, pair: str, size: int, ubi: bool,
+                 experiment: str | None, queries_index: str) -> None:
+    """``ltr search --interleave A,B``: the interleaved hits, and with ``--ubi`` the
+    search's UBI record (the teams) written."""
+    names = [n.strip() for n in pair.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1] or serving.model:
+        raise UserError(f"--interleave {pair!r}: expected two different rankers A,B (stored "
+                        f"models, or {FIRST_STAGE_NAME}), and no --model")
+    hits = serving.interleave(conn, params, names[0], names[1], size)
+    table = Table("rank", "team", "doc id", "score", "title")
+    for h in hits:
+        table.add_row(str(h["rank"]), h["ranker"], h["id"], f"{h['score']:.4f}", h["title"][:60])
+    out.print(table)
+    if ubi:
+        rec = interleaving.record(params["keywords"], [h["id"] for h in hits],
+                                  "".join(h["team"] for h in hits), names[0], names[1], experiment)
+        ubi_index.create_indices(conn, queries=queries_index)
+        ubi_index.write_documents(conn, [(ubi_index.QUERIES, rec)], queries=queries_index)
+        out.print(f"query_id {rec['query_id']}: log your clicks under it in ubi_events")
 
 
 # --------------------------------------------------------------------------- explanations

@@ -73,6 +73,9 @@ class EventLog:
     text: np.ndarray | None = None        # user_query code; -1 when the event has none
     record_text: dict[int, int] = field(default_factory=dict)        # query id -> text code
     record_hits: dict[int, list[int]] = field(default_factory=dict)  # query id -> doc codes
+    #: query id -> (experiment, ranker a, ranker b, teams): an interleaved search's record
+    #: (``query_attributes.interleaving``, see :mod:`.interleaving`)
+    record_interleaving: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)
     problems: Problems = field(default_factory=Problems)
     lines: int = 0
 
@@ -146,6 +149,9 @@ class EventReader:
             hits = [hits]
         if isinstance(hits, list) and hits:
             self.log.record_hits[code] = [self.log.docs.code(str(h)) for h in hits]
+        inter = interleaving_attrs(_get(doc, "query_attributes", "interleaving"), hits)
+        if inter:
+            self.log.record_interleaving[code] = inter
 
     def add(self, doc, where: str | None = None, index: str | None = None) -> None:
         """A document of either index: ``index`` (a bulk action's ``_index``) decides,
@@ -187,6 +193,17 @@ class EventReader:
             setattr(log, name, np.frombuffer(buf, dtype=np.int32) if len(buf) else np.zeros(0, np.int32))
         log.action = np.frombuffer(self.actions, dtype=np.int8) if len(self.actions) else np.zeros(0, np.int8)
         return log
+
+
+def interleaving_attrs(value, hits) -> tuple[str, str, str, str] | None:
+    """``query_attributes.interleaving`` of a record as (experiment, a, b, teams), when it
+    is one the toolkit wrote: names as strings, one team letter per hit id."""
+    if not isinstance(value, dict):
+        return None
+    got = tuple(value.get(k) for k in ("experiment", "a", "b", "teams"))
+    if not all(isinstance(v, str) and v for v in got) or set(got[3]) - set("ab"):
+        return None
+    return got if isinstance(hits, list) and len(hits) == len(got[3]) else None
 
 
 def _bulk_action(doc) -> str | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader
+from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader, interleaving_attrs
 
 BLOCK_BYTES = 16 << 20
 
@@ -42,6 +42,8 @@ def _schema():
                       ("user_query", pa.string()),
                       ("event_attributes", pa.struct([("object", obj), ("position", pos)])),
                       ("query_response_hit_ids", pa.list_(pa.string())),
+                      ("query_attributes", pa.struct([("interleaving", pa.struct(
+                          [(k, pa.string()) for k in ("experiment", "a", "b", "teams")]))])),
                       ("index", pa.struct([("_index", pa.string())])),
                       ("create", pa.struct([("_index", pa.string())]))])
 
@@ -80,6 +82,7 @@ def _columns(table) -> dict:
     pos = pc.struct_field(pc.struct_field(ea, [1]), [0])
     col = {"action": table.column("action_name"), "qid": table.column("query_id"),
            "text": table.column("user_query"), "hits": table.column("query_response_hit_ids"),
+           "inter": pc.struct_field(table.column("query_attributes").combine_chunks(), [0]),
            "obj": pc.struct_field(pc.struct_field(ea, [0]), [0]),
            "index": pc.coalesce(pc.struct_field(table.column("index"), [0]),
                                 pc.struct_field(table.column("create"), [0]))}
@@ -190,6 +193,15 @@ def _add_queries(reader: EventReader, c: dict, rows: np.ndarray, source: str, fi
     some = np.flatnonzero(_np(hits.is_valid()) & (offsets[1:] > offsets[:-1]))
     q = qcodes.tolist()
     log.record_hits.update((q[j], flat[offsets[j]:offsets[j + 1]]) for j in some.tolist())
+    _add_interleaving(log, c["inter"].take(take), hits, q)
+
+
+def _add_interleaving(log: EventLog, inter, hits, qcodes: list[int]) -> None:
+    """The interleaved searches' attributes (records, not events: a few per search)."""
+    for j in np.flatnonzero(_np(inter.is_valid())).tolist():
+        got = interleaving_attrs(inter[j].as_py(), hits[j].as_py())
+        if got:
+            log.record_interleaving[qcodes[j]] = got
 
 
 def read_file(path, impression_actions=IMPRESSION_ACTIONS, click_actions=CLICK_ACTIONS) -> EventLog:

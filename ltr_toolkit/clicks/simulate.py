@@ -78,14 +78,22 @@ def simulate(rankings: dict[str, list[str]], texts: dict[str, str], truth: dict[
         has[i, :len(docs)] = True
     rng = np.random.default_rng(seed)
     query = rng.integers(0, len(qids), sessions)
-    g, shown = grade[query], has[query]
-    examined = rng.random((sessions, depth)) < model.examination(depth)
-    clicked = shown & examined & (rng.random((sessions, depth)) < model.attractiveness(g))
-    stops = clicked & (rng.random((sessions, depth)) < model.stop(g))
-    first_stop = np.where(stops.any(axis=1), stops.argmax(axis=1), depth)
-    clicked &= np.arange(depth) <= first_stop[:, None]
+    shown = has[query]
+    clicked = sample_clicks(grade[query], shown, model, rng)
     return Simulation(qids=qids, texts=[texts[q] for q in qids], lists=lists, query=query, shown=shown,
                       clicks=clicked, start=start or _dt.datetime.now(_dt.timezone.utc), seconds=seconds)
+
+
+def sample_clicks(grade: np.ndarray, shown: np.ndarray, model: UserModel,
+                  rng: np.random.Generator) -> np.ndarray:
+    """bool [searches, depth]: the clicks of users scanning lists whose results at each
+    rank have true grades ``grade`` (``shown``: a result is there), under ``model``."""
+    n, depth = grade.shape
+    examined = rng.random((n, depth)) < model.examination(depth)
+    clicked = shown & examined & (rng.random((n, depth)) < model.attractiveness(grade))
+    stops = clicked & (rng.random((n, depth)) < model.stop(grade))
+    first_stop = np.where(stops.any(axis=1), stops.argmax(axis=1), depth)
+    return clicked & (np.arange(depth) <= first_stop[:, None])
 
 
 def ubi_documents(sim: Simulation, base: int = 1, application: str = "ltr-simulator"):

@@ -17,12 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from ..features.candidates import judged_candidates
 from ..features.featurelog import log_features
 from ..transport.client import Connection
 from ..query.firststage import FirstStage
 from ..query.requests import MODEL_ONLY, Rescore, msearch_ids
+from ..rank.interleave import team_draft
 from .rerank import rerank_ids, search
+
+#: the name of a side of an interleaving that is the first stage alone
+FIRST_STAGE_NAME = "first-stage"
 
 
 @dataclass(frozen=True)
@@ -98,3 +104,30 @@ class Serving:
         """One query's hits (rank, id, score, title), as ``ltr search`` shows them."""
         return search(conn, self.index, params, self.first_stage, self.rescore, size,
                       max_terms=self.max_terms, encoder=self.encoder)
+
+    # ------------------------------------------------------------------ online tests
+    @property
+    def ranker(self) -> str:
+        """What ranks: the model's name, or :data:`FIRST_STAGE_NAME`."""
+        return self.model or FIRST_STAGE_NAME
+
+    def interleave(self, conn: Connection, params: dict, model_a: str | None, model_b: str | None,
+                   size: int = 10, rng: np.random.Generator | None = None) -> list[dict]:
+        """One query's team-draft interleaving of ``model_a``'s and ``model_b``'s top
+        ``size`` (None or :data:`FIRST_STAGE_NAME`: the first stage alone), each served
+        as :meth:`search` serves it: see :func:`interleaved`."""
+        side = (lambda m: self.for_model(None if m in (None, FIRST_STAGE_NAME) else m, self.weights))
+        return interleaved(side(model_a), side(model_b), conn, params, size, rng)
+
+
+def interleaved(a: Serving, b: Serving, conn: Connection, params: dict, size: int = 10,
+                rng: np.random.Generator | None = None) -> list[dict]:
+    """Hits (rank, id, score, title, team, ranker) of ``a``'s and ``b``'s results for one
+    query, team-draft interleaved (:func:`ltr_toolkit.rank.interleave.team_draft`); the
+    score is the one the team's own ranker gave."""
+    hits = {"a": {h["id"]: h for h in a.search(conn, params, size)},
+            "b": {h["id"]: h for h in b.search(conn, params, size)}}
+    ids, teams = team_draft(list(hits["a"]), list(hits["b"]), size, rng or np.random.default_rng())
+    names = {"a": a.ranker, "b": b.ranker}
+    return [{**hits[t][d], "rank": r + 1, "team": t, "ranker": names[t]}
+            for r, (d, t) in enumerate(zip(ids, teams))]

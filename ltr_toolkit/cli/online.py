@@ -1,0 +1,73 @@
+"""``ltr evaluate interleaving``: the clicks on interleaved searches credited to their
+teams (``ltr search --interleave A,B --ubi`` writes the teams; see
+:mod:`ltr_toolkit.clicks.interleaving`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..clicks.interleaving import credit
+from ..errors import UserError
+from ..io.atomic import write_json
+from .common import (ClicksAsOpt, DaysOpt, EventsIndexOpt, QueriesIndexOpt, SinceOpt, UntilOpt,
+                     _event_log, _writable, app, err, out)
+
+#: ``ltr evaluate interleaving ...`` is this command (``cli.main`` maps the two words)
+COMMAND = "evaluate-interleaving"
+
+
+@app.command(COMMAND, hidden=True)
+def evaluate_interleaving(ctx: typer.Context,
+                          file: Annotated[Optional[Path], typer.Option("--events", help="UBI events and query records: NDJSON or bulk. Without it: the cluster's UBI indices.")] = None,
+                          experiment: Annotated[Optional[str], typer.Option("--experiment", help="Only this experiment (default: every one found).")] = None,
+                          alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="A winner is named when the sign test's p-value is below it.")] = 0.05,
+                          top: Annotated[int, typer.Option("--top", min=0, help="Queries shown per experiment (most impressions first; all in --json).")] = 10,
+                          days: DaysOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+                          queries_index: QueriesIndexOpt = "ubi_queries", events_index: EventsIndexOpt = "ubi_events",
+                          clicks_as: ClicksAsOpt = "click",
+                          json_out: Annotated[Optional[Path], typer.Option("--json")] = None):
+    """Team-draft interleaving experiments from UBI: per experiment and per query, the
+    impressions won by A, tied, won by B, the preference and a sign test's p-value."""
+    _writable(json_out)
+    log, source = _event_log(ctx, file, clicks_as, since, until, days, queries_index, events_index)
+    reports = credit(log, experiment)
+    if not reports:
+        which = f"experiment {experiment!r}" if experiment else "interleaved searches"
+        raise UserError(f"no {which} in {source} ({len(log.record_interleaving)} interleaved records)",
+                        "serve them with `ltr search --interleave A,B --ubi` (or write "
+                        "query_attributes.interleaving), or check --experiment and the time range")
+    for line in log.problems.lines():
+        err.print(f"bad data: {line}")
+    for rep in reports:
+        _print(_alpha(rep, alpha), top)
+    if json_out:
+        write_json(json_out, {"source": source, "alpha": alpha, "experiments": reports})
+
+
+def _alpha(rep: dict, alpha: float) -> dict:
+    """The winners named at ``alpha`` (the library names them at 0.05)."""
+    for row in [rep, *rep["per_query"]]:
+        row["winner"] = None if row["p_value"] >= alpha else ("a" if row["wins_a"] > row["wins_b"] else "b")
+    return rep
+
+
+def _print(rep: dict, top: int) -> None:
+    a, b = rep["a"], rep["b"]
+    table = Table("query", "impressions", f"{a} wins", "ties", f"{b} wins", "preference", "p")
+    for row in rep["per_query"][:top]:
+        table.add_row(row["query"][:50], str(row["impressions"]), str(row["wins_a"]), str(row["ties"]),
+                      str(row["wins_b"]), f"{row['preference']:+.3f}", f"{row['p_value']:.3g}")
+    out.print(f"experiment {rep['experiment']}: {a} (a) vs {b} (b), {rep['impressions']} impressions "
+              f"over {rep['queries']} queries; clicks credited: {rep['clicks_a']} to {a}, "
+              f"{rep['clicks_b']} to {b}")
+    if top:
+        out.print(table)
+    name = {"a": a, "b": b}.get(rep["winner"])
+    verdict = f"{name} wins" if name else "no winner yet"
+    out.print(f"overall: {rep['wins_a']} won by {a}, {rep['ties']} tied, {rep['wins_b']} won by {b}; "
+              f"preference {rep['preference']:+.4f} (> 0 favours {a}), sign test p = {rep['p_value']:.3g}: "
+              f"{verdict}")

@@ -1,0 +1,103 @@
+"""Interleaved searches in UBI, and the clicks credited to their teams.
+
+Where the attribution lives: the search's ``ubi_queries`` record, written by the toolkit
+when it serves an interleaved list (``ltr search --interleave A,B --ubi``,
+:func:`record`)::
+
+    {"query_id": "...", "user_query": "...", "query_response_hit_ids": [d1, d2, ...],
+     "query_attributes": {"interleaving": {"experiment": "A-vs-B", "a": "A", "b": "B",
+                                           "teams": "abba..."}}}
+
+``teams`` has one letter per hit id. The application sends its click events as UBI
+already has them (``query_id`` and ``event_attributes.object.object_id``); nothing more
+is asked of it. A click on a document of the list credits the document's team; a
+document clicked twice in a search counts once.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+
+import numpy as np
+
+from ..rank.interleave import Tally, outcomes, tally, tally_by
+from .events import CLICK, EventLog
+
+
+def record(text: str, ids: list[str], teams: str, a: str, b: str, experiment: str | None = None,
+           query_id: str | None = None, application: str = "ltr-toolkit") -> dict:
+    """The ``ubi_queries`` record of one interleaved search."""
+    return {"query_id": query_id or str(uuid.uuid4()), "user_query": text,
+            "query_response_hit_ids": list(ids), "application": application,
+            "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "query_attributes": {"interleaving": {"experiment": experiment or f"{a}-vs-{b}",
+                                                  "a": a, "b": b, "teams": teams}}}
+
+
+def _records(log: EventLog):
+    """Flat arrays over the interleaved records' shown documents: record index, doc
+    code, team (0 a, 1 b); and per record its query id code and experiment key."""
+    qs = list(log.record_interleaving)
+    keys = [log.record_interleaving[q][:3] for q in qs]
+    docs = [np.asarray(log.record_hits[q], np.int64) for q in qs]
+    teams = [np.frombuffer(log.record_interleaving[q][3].encode(), np.uint8) == ord("b") for q in qs]
+    lengths = np.fromiter(map(len, docs), np.int64, len(docs))
+    rec = np.repeat(np.arange(len(qs)), lengths)
+    cat = (lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt))
+    return np.asarray(qs, np.int64), keys, rec, cat(docs, np.int64), cat(teams, bool)
+
+
+def credited_clicks(log: EventLog, qs: np.ndarray, rec: np.ndarray, doc: np.ndarray,
+                    team_b: np.ndarray) -> tuple[np.ndarray, int]:
+    """[records, 2]: the distinct documents clicked per record of team a and of team b;
+    and the clicks on interleaved searches that hit no document of their list."""
+    n_docs = max(len(log.docs), 1)
+    click = log.action == CLICK
+    clicked = np.unique(log.search[click].astype(np.int64) * n_docs + log.doc[click])
+    shown = qs[rec] * n_docs + doc
+    order = np.argsort(shown, kind="stable")
+    counts = np.zeros((len(qs), 2), np.int64)
+    if not len(order) or not len(clicked):
+        return counts, 0
+    at = np.minimum(np.searchsorted(shown[order], clicked), len(order) - 1)
+    found = shown[order][at] == clicked
+    which = order[at[found]]
+    np.add.at(counts, (rec[which], team_b[which].astype(np.int64)), 1)
+    return counts, int((np.isin(clicked // n_docs, qs) & ~found).sum())
+
+
+def credit(log: EventLog, experiment: str | None = None) -> list[dict]:
+    """One report per experiment found (or only ``experiment``): the impressions (the
+    interleaved searches), their wins, ties and losses for a against b, the preference
+    and the sign test, overall and per query text."""
+    qs, keys, rec, doc, team_b = _records(log)
+    if not len(qs):
+        return []
+    counts, outside = credited_clicks(log, qs, rec, doc, team_b)
+    won = outcomes(counts[:, 0], counts[:, 1])
+    text = np.array([log.record_text.get(int(q), -1) for q in qs], np.int64)
+    reports = []
+    for key in sorted(set(keys)):
+        if experiment is not None and key[0] != experiment:
+            continue
+        mask = np.fromiter((k == key for k in keys), bool, len(keys))
+        reports.append(_report(log, key, won[mask], text[mask], counts[mask]))
+    if reports:
+        reports[0]["clicks_outside_lists"] = outside
+    return reports
+
+
+def _report(log: EventLog, key, won: np.ndarray, text: np.ndarray, counts: np.ndarray) -> dict:
+    names, code = np.unique(text, return_inverse=True)
+    per = tally_by(won, code, len(names))
+    rows = []
+    for i in np.argsort(-per.sum(axis=1), kind="stable"):
+        t = Tally(*map(int, per[i]))
+        label = log.texts.names[names[i]] if names[i] >= 0 else "(no query text)"
+        rows.append({"query": label, **t.to_dict()})
+    overall = tally(won)
+    return {"experiment": key[0], "a": key[1], "b": key[2], **overall.to_dict(),
+            "clicks_a": int(counts[:, 0].sum()), "clicks_b": int(counts[:, 1].sum()),
+            "queries": len(rows), "per_query": rows}

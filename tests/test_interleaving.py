@@ -1,0 +1,219 @@
+"""Team-draft interleaving: the lists, the credit of clicks from UBI files and the cluster,
+the CLI, and live end to end (served interleaved lists, their UBI records, simulated
+clicks in ubi_events, credited by `ltr evaluate interleaving`)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ltr_toolkit.clicks import files, interleaving
+from ltr_toolkit.clicks.simulate import UserModel
+from ltr_toolkit.rank.interleave import Tally, team_draft
+
+from conftest import run_cli
+
+
+def test_team_draft_is_fair_and_keeps_each_rankers_order():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        pool = [f"d{i}" for i in range(15)]
+        a = list(rng.permutation(pool)[:10])
+        b = list(rng.permutation(pool)[:10])
+        ids, teams = team_draft(a, b, 10, rng)
+        assert len(ids) == len(set(ids)) == len(teams) == 10
+        picks = np.cumsum([1 if t == "a" else -1 for t in teams])
+        # each round the team behind picks: the counts never differ by more than one
+        # while both teams still have documents to give
+        assert np.abs(picks).max() <= 2
+        for team, source in (("a", a), ("b", b)):
+            mine = [d for d, t in zip(ids, teams) if t == team]
+            assert mine == [d for d in source if d in mine]          # its own order
+            assert all(d in source for d in mine)
+        # a team's pick is its best document not shown yet
+        shown = set()
+        for d, t in zip(ids, teams):
+            src = a if t == "a" else b
+            assert d == next(x for x in src if x not in shown)
+            shown.add(d)
+
+
+def test_team_draft_of_identical_lists_is_that_list():
+    a = [f"d{i}" for i in range(10)]
+    for seed in range(20):
+        ids, teams = team_draft(a, list(a), 10, np.random.default_rng(seed))
+        assert ids == a
+        assert set(teams) == {"a", "b"}
+
+
+def test_team_draft_when_one_list_runs_out():
+    ids, teams = team_draft(["x"], ["y", "z", "w"], 10, np.random.default_rng(1))
+    assert sorted(ids) == ["w", "x", "y", "z"] and teams.count("a") == 1
+
+
+def test_tally_sign_test_and_preference():
+    t = Tally(60, 100, 40)
+    assert t.impressions == 200
+    assert t.preference == pytest.approx((60 + 50) / 200 - 0.5)
+    from scipy.stats import binomtest
+    assert t.p_value == pytest.approx(binomtest(60, 100).pvalue)
+    assert Tally(30, 0, 10).winner() == "a" and Tally(10, 0, 30).winner() == "b"
+    assert Tally(12, 0, 10).winner() is None and Tally(0, 5, 0).p_value == 1.0
+
+
+def _write(path, records, clicks):
+    """NDJSON: the interleaved records and (query_id, doc) clicks (and impressions)."""
+    with open(path, "w") as fh:
+        for r in records:
+            fh.write(json.dumps(r) + "\n")
+            for i, d in enumerate(r["query_response_hit_ids"]):
+                fh.write(json.dumps({"action_name": "impression", "query_id": r["query_id"],
+                                     "user_query": r["user_query"],
+                                     "event_attributes": {"object": {"object_id": d},
+                                                          "position": {"ordinal": i + 1}}}) + "\n")
+        for q, d in clicks:
+            fh.write(json.dumps({"action_name": "click", "query_id": q,
+                                 "event_attributes": {"object": {"object_id": d}}}) + "\n")
+
+
+def _records():
+    recs = [interleaving.record("apples", ["d1", "d2", "d3", "d4"], "abba", "m1", "m2", query_id="q1"),
+            interleaving.record("apples", ["d2", "d1", "d4", "d3"], "baab", "m1", "m2", query_id="q2"),
+            interleaving.record("pears", ["d5", "d6"], "ab", "m1", "m2", query_id="q3"),
+            interleaving.record("pears", ["d6", "d5"], "ab", "m1", "m2", query_id="q4"),
+            interleaving.record("pears", ["d7"], "a", "x", "y", experiment="other", query_id="q5")]
+    clicks = [("q1", "d1"), ("q1", "d1"),            # a, clicked twice: once
+              ("q2", "d2"), ("q2", "d1"),            # b then a: a tie
+              ("q3", "d6"), ("q3", "zz"),            # b; zz is not in the list
+              ("q5", "d7")]                          # q4: no click, a tie
+    return recs, clicks
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_credit_from_a_file(tmp_path, monkeypatch, arrow):
+    recs, clicks = _records()
+    _write(tmp_path / "ev.ndjson", recs, clicks)
+    if not arrow:
+        monkeypatch.setattr(files, "available", lambda: False)
+    elif not files.available():
+        pytest.skip("pyarrow is not installed")
+    reps = {r["experiment"]: r for r in interleaving.credit(files.read_file(tmp_path / "ev.ndjson"))}
+    assert set(reps) == {"m1-vs-m2", "other"}
+    r = reps["m1-vs-m2"]
+    assert (r["wins_a"], r["ties"], r["wins_b"]) == (1, 2, 1)
+    assert (r["clicks_a"], r["clicks_b"]) == (2, 2)
+    per = {row["query"]: row for row in r["per_query"]}
+    assert (per["apples"]["wins_a"], per["apples"]["ties"], per["apples"]["wins_b"]) == (1, 1, 0)
+    assert (per["pears"]["wins_a"], per["pears"]["ties"], per["pears"]["wins_b"]) == (0, 1, 1)
+    assert (reps["other"]["wins_a"], reps["other"]["impressions"]) == (1, 1)
+    assert sum(x.get("clicks_outside_lists", 0) for x in reps.values()) == 1
+    only = interleaving.credit(files.read_file(tmp_path / "ev.ndjson"), "other")
+    assert [x["experiment"] for x in only] == ["other"]
+
+
+def test_credit_many_impressions_names_the_better_team(tmp_path):
+    """Simulated users over interleavings of a good and a bad list: the good one wins."""
+    rng = np.random.default_rng(3)
+    good, bad = [f"r{i}" for i in range(5)] + [f"n{i}" for i in range(5)], [f"n{i}" for i in range(10)]
+    recs, clicks = [], []
+    user = UserModel()
+    for i in range(400):
+        ids, teams = team_draft(good, bad, 10, rng)
+        q = f"s{i}"
+        recs.append(interleaving.record("q", ids, teams, "good", "bad", query_id=q))
+        grade = np.array([3.0 if d.startswith("r") else 0.0 for d in ids])
+        seen = rng.random(10) < user.examination(10)
+        clicked = seen & (rng.random(10) < user.attractiveness(grade))
+        clicks += [(q, d) for d, c in zip(ids, clicked) if c]
+    _write(tmp_path / "ev.ndjson", recs, clicks)
+    r, = interleaving.credit(files.read_file(tmp_path / "ev.ndjson"))
+    assert r["impressions"] == 400 and r["winner"] == "a" and r["preference"] > 0.1
+
+
+def test_cli_evaluate_interleaving(tmp_path):
+    recs, clicks = _records()
+    _write(tmp_path / "ev.ndjson", recs, clicks)
+    r = run_cli("evaluate", "interleaving", "--events", str(tmp_path / "ev.ndjson"),
+                "--json", str(tmp_path / "out.json"))
+    assert r.returncode == 0, r.stderr
+    assert "experiment m1-vs-m2" in r.stdout and "no winner yet" in r.stdout
+    assert json.loads((tmp_path / "out.json").read_text())["experiments"][0]["impressions"] == 4
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    (tmp_path / "plain.ndjson").write_text(json.dumps({"action_name": "click", "query_id": "q",
+                                                       "event_attributes": {"object": {"object_id": "d"}}}) + "\n")
+    for args in (["evaluate", "interleaving", "--events", str(tmp_path / "plain.ndjson")],
+                 ["evaluate", "interleaving", "--events", str(tmp_path / "missing.ndjson")],
+                 ["search", "x", "--interleave", "onlyone", "--url", "http://127.0.0.1:9"],
+                 ["search", "x", "--ubi", "--url", "http://127.0.0.1:9"]):
+        r = run_cli(*args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+# --------------------------------------------------------------------------- live
+
+LIVE_INDEX, UBI_Q, UBI_E = "cranfield-test", "ubi-queries-interleaving-test", "ubi-events-interleaving-test"
+
+
+@pytest.fixture(scope="module")
+def live_model(ltr_cluster, cranfield_index, shipped_featureset, tmp_path_factory):
+    """A LambdaMART trained on Cranfield's train split (logged live) and uploaded."""
+    from ltr_toolkit.datasets import cranfield
+    from ltr_toolkit.pipeline.train import load_model, train_from_files
+    from ltr_toolkit.query.firststage import FirstStage
+    from ltr_toolkit.serving.serving import Serving
+    from ltr_toolkit.stores.model_store import upload
+    conn, d = ltr_cluster.conn(), tmp_path_factory.mktemp("interleave")
+    serving = Serving(LIVE_INDEX, FirstStage.from_fields(), 100)
+    serving.log_candidates(conn, cranfield.split_judgments("train"), shipped_featureset, d / "train.txt")
+    train_from_files(d / "train.txt", algo="lambdamart", output=d / "m.json")
+    art, m = load_model(d / "m.json")
+    return conn, serving, upload(conn, art, m, "interleave-lambdamart", shipped_featureset)["name"]
+
+
+def test_live_interleaving_end_to_end(live_model, tmp_path):
+    """Interleaved lists served by the node, their records and simulated clicks written to
+    UBI indices on the node, credited by `ltr evaluate interleaving` exactly as simulated."""
+    from ltr_toolkit.clicks import ubi
+    from ltr_toolkit.clicks.simulate import sample_clicks
+    from ltr_toolkit.datasets import cranfield
+    conn, serving, name = live_model
+    ubi.create_indices(conn, UBI_Q, UBI_E, recreate=True)
+    jl = cranfield.split_judgments("test")
+    qids = jl.judged_qids()
+    rng = np.random.default_rng(7)
+    docs, expect = [], {"a": 0, "b": 0, "won": [0, 0, 0]}
+    for i in range(120):
+        q = qids[i % len(qids)]
+        hits = serving.interleave(conn, jl.query_params(q), "first-stage", name, 10, rng)
+        assert {h["ranker"] for h in hits} <= {"first-stage", name} and len(hits) == 10
+        ids, teams = [h["id"] for h in hits], "".join(h["team"] for h in hits)
+        rec = interleaving.record(jl.queries[q], ids, teams, "first-stage", name, query_id=f"live-{i}")
+        grade = np.array([[jl.grades.get((q, d), 0.0) for d in ids]])
+        clicked = sample_clicks(grade, np.ones_like(grade, bool), UserModel(), rng)[0]
+        docs.append((ubi.QUERIES, rec))
+        docs += [(ubi.EVENTS, {"action_name": "click", "query_id": rec["query_id"], "timestamp": rec["timestamp"],
+                               "event_attributes": {"object": {"object_id": d}, "position": {"ordinal": r + 1}}})
+                 for r, d in enumerate(ids) if clicked[r]]
+        ca, cb = sum(clicked[r] for r in range(10) if teams[r] == "a"), sum(clicked[r] for r in range(10) if teams[r] == "b")
+        expect["a"] += ca
+        expect["b"] += cb
+        expect["won"][0 if ca > cb else 1 if ca == cb else 2] += 1
+    ubi.write_documents(conn, docs, UBI_Q, UBI_E)
+    r = run_cli("--url", conn.url, "search", "wing flutter", "--index", LIVE_INDEX,
+                "--interleave", f"first-stage,{name}", "--ubi", "--queries-index", UBI_Q)
+    assert r.returncode == 0, r.stderr
+    assert "first-stage" in r.stdout and name in r.stdout and "query_id" in r.stdout
+    r = run_cli("--url", conn.url, "evaluate", "interleaving", "--queries-index", UBI_Q,
+                "--events-index", UBI_E, "--json", str(tmp_path / "rep.json"))
+    assert r.returncode == 0, r.stderr
+    rep, = json.loads((tmp_path / "rep.json").read_text())["experiments"]
+    assert rep["impressions"] == 121                       # the CLI's search: one more, no click
+    assert (rep["clicks_a"], rep["clicks_b"]) == (expect["a"], expect["b"])
+    assert [rep["wins_a"], rep["ties"] - 1, rep["wins_b"]] == expect["won"]
+    assert (rep["a"], rep["b"]) == ("first-stage", name)
+    conn.client().indices.delete(index=f"{UBI_Q},{UBI_E}", ignore_unavailable=True)
