@@ -50,13 +50,13 @@ def rankings(conn) -> tuple[list[str], dict[str, list[list[str]]], np.ndarray]:
     return qids, lists, jl.grades
 
 
-def ndcg10(lists: list[list[str]], qids: list[str], grades: dict) -> np.ndarray:
-    """Per query NDCG@10 (exponential gain) of ranked lists against the human grades."""
-    disc = 1 / np.log2(np.arange(2, 12))
+def ndcg(lists: list[list[str]], qids: list[str], grades: dict, k: int = 10) -> np.ndarray:
+    """Per query NDCG@k (exponential gain) of ranked lists against the human grades."""
+    disc = 1 / np.log2(np.arange(2, k + 2))
     out = np.zeros(len(qids))
     for i, (q, ids) in enumerate(zip(qids, lists)):
-        g = np.array([grades.get((q, d), 0.0) for d in ids[:10]])
-        ideal = np.sort([v for (qq, _), v in grades.items() if qq == q])[::-1][:10]
+        g = np.array([grades.get((q, d), 0.0) for d in ids[:k]])
+        ideal = np.sort([v for (qq, _), v in grades.items() if qq == q])[::-1][:k]
         idcg = ((2.0 ** ideal - 1) * disc[:len(ideal)]).sum()
         out[i] = ((2.0 ** g - 1) * disc[:len(g)]).sum() / idcg if idcg > 0 else 0.0
     return out
@@ -128,7 +128,8 @@ def main() -> None:
     conn = connect()
     prepare(conn)
     qids, lists, grades = rankings(conn)
-    nd = {k: ndcg10(v, qids, grades) for k, v in lists.items()}
+    nd = {k: ndcg(v, qids, grades) for k, v in lists.items()}
+    shallow = {name: [round(ndcg(v, qids, grades, k).mean(), 4) for k in (1, 3)] for name, v in lists.items()}
     table, curves = [], {}
     for x, y in itertools.combinations(RANKERS, 2):
         diff = nd[x].mean() - nd[y].mean()
@@ -141,11 +142,11 @@ def main() -> None:
                           round(abs(diff), 4), *r])
     write_table("interleaving", ["pair", "NDCG@10 a", "NDCG@10 b", "|diff|", "users", "impressions",
                                  "interleaving correct", "interleaving correct, p<0.05",
-                                 "interleaving wrong, p<0.05", "A/B CTR correct"], table, notes(curves))
+                                 "interleaving wrong, p<0.05", "A/B CTR correct"], table, notes(curves, shallow))
     plot(curves)
 
 
-def notes(curves) -> list[str]:
+def notes(curves, shallow) -> list[str]:
     out = [f"{EXPERIMENTS} experiments per pair and user model; correct = the winner after N "
            "impressions is the ranker of higher NDCG@10 on Cranfield's human grades (225 queries, "
            "each ranker's top 10 from the node); 'p<0.05': also significant by the sign test over "
@@ -155,6 +156,8 @@ def notes(curves) -> list[str]:
             sub = [r for r in rows if r[0] == u]
             out.append(f"{x} vs {y}, {u}: 95% correct from {needed(sub, 2)} impressions by "
                        f"interleaving, {needed(sub, 5)} by A/B (None: not within {max(GRID)})")
+    out.append("NDCG@1 / NDCG@3 of each ranker (the top the simulated users mostly see): " +
+               "; ".join(f"{name} {a} / {b}" for name, (a, b) in shallow.items()))
     return out
 
 
