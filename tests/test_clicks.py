@@ -305,3 +305,26 @@ def test_click_job_files_are_checked(tmp_path):
         with pytest.raises(InputError) as info:
             load_job(p)
         assert fragment in str(info.value) and info.value.line == line, str(info.value)
+
+
+def test_simulated_event_log_keeps_shared_query_texts_and_pbm_recovers_examination():
+    """Four random orderings of each query's results (four qids, one text): the event log
+    codes them as one query, so PBM sees each pair at several ranks and recovers
+    theta = 1/(r+1) (coded as four queries, each pair is seen at one rank only and theta
+    is not identifiable)."""
+    import numpy as np
+    from ltr_toolkit.clicks import models as M, sessions as SE, simulate as SI
+    rng = np.random.default_rng(0)
+    rankings, texts, truth = {}, {}, {}
+    for i in range(150):
+        docs = [f"d{i}_{j}" for j in range(10)]
+        grades = rng.integers(0, 5, 10)
+        for k in range(4):
+            order = list(rng.permutation(docs))
+            rankings[f"q{i}#{k}"], texts[f"q{i}#{k}"] = order, f"query {i}"
+            truth.update({(f"q{i}#{k}", d): float(g) for d, g in zip(docs, grades)})
+    sim = SI.simulate(rankings, texts, truth, 100_000, SI.UserModel(stop_min=0.0, stop_max=0.0), seed=1)
+    log = SI.event_log(sim)
+    assert len(log.texts) == 150 and int(log.text.max()) == 149
+    theta = np.array(M.estimate(SE.build_table(log), "pbm", iters=500, tol=1e-9).info["theta"])
+    assert np.abs(theta - 1 / np.arange(1, 11)).max() < 0.05, theta

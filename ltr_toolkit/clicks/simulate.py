@@ -122,8 +122,7 @@ def event_log(sim: Simulation) -> EventLog:
     for i, ids in enumerate(sim.lists):
         doc_code[i, :len(ids)] = [docs.code(d) for d in ids]
     log.docs, log.texts = docs, Interner()
-    for t in sim.texts:
-        log.texts.code(t)
+    text_code = np.array([log.texts.code(t) for t in sim.texts], np.int32)   # qids may share a text
     log.query_ids.names = [str(i) for i in range(len(sim.query))]
     cols = []
     for action, mask in ((IMPRESSION, sim.shown), (CLICK, sim.clicks)):
@@ -132,7 +131,7 @@ def event_log(sim: Simulation) -> EventLog:
     s, r, a = (np.concatenate(c) for c in zip(*cols))
     log.search, log.pos, log.action = s.astype(np.int32), r.astype(np.int32), a
     log.doc = doc_code[sim.query[s], r]
-    log.text = sim.query[s].astype(np.int32)
+    log.text = text_code[sim.query[s]]
     return log
 
 
