@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from array import array
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 
 import numpy as np
 
@@ -47,12 +48,18 @@ class Interner:
         return c
 
     def codes_of(self, names: list[str]) -> np.ndarray:
-        """The codes of distinct ``names`` (new ones appended in that order)."""
+        """The codes of distinct ``names`` (new ones appended in that order): one C-level
+        pass of dict lookups, the new names picked by a mask (no Python loop)."""
         codes = self.codes
-        new = [n for n in names if n not in codes]
-        codes.update(zip(new, range(len(codes), len(codes) + len(new))))
-        self.names.extend(new)
-        return np.fromiter(map(codes.__getitem__, names), np.int64, len(names))
+        got = np.fromiter(map(codes.get, names, repeat(-1)), np.int64, len(names))
+        new = got < 0
+        if new.any():
+            fresh = list(compress(names, new.tolist()))
+            start = len(self.names)
+            codes.update(zip(fresh, range(start, start + len(fresh))))
+            self.names.extend(fresh)
+            got[new] = np.arange(start, start + len(fresh))
+        return got
 
     def __len__(self) -> int:
         return len(self.names)
@@ -180,7 +187,7 @@ class EventReader:
                 self.log.problems.add("invalid_json", 1, f"{source}:{i}")
                 target = None
                 continue
-            action = _bulk_action(doc)
+            action = bulk_action(doc)
             if action is not None:
                 target = action
                 continue
@@ -206,7 +213,7 @@ def interleaving_attrs(value, hits) -> tuple[str, str, str, str] | None:
     return got if isinstance(hits, list) and len(hits) == len(got[3]) else None
 
 
-def _bulk_action(doc) -> str | None:
+def bulk_action(doc) -> str | None:
     """The ``_index`` of a bulk action line (``""`` when it names none), else None."""
     if isinstance(doc, dict) and len(doc) == 1:
         (op, body), = doc.items()

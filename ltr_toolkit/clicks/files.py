@@ -1,32 +1,68 @@
-"""Reading UBI files (NDJSON or bulk, see :mod:`.events`); big ones fast: blocks of lines parsed by pyarrow's JSON reader (C++,
-only the fields the click models use, by an explicit schema; the rest of each document is
-skipped), then the columns built with NumPy and the strings interned once per distinct
-value -- no Python work per event.
+"""Reading UBI files (NDJSON or bulk, see :mod:`.events`); big ones fast: blocks of lines
+parsed by pyarrow's JSON reader, the columns built with NumPy and the strings interned
+once per distinct value per block -- no Python work per event or per line.
 
-Why pyarrow: its JSON reader is the well-kept columnar parser for line-delimited JSON;
-a typed per-document decoder (msgspec) decodes as fast, but building the columns from
-its records costs Python work per event (about 216,000 events/s on this machine in all,
-against 210,000 for ``json.loads`` per line). pyarrow is optional (``pip install -e
-".[events]"``): without it files are read line by line.
+Why pyarrow: its JSON reader is the well-kept columnar parser for line-delimited JSON
+(C++, typed by an explicit schema that names only the fields the click models use: the
+rest of each document is skipped, and it releases the GIL). A typed per-document decoder
+(msgspec, orjson) decodes as fast, but building the columns from its records costs
+Python work per event (about 216,000 events/s on this machine in all, against 210,000
+for ``json.loads`` per line). pyarrow is optional (``pip install -e ".[events]"``):
+without it files are read line by line.
+
+Per block (16 MB of whole lines; one never ends with a bulk action line, which goes
+with its document into the next block; the partial last line is read again with the
+next block, by a seek back):
+
+* bulk: the lines are found by NumPy (newline offsets: no Python object per line); when
+  every other line is one of a few distinct action lines (each checked once with
+  ``json.loads``), Arrow takes the documents out of the block and they are parsed
+  alone: the action lines cost no parsing (they were over a third of it), and each
+  document's index comes from its action's dictionary code;
+* NDJSON, and a bulk block that does not alternate so: the block is parsed as it is;
+  rows with ``index``/``create`` are told to be action lines by their text (a few
+  distinct) and name the next row's index;
+* pyarrow parses with a slim schema (``query_attributes``, ``index`` and ``create``
+  typed null, ~18% cheaper: a struct costs in every row that lacks it) until a block
+  holds one of them, then with the full schema;
+* one pass of NumPy masks classifies the rows as the line reader does (query record,
+  event, neither) and counts the problems with the ``file:line`` of the first; query
+  ids, texts and documents are interned in the order of the lines (the codes are the
+  line reader's): Arrow's ``dictionary_encode``, then one C-level dict lookup per
+  distinct string (:meth:`.events.Interner.codes_of`), no Python loop.
+
+A second thread reads and parses the next block (pyarrow's own threads parsing its 4 MB
+pieces side by side) while the first adds the last one to the reader, so on two cores
+the parse and the interning overlap.
 
 A block that pyarrow cannot read as expected (a line that is not JSON, a field of
-another type, a blank line) is read again line by line by :class:`.events.EventReader`,
-which counts each problem with its ``file:line``: the columns are the same either way
-(``tests/test_click_choice.py``). Memory: one block (16 MB of text and its columns) at a
-time, plus the columns.
+another type, a blank line, a null hit id) is read again line by line by
+:class:`.events.EventReader`, which counts each problem with its ``file:line``: the
+result is the same either way, codes included (``tests/test_click_choice.py``).
+Memory: two blocks at a time (their text, the documents' copy and their columns, a few
+times 16 MB), plus the columns and the interned strings
+(``benchmarks/results/clicks_reading.md``: the peak for 10 million events).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
-from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader, interleaving_attrs
+from .events import (CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader, bulk_action,
+                     interleaving_attrs)
 
 BLOCK_BYTES = 16 << 20
+#: pyarrow's own blocks within one (parsed by its threads side by side)
+PARSE_BYTES = 4 << 20
+#: distinct action lines a block may have (more: it is not read as bulk)
+MAX_ACTIONS = 64
 
 
 def available() -> bool:
@@ -34,61 +70,261 @@ def available() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
 
-def _schema():
+def _schema(slim: bool = False):
+    """The fields read; ``slim``: ``query_attributes``, ``index`` and ``create`` typed null
+    (a document that has one then fails to parse)."""
     import pyarrow as pa
     obj = pa.struct([("object_id", pa.string())])
     pos = pa.struct([("ordinal", pa.int64())])
+    index = pa.null() if slim else pa.struct([("_index", pa.string())])
     return pa.schema([("action_name", pa.string()), ("query_id", pa.string()),
                       ("user_query", pa.string()),
                       ("event_attributes", pa.struct([("object", obj), ("position", pos)])),
                       ("query_response_hit_ids", pa.list_(pa.string())),
-                      ("query_attributes", pa.struct([("interleaving", pa.struct(
+                      ("query_attributes", pa.null() if slim else pa.struct([("interleaving", pa.struct(
                           [(k, pa.string()) for k in ("experiment", "a", "b", "teams")]))])),
-                      ("index", pa.struct([("_index", pa.string())])),
-                      ("create", pa.struct([("_index", pa.string())]))])
+                      ("index", index), ("create", index)])
+
+
+class _Parser:
+    """pyarrow's JSON reader, by the slim schema until a block needs the full one (it
+    holds ``query_attributes`` or action lines), by the full one from then on: a struct
+    that a row lacks still costs ~8% of the parse (all three ~18%)."""
+
+    def __init__(self):
+        import pyarrow.json as pj
+        self.schemas = [pj.ParseOptions(explicit_schema=_schema(slim), unexpected_field_behavior="ignore")
+                        for slim in (True, False)]
+
+    def __call__(self, buf):
+        """The table of a buffer of lines (one chunk per ``PARSE_BYTES``), or None when
+        pyarrow cannot read it."""
+        import pyarrow as pa
+        import pyarrow.json as pj
+        read = pj.ReadOptions(block_size=PARSE_BYTES or max(len(buf), 1 << 20))
+        for i, options in enumerate(self.schemas):
+            try:
+                table = pj.read_json(pa.BufferReader(buf), parse_options=options, read_options=read)
+            except (pa.ArrowInvalid, UnicodeDecodeError):
+                continue
+            self.schemas = self.schemas[i:]
+            return table
+        return None
 
 
 def read_lines_arrow(reader: EventReader, fh, source: str) -> None:
-    """All of a binary file's lines into ``reader`` (see the module docstring)."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-    options = pj.ParseOptions(explicit_schema=_schema(), unexpected_field_behavior="ignore")
+    """All of a binary file's lines into ``reader`` (see the module docstring): the next
+    block is read and parsed by a second thread (pyarrow and NumPy release the GIL) while
+    this one adds the last to ``reader``."""
+    from concurrent.futures import ThreadPoolExecutor
+    parse = _Parser()
+    blocks = _blocks(fh)
     first = 1
-    while True:
-        block = fh.read(BLOCK_BYTES)
-        if not block:
-            return
-        if not block.endswith(b"\n"):
-            block += fh.readline()
-        n = block.count(b"\n") + (not block.endswith(b"\n"))
-        try:       # blank lines are skipped by pyarrow: the row count tells
-            table = pj.read_json(pa.BufferReader(block), parse_options=options,
-                                 read_options=pj.ReadOptions(block_size=1 << 20))
-        except (pa.ArrowInvalid, UnicodeDecodeError):
-            table = None
-        if table is None or table.num_rows != n:
-            lines = block.split(b"\n")[:n]
-            reader.read_lines((ln.decode("utf-8") for ln in lines), source, first)
+    with ThreadPoolExecutor(1) as pool:
+        ahead = pool.submit(_prepare, blocks, parse)
+        while (block := ahead.result()) is not None:
+            ahead = pool.submit(_prepare, blocks, parse)
+            first += _add(reader, block, source, first)
+
+
+def _blocks(fh):
+    """Blocks of whole lines (bytes, or a view of them), each ending with a newline and
+    never with a bulk action line (nor one and blank lines): that one starts the next
+    block, with its document. What a block leaves is read again with the next one (a
+    seek back: no copy of the block)."""
+    seekable = fh.seekable()
+    while data := fh.read(BLOCK_BYTES):
+        cut = _cut(data) if seekable else 0
+        if not cut:                # a block that is one line or less; a pipe
+            yield _extend(fh, data)
+        elif cut < len(data):
+            fh.seek(cut - len(data), 1)
+            yield memoryview(data)[:cut]
         else:
-            _add_table(reader, _columns(table), source, first)
-            reader.log.lines += n
-        first += n
+            yield data
 
 
-def _columns(table) -> dict:
-    """The fields the models use, as Arrow arrays (positions as NumPy)."""
+def _cut(data: bytes) -> int:
+    """Where the block ``data`` should end: after its last whole line, or before the bulk
+    action lines its last non-blank lines are; 0 when it cannot."""
+    end = stop = data.rfind(b"\n") + 1
+    while stop:
+        start = data.rfind(b"\n", 0, stop - 1) + 1
+        line = data[start:stop]
+        if line.strip():
+            if _action_index(line) is None:
+                return end
+            end = start            # an action line: it goes with the next block
+        stop = start
+    return 0
+
+
+def _extend(fh, data: bytes) -> bytes:
+    """``data`` and the lines after it, up to a whole line that is a document."""
+    more = [] if data.endswith(b"\n") else [fh.readline()]
+    if _cut(data + b"".join(more)) != len(data) + sum(map(len, more)):
+        while line := fh.readline():
+            more.append(line)
+            if line.strip() and _action_index(line) is None:
+                break
+    if not (more[-1] if more else data).endswith(b"\n"):
+        more.append(b"\n")        # the file's last line
+    return b"".join([data, *more]) if more else data
+
+
+def _action_index(line: bytes) -> str | None:
+    """The ``_index`` a bulk action line names (``""`` for none), else None."""
+    try:
+        return bulk_action(json.loads(line))
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Block:
+    """A block read and parsed: its lines and, when pyarrow read it as expected, its
+    columns, the index kind each row's action line names, the action lines and the
+    line of row 0 and between rows (1, 1 for NDJSON; 2, 2 for bulk)."""
+    text: bytes | memoryview
+    n: int
+    c: dict | None = None
+    target: np.ndarray | None = None
+    skip: np.ndarray | None = None
+    line0: int = 0
+    step: int = 1
+
+
+def _prepare(blocks, parse: _Parser) -> _Block | None:
+    """The next block, read and parsed (nothing added to a reader: a thread of its own)."""
+    text = next(blocks, None)
+    if text is None:
+        return None
+    if _starts_bulk(text):
+        got = _bulk_block(text, parse)
+        if got is not None:
+            return got
+    n = int(np.count_nonzero(np.frombuffer(text, np.uint8) == 10))
+    table = parse(text)
+    c = _columns(table) if table is not None and table.num_rows == n else None
+    target = _ndjson_targets(text, c) if c is not None else None
+    if target is None:      # blank lines are skipped by pyarrow: the row count tells
+        return _Block(text, n)
+    return _Block(b"", n, c, *target)      # (the text is not needed any more)
+
+
+def _add(reader: EventReader, b: _Block, source: str, first: int) -> int:
+    """A prepared block into ``reader`` (its first line is line ``first``; read line by
+    line when pyarrow could not); its number of lines."""
+    if b.c is None:
+        reader.read_lines((ln.decode("utf-8") for ln in bytes(b.text).split(b"\n")[:b.n]), source, first)
+    else:
+        _add_rows(reader, b.c, b.target, b.skip, lambda r: f"{source}:{first + b.line0 + b.step * r}")
+        reader.log.lines += b.n
+    return b.n
+
+
+def _starts_bulk(text) -> bool:
+    head = bytes(text[:4096])       # (an action line is short)
+    return _action_index(head[:head.find(b"\n")]) is not None
+
+
+def _lines(block: bytes):
+    """The block's lines (each with its newline) as an Arrow binary array over the
+    block's bytes: newline offsets by NumPy, no copy, no object per line."""
+    import pyarrow as pa
+    ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
+    offsets = np.zeros(len(ends) + 1, np.int64)
+    offsets[1:] = ends + 1
+    return pa.Array.from_buffers(pa.large_binary(), len(ends),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(block)])
+
+
+def _actions(lines):
+    """(per line: its distinct action's number, the distinct actions' ``_index``), or None
+    when there are too many distinct lines or one is not an action line."""
     import pyarrow.compute as pc
-    ea = table.column("event_attributes").combine_chunks()
-    pos = pc.struct_field(pc.struct_field(ea, [1]), [0])
-    col = {"action": table.column("action_name"), "qid": table.column("query_id"),
-           "text": table.column("user_query"), "hits": table.column("query_response_hit_ids"),
-           "inter": pc.struct_field(table.column("query_attributes").combine_chunks(), [0]),
-           "obj": pc.struct_field(pc.struct_field(ea, [0]), [0]),
-           "index": pc.coalesce(pc.struct_field(table.column("index"), [0]),
-                                pc.struct_field(table.column("create"), [0]))}
-    col = {k: (v.combine_chunks() if hasattr(v, "combine_chunks") else v) for k, v in col.items()}
-    col.update(n=table.num_rows, attrs=_np(ea.is_valid()), pos=_np(pc.fill_null(pos, -1)),
-               pos_valid=_np(pos.is_valid()))
+    enc = pc.dictionary_encode(lines)
+    if len(enc.dictionary) > MAX_ACTIONS:
+        return None
+    names = [_action_index(a) for a in enc.dictionary.to_pylist()]
+    return None if None in names else (_np(enc.indices), names)
+
+
+def _kinds(names: list[str]) -> np.ndarray:
+    """1: a query record's index, 2: an event's, 0: neither (as :meth:`EventReader.add`)."""
+    return np.array([1 if "quer" in t else 2 if "event" in t else 0 for t in names], np.int8)
+
+
+def _bulk_block(text: bytes, parse: _Parser) -> _Block | None:
+    """A block of alternating action lines and documents, the documents parsed alone;
+    None when it is not one."""
+    lines = _lines(text)
+    n = len(lines)
+    if n % 2:
+        return None
+    got = _actions(lines.take(np.arange(0, n, 2)))
+    if got is None:
+        return None
+    docs = lines.take(np.arange(1, n, 2))
+    size = int(np.frombuffer(docs.buffers()[1], np.int64, 1, 8 * (n // 2))[0])
+    table = parse(docs.buffers()[2].slice(0, size))
+    if table is None or table.num_rows != n // 2:
+        return None
+    c = _columns(table)
+    if c is None or c["index"].any():             # a document with "index": the general path
+        return None
+    return _Block(b"", n, c, _kinds(got[1])[got[0]], None, line0=1, step=2)
+
+
+def _ndjson_targets(block: bytes, c: dict):
+    """(per row: the index kind a preceding action line names, the action lines), the
+    action lines told by their text; None when they cannot be (read line by line)."""
+    n = c["n"]
+    target = np.zeros(n, np.int8)
+    rows = np.flatnonzero(c["index"])
+    if not len(rows):
+        return target, None
+    got = _actions(_lines(block).take(rows))
+    if got is None:           # too many distinct, or one that is a document: check each
+        return None if len(rows) > MAX_ACTIONS else _each_action(block, c, rows)
+    action = np.zeros(n, bool)
+    action[rows] = True
+    after = rows[rows < n - 1]
+    target[after + 1] = _kinds(got[1])[got[0][rows < n - 1]]
+    return target, action
+
+
+def _each_action(block: bytes, c: dict, rows: np.ndarray):
+    """As :func:`_ndjson_targets`, for a few rows with ``index`` each checked alone."""
+    lines = _lines(block).take(rows).to_pylist()
+    n = c["n"]
+    target, action = np.zeros(n, np.int8), np.zeros(n, bool)
+    for r, line in zip(rows.tolist(), lines):
+        name = _action_index(line)
+        if name is not None:
+            action[r] = True
+            if r + 1 < n:
+                target[r + 1] = _kinds([name])[0]
+    return target, action
+
+
+def _columns(table) -> dict | None:
+    """The fields the models use, as Arrow arrays (positions as NumPy); None when a hit
+    list holds a null (the line reader's ``str(None)``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    col = {k: table.column(name).combine_chunks() for k, name in
+           (("action", "action_name"), ("qid", "query_id"), ("text", "user_query"),
+            ("hits", "query_response_hit_ids"), ("ea", "event_attributes"), ("qa", "query_attributes"))}
+    if col["hits"].flatten().null_count:
+        return None
+    ea = col.pop("ea")
+    pos = pc.struct_field(ea, ["position", "ordinal"])
+    index = _np(table.column("index").is_valid()) | _np(table.column("create").is_valid())
+    qa = col.pop("qa")
+    col.update(n=table.num_rows, inter=None if qa.type == pa.null() else pc.struct_field(qa, [0]),
+               obj=pc.struct_field(ea, ["object", "object_id"]), index=index,
+               pos=_np(pc.fill_null(pos, -1)), pos_valid=_np(pos.is_valid()))
     return col
 
 
@@ -101,99 +337,107 @@ def _nonempty(a) -> np.ndarray:
     return _np(pc.fill_null(pc.not_equal(a, ""), False))
 
 
-def _add_table(reader: EventReader, c: dict, source: str, first: int) -> None:
-    """Classify the rows as the line reader does (a bulk action line names the next
-    row's index), then add the events and the query records."""
-    n = c["n"]
-    has = {k: _np(c[k].is_valid()) for k in ("action", "qid", "text", "hits", "index")}
-    action = has["index"] & ~(has["action"] | has["qid"] | has["text"] | has["hits"] | c["attrs"])
-    tq, te = np.zeros(n, bool), np.zeros(n, bool)
-    if action.any():
-        after = np.flatnonzero(action[:-1]) + 1
-        names = c["index"].take(after - 1).to_pylist()
-        tq[after] = ["quer" in t for t in names]
-        te[after] = ["event" in t for t in names]
-    query = ~action & (tq | (~te & ~has["action"] & (has["text"] | has["hits"])))
-    event = ~action & ~query & (te | has["action"])
-    for i in np.flatnonzero(~action & ~query & ~event):
-        reader.log.problems.add("not_an_event", 1, f"{source}:{first + i}")
-    _add_events(reader, c, np.flatnonzero(event), source, first)
-    _add_queries(reader, c, np.flatnonzero(query), source, first)
+def _count(problems, kind: str, mask: np.ndarray, where) -> None:
+    rows = np.flatnonzero(mask)
+    if len(rows):
+        problems.add(kind, len(rows), where(int(rows[0])))
 
 
-def _codes(interner, arr, rows: np.ndarray | None = None) -> np.ndarray:
-    """Interned codes of ``arr``'s strings (at ``rows``; -1 for null): one lookup per
-    distinct string, in order of first appearance."""
+def _add_rows(reader: EventReader, c: dict, target: np.ndarray, skip, where) -> None:
+    """Classify the rows as the line reader does (``target``: the kind of index a bulk
+    action line names, 0 for none; ``skip``: the action lines), count the problems, add
+    the events and the query records, interning their strings in the order of the rows."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    if rows is not None:
-        arr = arr.take(pa.array(rows, pa.int64()))
-    enc = pc.dictionary_encode(arr)
-    mapping = np.append(interner.codes_of(enc.dictionary.to_pylist()), -1)
-    return mapping[_np(enc.indices.fill_null(len(mapping) - 1))]
+    log, p = reader.log, reader.log.problems
+    n = c["n"]
+    has_action = _np(c["action"].is_valid())
+    query = (target == 1) | ((target != 2) & ~has_action & (_np(c["text"].is_valid()) | _np(c["hits"].is_valid())))
+    event = ~query & ((target == 2) | has_action)
+    if skip is not None:
+        query, event = query & ~skip, event & ~skip
+    _count(p, "not_an_event", ~(query | event | (False if skip is None else skip)), where)
 
-
-def _add_events(reader: EventReader, c: dict, rows: np.ndarray, source: str, first: int) -> None:
-    import pyarrow.compute as pc
-    p, log = reader.log.problems, reader.log
-    enc = pc.dictionary_encode(c["action"].take(rows))      # a few distinct action names
+    enc = pc.dictionary_encode(c["action"])                 # a few distinct action names
     names = enc.dictionary.to_pylist() + [None]
     kind_of = np.array([reader.kind.get(a.lower(), -1) if a is not None else -1 for a in names], np.int8)
     which = _np(enc.indices.fill_null(len(names) - 1)).astype(np.int64)
     kinds = kind_of[which]
-    has_q, has_o = _nonempty(c["qid"])[rows], _nonempty(c["obj"])[rows]
-    unknown = kinds < 0
-    noq, noo = ~unknown & ~has_q, ~unknown & has_q & ~has_o
-    for i in np.flatnonzero(unknown):
-        p.action(str(names[which[i]]), f"{source}:{first + rows[i]}")
-    for kind, mask in (("no_query_id", noq), ("no_object_id", noo)):
-        if mask.any():
-            p.add(kind, int(mask.sum()), f"{source}:{first + rows[np.flatnonzero(mask)[0]]}")
-    ok = ~(unknown | noq | noo)
-    keep = rows[ok]
-    pos, valid = c["pos"][keep], c["pos_valid"][keep]
-    bad = valid & (pos < 0)
-    if bad.any():
-        p.add("bad_position", int(bad.sum()), f"{source}:{first + keep[np.flatnonzero(bad)[0]]}")
+    has_q, has_o = _nonempty(c["qid"]), _nonempty(c["obj"])
+    unknown = event & (kinds < 0)
+    noq = event & ~unknown & ~has_q
+    ok = event & ~unknown & has_q & has_o
+    record = query & has_q
+    pos, valid = c["pos"], c["pos_valid"]
+    bad = ok & valid & (pos < 0)
+    if unknown.any():
+        per = np.bincount(which[unknown], minlength=len(names))
+        for j in np.flatnonzero(per).tolist():
+            p.unknown_actions[str(names[j])] = p.unknown_actions.get(str(names[j]), 0) + int(per[j])
+        _count(p, "unknown_action", unknown, where)
+    _count(p, "no_query_id", noq | (query & ~has_q), where)
+    _count(p, "no_object_id", event & ~unknown & has_q & ~has_o, where)
+    _count(p, "bad_position", bad, where)
+
+    kept = np.flatnonzero(ok | record)
+    ev, rec = np.flatnonzero(ok), np.flatnonzero(record)
+    qcode = np.full(n, -1, np.int64)
+    qcode[kept] = _codes(log.query_ids, c["qid"].take(kept))
     text = pc.utf8_trim_whitespace(c["text"])
-    text = pc.if_else(pc.equal(text, ""), pa_null(text), text)
+    text = pc.if_else(pc.equal(text, ""), pa.scalar(None, text.type), text)
+    tcode = np.full(n, -1, np.int64)
+    tcode[kept] = _codes(log.texts, text.take(kept))
+    hits = c["hits"].take(rec)
+    lengths = _np(pc.fill_null(pc.list_value_length(hits), 0)).astype(np.int64)
+    doc, hit = _doc_codes(log, c["obj"].take(ev), hits.flatten(), lengths, ev, rec, n)
+
     cols = reader.cols                     # array.frombytes: a copy, no loop
-    cols["search"].frombytes(_codes(log.query_ids, c["qid"], keep).astype(np.int32).tobytes())
-    cols["doc"].frombytes(_codes(log.docs, c["obj"], keep).astype(np.int32).tobytes())
-    cols["pos"].frombytes(np.where(valid & ~bad, pos, -1).astype(np.int32).tobytes())
-    cols["text"].frombytes(_codes(log.texts, text, keep).astype(np.int32).tobytes())
-    reader.actions.frombytes(kinds[ok].astype(np.int8).tobytes())
+    cols["search"].frombytes(qcode[ev].astype(np.int32).tobytes())
+    cols["doc"].frombytes(doc.astype(np.int32).tobytes())
+    cols["pos"].frombytes(np.where(valid & ~bad, pos, -1)[ev].astype(np.int32).tobytes())
+    cols["text"].frombytes(tcode[ev].astype(np.int32).tobytes())
+    reader.actions.frombytes(kinds[ev].astype(np.int8).tobytes())
+
+    q = qcode[rec].tolist()
+    t = tcode[rec]
+    log.record_text.update(zip(compress(q, (t >= 0).tolist()), t[t >= 0].tolist()))
+    ends = np.cumsum(lengths)
+    some = lengths > 0
+    log.record_hits.update(zip(compress(q, some.tolist()), map(hit.__getitem__, map(
+        slice, (ends - lengths)[some].tolist(), ends[some].tolist()))))
+    if c["inter"] is not None:
+        _add_interleaving(log, c["inter"].take(rec), hits, q)
 
 
-def pa_null(like):
+def _doc_codes(log: EventLog, obj, flat, lengths: np.ndarray, ev: np.ndarray, rec: np.ndarray, n: int):
+    """Document codes of the events' objects (NumPy) and of the records' hit lists
+    (``flat``, ``lengths`` per record; as the interner's own int objects, which the line
+    reader keeps too: no int object per hit), interned in the order of the rows."""
     import pyarrow as pa
-    return pa.scalar(None, like.type)
-
-
-def _add_queries(reader: EventReader, c: dict, rows: np.ndarray, source: str, first: int) -> None:
-    """Query records: as :meth:`.events.EventReader.query`, their hit lists interned at once."""
-    import pyarrow as pa
-    log = reader.log
-    good = _nonempty(c["qid"])[rows]
-    for i in rows[~good]:
-        log.problems.add("no_query_id", 1, f"{source}:{first + i}")
-    rows = rows[good]
-    if not len(rows):
-        return
     import pyarrow.compute as pc
-    take = pa.array(rows, pa.int64())
-    qcodes = _codes(log.query_ids, c["qid"].take(take))
-    text = pc.utf8_trim_whitespace(c["text"].take(take))
-    tcodes = _codes(log.texts, pc.if_else(pc.equal(text, ""), pa_null(text), text))
-    named = tcodes >= 0
-    log.record_text.update(zip(qcodes[named].tolist(), tcodes[named].tolist()))
-    hits = c["hits"].take(take)
-    offsets = _np(hits.offsets)
-    flat = _codes(log.docs, hits.flatten()).tolist() if len(hits.flatten()) else []
-    some = np.flatnonzero(_np(hits.is_valid()) & (offsets[1:] > offsets[:-1]))
-    q = qcodes.tolist()
-    log.record_hits.update((q[j], flat[offsets[j]:offsets[j + 1]]) for j in some.tolist())
-    _add_interleaving(log, c["inter"].take(take), hits, q)
+    per = np.zeros(n, np.int64)            # values per row, rows in order
+    per[ev] = 1
+    per[rec] = lengths
+    start = np.cumsum(per) - per
+    at_ev = start[ev]
+    at_hit = np.repeat(start[rec] - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(flat))
+    order = np.empty(len(ev) + len(flat), np.int64)   # in row order: place in [objects, hits]
+    order[at_ev] = np.arange(len(ev))
+    order[at_hit] = len(ev) + np.arange(len(flat))
+    enc = pc.dictionary_encode(pa.concat_arrays([obj, flat]).take(order))   # no nulls
+    names = enc.dictionary.to_pylist()
+    codes, which = log.docs.codes_of(names), _np(enc.indices)
+    ints = list(map(log.docs.codes.__getitem__, names))
+    return codes[which[at_ev]], list(map(ints.__getitem__, which[at_hit].tolist()))
+
+
+def _codes(interner, arr) -> np.ndarray:
+    """Interned codes of ``arr``'s strings (-1 for null): one lookup per distinct string,
+    in order of first appearance."""
+    import pyarrow.compute as pc
+    enc = pc.dictionary_encode(arr)
+    mapping = np.append(interner.codes_of(enc.dictionary.to_pylist()), -1)
+    return mapping[_np(enc.indices.fill_null(len(mapping) - 1))]
 
 
 def _add_interleaving(log: EventLog, inter, hits, qcodes: list[int]) -> None:
