@@ -347,10 +347,15 @@ def _add_rows(reader: EventReader, c: dict, target: np.ndarray, skip, where) -> 
     """Classify the rows as the line reader does (``target``: the kind of index a bulk
     action line names, 0 for none; ``skip``: the action lines), count the problems, add
     the events and the query records, interning their strings in the order of the rows."""
-    import pyarrow as pa
+    ok, record, kinds, bad = _classify(reader, c, target, skip, where)
+    _append(reader, c, ok, record, kinds, bad)
+
+
+def _classify(reader: EventReader, c: dict, target: np.ndarray, skip, where):
+    """(events kept, query records kept, each row's action kind, bad positions): masks
+    over the rows, the problems counted."""
     import pyarrow.compute as pc
-    log, p = reader.log, reader.log.problems
-    n = c["n"]
+    p = reader.log.problems
     has_action = _np(c["action"].is_valid())
     query = (target == 1) | ((target != 2) & ~has_action & (_np(c["text"].is_valid()) | _np(c["hits"].is_valid())))
     event = ~query & ((target == 2) | has_action)
@@ -378,7 +383,15 @@ def _add_rows(reader: EventReader, c: dict, target: np.ndarray, skip, where) -> 
     _count(p, "no_query_id", noq | (query & ~has_q), where)
     _count(p, "no_object_id", event & ~unknown & has_q & ~has_o, where)
     _count(p, "bad_position", bad, where)
+    return ok, record, kinds, bad
 
+
+def _append(reader: EventReader, c: dict, ok, record, kinds, bad) -> None:
+    """The kept events into the reader's columns, the kept records into its dicts."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    log, n = reader.log, c["n"]
+    pos, valid = c["pos"], c["pos_valid"]
     kept = np.flatnonzero(ok | record)
     ev, rec = np.flatnonzero(ok), np.flatnonzero(record)
     qcode = np.full(n, -1, np.int64)
