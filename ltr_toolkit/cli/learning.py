@@ -1,5 +1,6 @@
 """``ltr evaluate``, ``ltr train``, ``ltr predict`` and ``ltr demo``: models trained,
-cross-validated live, deployed."""
+cross-validated live, deployed; ``ltr judgments click-features``: training data from
+clicks for ``ltr train --propensity``."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import (Algo, BudgetOpt, FieldsOpt, Format, JobsOpt, Optimizer, Settings, Statistics,
-                     StatsOpt, StoreOpt, TemplateOpt, _conn, _failed_queries, _first_stage,
-                     _ltr_conn, _progress, _report_table, _writable, app, err, out)
+from .common import (Algo, BudgetOpt, ClicksAsOpt, DaysOpt, EventsIndexOpt, FieldsOpt, Format,
+                     JobsOpt, Optimizer, Positions, QueriesIndexOpt, Settings, SinceOpt,
+                     Statistics, StatsOpt, StoreOpt, TemplateOpt, UntilOpt, _conn, _event_log,
+                     _failed_queries, _first_stage, _ltr_conn, _progress, _report_table,
+                     _writable, app, err, judgments_app, out)
+from ..clicks import debias
+from ..data.svmlight import load_logged
 from ..data.judgments import load_judgments
 from ..evaluation.live import evaluate_live
 from ..io.atomic import write_json
@@ -140,9 +145,14 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
           truncation: Annotated[str, typer.Option("--truncation", help="Pairs with a document in the current top T: default (k for networks, weighted by |dNDCG@k|; 32 for trees, as xgboost's rank:ndcg), k (same as --k), an integer, or all.")] = "default",
           seed: Annotated[int, typer.Option("--seed")] = 42,
           max_bin: Annotated[Optional[int], typer.Option("--max-bin", min=2, help="Histogram bins per feature (trees; default 256).")] = None,
-          dask: Annotated[Optional[str], typer.Option("--dask", help="Train the trees on Dask: a scheduler address (tcp://host:8786) or local:N (N local workers). DATA, --valid and --test may then be globs or comma-separated files (quote globs), read in parallel by the workers.")] = None):
+          dask: Annotated[Optional[str], typer.Option("--dask", help="Train the trees on Dask: a scheduler address (tcp://host:8786) or local:N (N local workers). DATA, --valid and --test may then be globs or comma-separated files (quote globs), read in parallel by the workers.")] = None,
+          propensity: Annotated[Optional[str], typer.Option("--propensity", help="DATA is clicks (`ltr judgments click-features`): weight each clicked document's pairs by 1 / its examination probability, estimated by pbm or ubm (EM on DATA's clicks) or given per 0-based position (1,0.5,0.33,...).")] = None,
+          propensity_clip: Annotated[float, typer.Option("--propensity-clip", help="With --propensity: examination probabilities below this count as it (weights at most 1/CLIP).")] = debias.DEFAULT_CLIP):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
     algo = algo.value
+    if propensity is not None and dask is not None:
+        raise UserError("--propensity trains in this process: drop --dask")
+    clicks = {} if propensity is None else {"propensity": propensity, "propensity_clip": propensity_clip}
     fit = train_from_files if dask is None else functools.partial(
         train_from_files_dask, address=dask, log=lambda m: err.print(m))
     total = trees if algo in TREE_ALGOS else epochs
@@ -157,7 +167,8 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
             data, algo=algo, valid=valid, test=test, output=output, hidden=hidden_sizes,
             epochs=epochs, lr=lr, optimizer=optimizer.value, sigma=sigma, k=k, patience=patience,
             seed=seed, on_epoch=on_epoch, trees=trees, depth=depth,
-            truncation=_truncation(truncation), **({} if max_bin is None else {"max_bin": max_bin}))
+            truncation=_truncation(truncation), **({} if max_bin is None else {"max_bin": max_bin}),
+            **clicks)
     for w in artifact.get("warnings", []):
         err.print(f"warning: {w}")
     table = Table("split", f"NDCG@{k}", "queries")
@@ -187,6 +198,32 @@ def _truncation(value: str):
     if t < 1:
         raise UserError(f"--truncation {value!r}: expected an integer >= 1")
     return t
+
+
+@judgments_app.command("click-features")
+def click_features(ctx: typer.Context,
+                   features: Annotated[Path, typer.Option("--features", help="Logged feature rows of the queries and documents the events show (`ltr log`; qids as `ltr judgments clicks` names queries, or the query text).")],
+                   output: Annotated[Path, typer.Option("-o", "--output", help="Click training data (SVMlight, one group per search, label 1 = clicked); OUT.json beside it.")],
+                   file: Annotated[Optional[Path], typer.Argument(help="UBI events: NDJSON or the bulk format. Without it: the cluster's UBI indices.")] = None,
+                   positions: Annotated[Positions, typer.Option("--positions", help="Positions counted from (auto: 1 when no impression has position 0).")] = Positions.auto,
+                   days: DaysOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+                   queries_index: QueriesIndexOpt = "ubi_queries", events_index: EventsIndexOpt = "ubi_events",
+                   clicks_as: ClicksAsOpt = "click"):
+    """Each search's impressed documents joined with their logged feature rows, clicked
+    (1) or not (0), with their positions: train on it with `ltr train --propensity`."""
+    _writable(output)
+    logged = load_logged(features)
+    log, source = _event_log(ctx, file, clicks_as, since, until, days, queries_index, events_index)
+    cd = debias.join(log, logged, positions.value)
+    debias.write(cd, dict(logged.meta.get("sidecar", {}), click_source=source), output)
+    for line in log.problems.lines():
+        err.print(f"bad data: {line}")
+    c = cd.counts
+    if c["impressed_without_features"]:
+        err.print(f"warning: {c['impressed_without_features']} impressed documents ({c['clicks_without_features']} "
+                  f"clicked) of {c['searches_missing_a_document']} searches have no row in {features}: left out")
+    out.print(f"{c['searches']} searches, {c['impressions']} impressions, {c['clicks']} clicks: "
+              f"{cd.data.n_docs} rows in {cd.data.n_queries} groups written to {output}")
 
 
 @app.command("predict")

@@ -12,7 +12,9 @@ import numpy as np
 class RankingDataset:
     """Features ``X`` (float32, [n_docs, n_features]), labels ``y`` (float64, [n_docs]),
     ``offsets`` ([n_queries + 1]; query q owns rows offsets[q]:offsets[q+1]),
-    ``qids`` (one string per query), ``doc_ids`` (one string per row, or None)."""
+    ``qids`` (one string per query), ``doc_ids`` (one string per row, or None),
+    ``weights`` (one per row, or None): the lambdas' document weights (``rank.lambdas``),
+    e.g. inverse examination propensities of clicks."""
 
     X: np.ndarray
     y: np.ndarray
@@ -22,6 +24,7 @@ class RankingDataset:
     feature_names: list[str] | None = None
     source: str | None = None
     meta: dict = field(default_factory=dict)
+    weights: np.ndarray | None = None
 
     def __post_init__(self):
         self.X = np.ascontiguousarray(self.X, dtype=np.float32)
@@ -36,6 +39,10 @@ class RankingDataset:
             raise ValueError("one qid per query is required")
         if self.doc_ids is not None:
             self.doc_ids = np.asarray(self.doc_ids, dtype=object)
+        if self.weights is not None:
+            self.weights = np.asarray(self.weights, dtype=np.float64)
+            if self.weights.shape != self.y.shape:
+                raise ValueError(f"{len(self.weights)} weights for {len(self.y)} rows")
 
     # ------------------------------------------------------------------ shape
     @property
@@ -74,12 +81,14 @@ class RankingDataset:
             offsets=np.concatenate([[0], np.cumsum(sizes)]),
             qids=self.qids[query_idx],
             doc_ids=None if self.doc_ids is None else self.doc_ids[rows],
-            feature_names=self.feature_names, source=self.source, meta=dict(self.meta))
+            feature_names=self.feature_names, source=self.source, meta=dict(self.meta),
+            weights=None if self.weights is None else self.weights[rows])
 
     def content_hash(self) -> str:
         """SHA-256 over features, labels, grouping and ids: identifies training data."""
         h = hashlib.sha256()
-        for a in (self.X, self.y, self.offsets):      # the arrays' bytes, without a copy
+        arrays = (self.X, self.y, self.offsets) + (() if self.weights is None else (self.weights,))
+        for a in arrays:                               # the arrays' bytes, without a copy
             h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
         h.update("\0".join(map(str, self.qids)).encode())
         if self.doc_ids is not None:

@@ -101,9 +101,10 @@ class NeuralRanker(EstimatorParams):
             out[lo:hi] = Z
         return out
 
-    def pairs_for(self, yq: np.ndarray) -> QueryPairs:
+    def pairs_for(self, yq: np.ndarray, wq: np.ndarray | None = None) -> QueryPairs:
+        """The lambdas of one query (labels ``yq``, optional document weights ``wq``)."""
         return QueryPairs(yq, float(self.sigma), self._truncation(), dtype=self._dtype(),
-                          mu=float(self.mu))
+                          mu=float(self.mu), doc_weights=wq)
 
     def step_query(self, Xq: np.ndarray, pairs: QueryPairs) -> None:
         """The factorised update for one query (Xq already transformed, ``pairs`` from
@@ -136,7 +137,11 @@ class NeuralRanker(EstimatorParams):
     def fit(self, X, y=None, qid=None, *, valid=None, on_epoch=None):
         """``fit(train_dataset[, valid_dataset])`` or ``fit(X, y, qid=...[, valid=(X, y, qid)])``.
         Early stopping (``patience`` epochs) on the validation NDCG@k when validation data
-        is given; ``history`` holds that metric and the seconds of the epoch's training pass."""
+        is given; ``history`` holds that metric and the seconds of the epoch's training pass.
+        Without validation data the epoch of best training NDCG is kept, unless the training
+        data has document weights (``train.weights``, e.g. inverse propensities of clicks):
+        its unweighted NDCG is the biased measure the weights correct, so the last epoch is
+        kept."""
         train, valid = training_sets(X, y, qid, valid)
         _check(train)
         self.init(train.n_features, train.X)
@@ -146,8 +151,11 @@ class NeuralRanker(EstimatorParams):
         k = int(self.k)
         useful = [q for q in range(train.n_queries)
                   if np.ptp(train.y[train.query(q)]) > 0]   # no label variance: zero lambdas
-        pairs = {q: self.pairs_for(train.y[train.query(q)]) for q in useful}
+        w = train.weights
+        pairs = {q: self.pairs_for(train.y[train.query(q)], None if w is None else w[train.query(q)])
+                 for q in useful}
         best, best_params, since = -np.inf, self.net_.copy_params(), 0
+        keep_last = valid is None and w is not None
         self.history = []
         for epoch in range(int(self.epochs)):
             t0 = time.perf_counter()
@@ -166,7 +174,7 @@ class NeuralRanker(EstimatorParams):
             self.history.append({"epoch": epoch, f"ndcg@{k}": metric, "seconds": seconds})
             if on_epoch:
                 on_epoch(epoch, metric)
-            if metric > best + 1e-12:
+            if metric > best + 1e-12 or keep_last:
                 best, best_params, since = metric, self.net_.copy_params(), 0
             else:
                 since += 1

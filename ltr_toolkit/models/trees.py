@@ -195,20 +195,21 @@ class LambdaMART(EstimatorParams):
                     grad[sl], hess[sl] = c.grad_hess(preds[sl])
                 return grad, hess
             return other
-        pairs = self.rank_pairs(train.y, train.offsets)
+        pairs = self.rank_pairs(train.y, train.offsets, train.weights)
 
         def obj(preds, dtrain):
             return pairs.grad_hess(preds)
         return obj
 
-    def rank_pairs(self, labels, offsets) -> RankPairs:
-        """The objective's pairs of these queries (labels, row offsets): per query, so a
-        part of the queries gets exactly those queries' lambdas (``distributed.trees``)."""
+    def rank_pairs(self, labels, offsets, weights=None) -> RankPairs:
+        """The objective's pairs of these queries (labels, row offsets, optional document
+        weights: ``RankingDataset.weights``): per query, so a part of the queries gets
+        exactly those queries' lambdas (``distributed.trees``)."""
         return RankPairs(labels, offsets, self._weighting(), float(self.sigma),
                          self._truncation(), float(self.mu), self._query_normalization(),
                          score_normalization=bool(self.score_normalization),
                          hessian_scale=float(self.hessian_scale),
-                         truncate_discounts=bool(self.truncate_discounts))
+                         truncate_discounts=bool(self.truncate_discounts), doc_weights=weights)
 
     def stopping_callbacks(self) -> list:
         """xgboost's early stopping on the validation NDCG@k, when asked for."""

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..clicks.debias import DEFAULT_CLIP, ClickData, ipw, parse_propensity
 from ..data.svmlight import check_grades, load_logged
 from ..errors import InputError, UserError
 from ..io.atomic import atomic_write, check_writable, write_json
@@ -23,14 +24,22 @@ ARTIFACT_FORMAT = "ltr-toolkit/model@1"
 
 
 def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=None,
-                     **params) -> dict:
-    """Train on SVMlight files (with their sidecars) and write the model artifact."""
+                     propensity=None, propensity_clip=DEFAULT_CLIP, **params) -> dict:
+    """Train on SVMlight files (with their sidecars) and write the model artifact.
+    ``propensity`` (click data from ``ltr judgments click-features``): the lambdas
+    weighted by inverse examination propensities, ``pbm`` / ``ubm`` (estimated by EM on
+    the file's clicks) or given per position (``clicks.debias``), clipped at
+    ``propensity_clip``."""
     check_algorithm(algo)   # before reading any file
+    if propensity is not None:
+        parse_propensity(propensity)
     if output:
         check_writable(output)
     data = Path(data)
     train = load_logged(data)
     check_grades(train, data)
+    if propensity is not None:
+        train.weights = ipw(ClickData.from_dataset(train, data), propensity, propensity_clip)
     nf = train.n_features
     v = load_logged(valid, n_features=nf) if valid else None
     t = load_logged(test, n_features=nf) if test else None
@@ -41,6 +50,10 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         if other is not None:
             check_same_features(data, train.meta["sidecar"], other.source, other.meta["sidecar"])
     artifact = train_model(train, algo, v, t, source=str(data), **params)
+    if propensity is not None:
+        artifact["training_data"]["propensity"] = {
+            "spec": str(propensity), "clip": float(propensity_clip),
+            "max_weight": float(train.weights.max(initial=0.0))}
     if output:
         write_json(output, artifact)
     return artifact

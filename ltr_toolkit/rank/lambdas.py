@@ -15,6 +15,14 @@ LambdaRank multiplies every pair's lambda by ``|delta NDCG@k|`` of swapping i an
 the current score order. Hessians (``d^2 C / ds_i^2``, with the same weights) feed the
 tree objective. Everything is computed with ``tanh`` forms that stay finite for score
 gaps of any size.
+
+``doc_weights`` (one weight per document, optional everywhere): a pair's weight is
+multiplied by the weight of its *preferred* document (the one with the higher label),
+``W_ij * w_i`` where ``y_i > y_j``. With clicks as labels and ``w_i = 1 / P(examined at
+i's position)`` this is the inverse-propensity-weighted pairwise objective of unbiased
+learning to rank (Joachims et al., WSDM 2017; Hu et al., WWW 2019): in expectation over
+examination, every clicked-over-skipped pair counts as if all results had been seen.
+None (or all ones) is the unweighted objective, to the bit.
 """
 
 from __future__ import annotations
@@ -141,6 +149,14 @@ def check_weighting(weighting: str) -> str:
     return weighting
 
 
+def preferred_weights(labels, doc_weights) -> np.ndarray:
+    """[n, n]: the weight of the preferred document of each pair (the higher label;
+    either one where labels tie, where no pair weight counts)."""
+    y = np.asarray(labels, dtype=np.float64)
+    w = np.asarray(doc_weights, dtype=np.float64)
+    return np.where(y[:, None] >= y[None, :], w[:, None], w[None, :])
+
+
 def loss2_discount(d) -> np.ndarray:
     """NDCG-Loss2's ``delta = 1/log2(1 + d) - 1/log2(2 + d)`` for a rank distance d >= 1
     (0 where d = 0: a document is not paired with itself)."""
@@ -176,12 +192,16 @@ def pair_weights(scores, labels, weighting: str = "lambdarank", k: int | None = 
 
 
 def lambdaloss_cost(scores, labels, weighting: str = "lambdarank", sigma: float = 1.0,
-                    k: int | None = None, mu: float = DEFAULT_MU, weights=None) -> float:
+                    k: int | None = None, mu: float = DEFAULT_MU, weights=None,
+                    doc_weights=None) -> float:
     """``sum over pairs y_i > y_j of W_ij C_ij`` with W from the current ranking (or
-    ``weights``). W is constant between rank swaps, so this is the loss whose gradient
-    :func:`lambdaloss_lambdas` returns (LambdaLoss with a hard assignment)."""
+    ``weights``), times the preferred document's ``doc_weights``. W is constant between
+    rank swaps, so this is the loss whose gradient :func:`lambdaloss_lambdas` returns
+    (LambdaLoss with a hard assignment)."""
     s = np.asarray(scores, dtype=np.float64)
     W = pair_weights(s, labels, weighting, k, mu) if weights is None else weights
+    if doc_weights is not None:
+        W = W * preferred_weights(labels, doc_weights)
     S = pair_signs(labels)
     o = sigma * (s[:, None] - s[None, :])
     c = 0.5 * (1.0 - S) * o + np.logaddexp(0.0, -o)
@@ -189,9 +209,13 @@ def lambdaloss_cost(scores, labels, weighting: str = "lambdarank", sigma: float 
 
 
 def lambdaloss_lambdas(scores, labels, weighting: str = "lambdarank", sigma: float = 1.0,
-                       k: int | None = None, mu: float = DEFAULT_MU, return_hessian: bool = False):
-    """``lambda_i = sum_j W_ij lambda_ij`` (and optionally the diagonal hessian) for one query."""
+                       k: int | None = None, mu: float = DEFAULT_MU, return_hessian: bool = False,
+                       doc_weights=None):
+    """``lambda_i = sum_j W_ij lambda_ij`` (and optionally the diagonal hessian) for one
+    query; ``doc_weights``: W_ij times the preferred document's weight."""
     W = pair_weights(scores, labels, weighting, k, mu)
+    if doc_weights is not None:
+        W = W * preferred_weights(labels, doc_weights)
     lambdas = (pair_lambdas(scores, labels, sigma) * W).sum(axis=-1)
     if not return_hessian:
         return lambdas
@@ -199,6 +223,17 @@ def lambdaloss_lambdas(scores, labels, weighting: str = "lambdarank", sigma: flo
 
 
 # --------------------------------------------------------------------------- blocks of pairs
+
+def check_doc_weights(doc_weights, n: int) -> np.ndarray:
+    """Document weights as float64, one per document, finite and >= 0 (a ValueError
+    otherwise)."""
+    w = np.asarray(doc_weights, dtype=np.float64).ravel()
+    if len(w) != n:
+        raise ValueError(f"doc_weights has {len(w)} values for {n} documents")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("doc_weights must be finite and >= 0")
+    return w
+
 
 #: Per-query normalisations of the tree objective: ``pairs`` scales a query's lambdas and
 #: hessians by log2(1 + L) / L with L = sum over pairs of 2 |lambda_ij| (LightGBM's and
@@ -272,12 +307,16 @@ def _compute_position_weights(r0, r1, n, weighting, k, mu, dtype, truncate) -> n
     return w
 
 
-def _block(ys, Gs, ss, lengths, Wpos, r0, sigma, ranknet, score_normalization, hessian=True):
+def _block(ys, Gs, ss, lengths, Wpos, r0, sigma, ranknet, score_normalization, hessian=True,
+           ws=None):
     """Lambdas of the pairs (a, b), r0 <= a < r0 + len(Wpos), b > a, of a block of queries
     whose documents are sorted by descending score: ``ys``, ``Gs``, ``ss`` are [B, n]
     (labels, normalised gains, scores; padding after each query's ``lengths`` documents,
-    with finite scores). Returns ([B, n] lambdas, [B, n] hessians or None, [B] sum of
-    |lambda_ab| over the block's pairs). A few passes over [B, rows, n] arrays, in place."""
+    with finite scores); ``ws`` [B, n] or None: document weights, each pair's lambda times
+    its preferred document's (after the sum of |lambda_ab| returned, which the per-query
+    normalisation reads: the weights scale the normalised lambdas linearly). Returns
+    ([B, n] lambdas, [B, n] hessians or None, [B] sum of unweighted |lambda_ab| over the
+    block's pairs). A few passes over [B, rows, n] arrays, in place."""
     r1 = r0 + Wpos.shape[0]
     n = ys.shape[1]
     dt = ys.dtype.type
@@ -318,6 +357,8 @@ def _block(ys, Gs, ss, lengths, Wpos, r0, sigma, ranknet, score_normalization, h
     if sig != 1:
         lam *= sig
     total = lam.sum(axis=(1, 2), dtype=np.float64)
+    if ws is not None:
+        lam *= np.where(sign > 0, ws[:, r0:r1, None], ws[:, None, :])
     hess = None
     if hessian:
         h = np.subtract(dt(1.0), p, out=p)               # sigma^2 W p (1 - p) = sigma lam (1 - p)
@@ -365,14 +406,17 @@ class RankPairs:
     discounts of NDCG@k (0 from rank k on); False: the untruncated discounts, k then only
     selecting the pairs and the IDCG@k (xgboost's rank:ndcg; with score normalisation,
     pairs normalisation and hessian_scale 2 these are its gradient and hessian). Pair arithmetic runs in ``dtype``
-    (float32 by default: xgboost keeps gradients in float32).
+    (float32 by default: xgboost keeps gradients in float32). ``doc_weights`` (one per
+    document; None: none): each pair's lambda and hessian times its preferred document's
+    weight (the module docstring), after the per-query normalisation has read the
+    unweighted lambdas, so the weights scale a query's lambdas linearly.
     """
 
     def __init__(self, labels, offsets, weighting: str = "lambdarank", sigma: float = 1.0,
                  k: int | None = None, mu: float = DEFAULT_MU,
                  normalization: str | None = "pairs", score_normalization: bool = False,
                  gain=exp_gain, dtype=np.float32, chunk: int = CHUNK,
-                 hessian_scale: float = 1.0, truncate_discounts: bool = True):
+                 hessian_scale: float = 1.0, truncate_discounts: bool = True, doc_weights=None):
         check_weighting(weighting)
         if normalization not in QUERY_NORMALIZATIONS:
             raise ValueError(f"query normalization must be one of {QUERY_NORMALIZATIONS}")
@@ -391,6 +435,7 @@ class RankPairs:
         self.chunk = int(chunk)
         self.hessian_scale = float(hessian_scale)
         self.truncate_discounts = bool(truncate_discounts)
+        self.doc_weights = None if doc_weights is None else check_doc_weights(doc_weights, len(y))
         # gains normalised by the query's IDCG@k (a query without any gain: 0)
         g = gain(y)
         useful = sizes >= 2          # and with two different labels: others have no pair
@@ -433,7 +478,8 @@ class RankPairs:
         pairs = int(np.sum(mq * (lengths - 1) - mq * (mq - 1) // 2))
         self.blocks.append({"lengths": lengths, "idx": idx, "rows": rows,
                             "y": y[idx].astype(self.dtype), "G": G[idx].astype(self.dtype),
-                            "n_max": n_max, "pairs": pairs})
+                            "n_max": n_max, "pairs": pairs,
+                            "w": None if self.doc_weights is None else self.doc_weights[idx].astype(self.dtype)})
 
     def grad_hess(self, scores):
         """(lambdas, diagonal hessians) of every document for the current scores."""
@@ -443,8 +489,8 @@ class RankPairs:
         for blk in self.blocks:
             lengths, n_max = blk["lengths"], blk["n_max"]
             real = np.arange(n_max) < lengths[:, None]
-            ss, ys, Gs, idx = _sorted_rows(s[blk["idx"]].astype(self.dtype), lengths,
-                                                  blk["y"], blk["G"], blk["idx"])
+            ss, ys, Gs, idx, *ws = _sorted_rows(s[blk["idx"]].astype(self.dtype), lengths, blk["y"],
+                                                blk["G"], blk["idx"], *[w for w in [blk["w"]] if w is not None])
             g = np.zeros(ys.shape, dtype=np.float64)
             h = np.zeros(ys.shape, dtype=np.float64)
             total = np.zeros(len(lengths))
@@ -452,7 +498,8 @@ class RankPairs:
                 Wpos = _position_weights(r0, r1, n_max, self.weighting, self.k, self.mu,
                                          self.dtype.name, self.truncate_discounts)
                 gb, hb, lb = _block(ys, Gs, ss, lengths, Wpos, r0, self.sigma,
-                                    self.weighting == "ranknet", self.score_normalization)
+                                    self.weighting == "ranknet", self.score_normalization,
+                                    ws=ws[0] if ws else None)
                 g += gb
                 h += hb
                 total += lb
@@ -481,10 +528,11 @@ class QueryPairs:
     pairs for RankNet or without k) in blocks of at most ``chunk`` pair cells (rows of
     the pair matrix at a time, ``_block``), summing each document's lambdas over the
     blocks: no step allocates anything n x n. The numbers are those of
-    :func:`lambdaloss_lambdas`."""
+    :func:`lambdaloss_lambdas` (``doc_weights`` too; with them RankNet takes the blocks
+    as the other weightings do)."""
 
     def __init__(self, labels, sigma: float = 1.0, k: int | None = None, gain=exp_gain,
-                 dtype=np.float64, mu: float = DEFAULT_MU, chunk: int = CHUNK):
+                 dtype=np.float64, mu: float = DEFAULT_MU, chunk: int = CHUNK, doc_weights=None):
         y = np.asarray(labels, dtype=np.float64)
         self.n = len(y)
         self.sigma = float(sigma)
@@ -496,6 +544,7 @@ class QueryPairs:
         idcg = float(ideal_dcg(g, k)) if self.n else 0.0
         self.y = y.astype(self.dtype)
         self.G = (g * (1.0 / idcg if idcg > 0 else 0.0)).astype(self.dtype)
+        self.w = None if doc_weights is None else check_doc_weights(doc_weights, self.n).astype(self.dtype)
         self._lengths = np.array([self.n])
         # RankNet's label-only parts, documents grouped by label: how many are better,
         # how many have another label, where each label's group starts and ends
@@ -538,17 +587,19 @@ class QueryPairs:
         out = np.zeros(self.n, dtype=self.dtype)
         if self.n < 2:
             return out
-        if weighting == "ranknet":
+        ranknet = weighting == "ranknet"
+        if ranknet and self.w is None:
             return self.ranknet(scores)
         s = np.asarray(scores, dtype=self.dtype)
         order = np.argsort(-s, kind="stable")
         ss, ys, Gs = s[order][None, :], self.y[order][None, :], self.G[order][None, :]
-        m = self.n if self.k is None else min(self.k, self.n)
+        ws = None if self.w is None else self.w[order][None, :]
+        m = self.n if self.k is None or ranknet else min(self.k, self.n)
         g = np.zeros(self.n, dtype=self.dtype)
         for r0 in range(0, m, self.step):
             Wpos = _position_weights(r0, min(m, r0 + self.step), self.n, weighting, self.k,
                                      self.mu, self.dtype.name)
-            g += _block(ys, Gs, ss, self._lengths, Wpos, r0, self.sigma, False, False,
-                        hessian=False)[0][0]
+            g += _block(ys, Gs, ss, self._lengths, Wpos, r0, self.sigma, ranknet, False,
+                        hessian=False, ws=ws)[0][0]
         out[order] = g
         return out

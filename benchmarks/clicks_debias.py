@@ -1,0 +1,274 @@
+"""Position-debiased training from clicks (issue 32, item 2):
+``python -m benchmarks.clicks_debias CANDIDATES.txt``.
+
+Offline: CANDIDATES.txt is a logged candidates file (``label qid:Q 1:.. # docid`` with
+its ``.json`` sidecar: feature names), the first stage's top 100 of every judged query in
+its order, human grades as labels; ``ltr log --candidates 100`` writes one (or the
+``--workdir`` of ``ltr featureset cost`` keeps it). No node is needed.
+
+Per user model (position bias ``theta_r = 1/(r+1)``, the simulator's default; none:
+eta 0, the cascade stop only) and seed (5): 20,000 simulated searches
+(``clicks.simulate``), the human grades as the truth, each showing one of three rankers'
+top 10 of a query's logged candidates (:data:`RANKERS`: the first stage's order, and
+the candidates sorted by title BM25 and by abstract BM25), as logs spanning several
+rankers are: PBM needs a document seen at several ranks to tell position from relevance. 5-fold cross-validation over queries: the training folds' searches only train,
+three ways, each on the same events:
+
+* naive: one group per search (``clicks.debias.join``), label clicked / skipped;
+* click-model grades (today's path): PBM judgments (``clicks.judge``, 0..4, >= 5
+  impressions, else 0) of the training queries' top 10s;
+* debiased: the naive groups, every pair weighted by 1 / the clicked document's
+  examination probability from PBM's EM on the same searches (clipped at 0.1);
+* debiased with the simulator's own examination probabilities (an oracle: what the
+  weighting does when the propensities are right; without position bias it is naive).
+
+Identical searches are merged into one group whose weights count them
+(``clicks.debias.merge_identical``: the same tree gradients, fewer groups). Each model
+reranks the held-out queries' top 10 (and top 100), scored by NDCG@10 on the HUMAN
+grades (IDCG over the window's candidates); a click metric on the held-out queries'
+searches: the mean reciprocal rank, in the model's order of the 10 shown, of the clicked
+documents (the first stage's own order is favoured by it under position bias: that is
+what "better at clicks but not at ranking" looks like). Paired t-test over queries
+(per-query NDCG averaged over seeds): debiased vs the best other.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+
+import numpy as np
+from scipy.stats import ttest_rel
+
+from ltr_toolkit.clicks import debias as D
+from ltr_toolkit.clicks import simulate as S
+from ltr_toolkit.clicks.judge import ClickSettings, judge
+from ltr_toolkit.clicks.output import qid_for
+from ltr_toolkit.data.dataset import RankingDataset
+from ltr_toolkit.data.svmlight import load_logged
+from ltr_toolkit.models.neural import NeuralRanker
+from ltr_toolkit.models.trees import LambdaMART
+from ltr_toolkit.rank.metrics import ndcg
+
+from ._report import finish, pyplot, write_table
+
+SESSIONS, SEEDS, FOLDS, DEPTH, K = 20_000, (0, 1, 2, 3, 4), 5, 10, 10
+USERS = {"position bias 1/(r+1)": S.UserModel(), "no position bias (eta 0)": S.UserModel(eta=0.0)}
+METHODS = ("naive clicks", "click-model grades (PBM)", "debiased (IPW, PBM propensities)",
+           "debiased (IPW, the simulator's own examination)")
+ALGOS = {"linear": lambda seed: NeuralRanker(algo="linear", seed=seed),
+         "lambdamart": lambda seed: LambdaMART(seed=seed, nthread=1)}
+
+
+def top(ds: RankingDataset, n: int) -> RankingDataset:
+    """Each query's first n rows (the first stage's top n)."""
+    keep = np.arange(ds.n_docs) - np.repeat(ds.offsets[:-1], ds.group_sizes) < n
+    sizes = np.minimum(ds.group_sizes, n)
+    return RankingDataset(X=ds.X[keep], y=ds.y[keep], offsets=np.r_[0, np.cumsum(sizes)], qids=ds.qids,
+                          doc_ids=ds.doc_ids[keep], feature_names=ds.feature_names)
+
+
+#: the rankers whose top 10s the simulated searches show, an equal share each: the first
+#: stage's, and the candidates re-sorted by one feature (logs that span several rankers,
+#: as an interleaving test or past models leave them: the same document at several ranks,
+#: which is what lets PBM tell position from relevance; over one fixed list per query
+#: it cannot, and its propensities come out nearly flat)
+RANKERS = ("first stage", "title_bm25", "abstract_bm25")
+
+
+def rankings(ds: RankingDataset) -> tuple[dict, dict]:
+    """({ranked list id: top 10 doc ids}, {list id: query}): per query, each ranker's top
+    10 among its logged candidates."""
+    names = list(ds.feature_names or [])
+    lists, text = {}, {}
+    for i, q in enumerate(ds.qids):
+        rows = ds.query(i)
+        ids = ds.doc_ids[rows]
+        for k, r in enumerate(RANKERS):
+            order = np.arange(len(ids)) if r == "first stage" else \
+                np.argsort(-ds.X[rows, names.index(r) if r in names else k], kind="stable")
+            lists[f"{q}#{k}"], text[f"{q}#{k}"] = list(ids[order[:DEPTH]]), str(q)
+    return lists, text
+
+
+def simulation(ds: RankingDataset, user, seed: int) -> S.Simulation:
+    lists, text = rankings(ds)
+    grade = {(str(q), d): float(y) for i, q in enumerate(ds.qids)
+             for d, y in zip(ds.doc_ids[ds.query(i)], ds.y[ds.query(i)])}
+    truth = {(lid, d): grade.get((text[lid], d), 0.0) for lid, docs in lists.items() for d in docs}
+    user = replace(user, max_grade=float(ds.y.max()))
+    return S.simulate(lists, text, truth, SESSIONS, model=user, depth=DEPTH, seed=seed)
+
+
+def searches_of(sim: S.Simulation, queries: np.ndarray) -> S.Simulation:
+    """The searches of some query indices (the simulation's)."""
+    m = np.isin(sim.query, queries)
+    return replace(sim, query=sim.query[m], shown=sim.shown[m], clicks=sim.clicks[m])
+
+
+def training_sets(sim: S.Simulation, ds: RankingDataset, train_q: np.ndarray, user) -> dict:
+    """(dataset, weights or None) of each method, from the training queries' searches."""
+    lists = np.flatnonzero(np.isin(_list_query(sim, ds), train_q))
+    log = S.event_log(searches_of(sim, lists))
+    cd = D.join(log, ds, base=0, depth=DEPTH)
+    naive, ones = D.merge_identical(cd, np.ones(cd.data.n_docs))
+    ipw, w = D.merge_identical(cd, D.ipw(cd, "pbm"))
+    true = D.ipw(cd, user.examination(DEPTH))
+    oracle, wt = D.merge_identical(cd, true)
+    jl, _, _ = judge(log, ClickSettings(model="pbm"), "simulated")
+    shown = {(sim.texts[i], d) for i in lists for d in sim.lists[i]}
+    graded = ds.subset(train_q)
+    keys = list(zip(graded.qids[graded.row_query].astype(str), graded.doc_ids))
+    graded = _rows(graded, np.array([k in shown for k in keys]))
+    graded.y = np.array([jl.grades.get((qid_for(str(q)), d), 0.0) for q, d in
+                         zip(graded.qids[graded.row_query], graded.doc_ids)])
+    return {METHODS[0]: (naive.data, ones), METHODS[1]: (graded, None), METHODS[2]: (ipw.data, w),
+            METHODS[3]: (oracle.data, wt)}
+
+
+def _list_query(sim: S.Simulation, ds: RankingDataset) -> np.ndarray:
+    """The query index (in ``ds``) of each ranked list of the simulation."""
+    where = {str(q): i for i, q in enumerate(ds.qids)}
+    return np.array([where[t] for t in sim.texts])
+
+
+def _rows(ds: RankingDataset, keep: np.ndarray) -> RankingDataset:
+    """``ds`` with only the rows ``keep`` (queries left without rows dropped)."""
+    sizes = np.bincount(ds.row_query[keep], minlength=ds.n_queries)
+    has = sizes > 0
+    return RankingDataset(X=ds.X[keep], y=ds.y[keep], offsets=np.r_[0, np.cumsum(sizes[has])],
+                          qids=ds.qids[has], doc_ids=ds.doc_ids[keep], feature_names=ds.feature_names)
+
+
+def click_mrr(scores10: np.ndarray, sim: S.Simulation, query_of: np.ndarray) -> float:
+    """Mean 1 / (1 + rank) of the clicked documents of ``sim``'s searches (of first-stage
+    lists) in the order of ``scores10`` ([queries, 10], the first stage's order along the
+    columns); ``query_of``: each list's query index."""
+    s = scores10[query_of[sim.query]]
+    rank = np.argsort(np.argsort(-s, axis=1, kind="stable"), axis=1)
+    return float(np.mean(1.0 / (1.0 + rank[sim.clicks]))) if sim.clicks.any() else 0.0
+
+
+def scores_matrix(scores: np.ndarray, ds10: RankingDataset) -> np.ndarray:
+    out = np.full((ds10.n_queries, DEPTH), -np.inf)
+    col = np.arange(ds10.n_docs) - np.repeat(ds10.offsets[:-1], ds10.group_sizes)
+    out[ds10.row_query, col] = scores
+    return out
+
+
+def one_seed(ds: RankingDataset, user, seed: int) -> dict:
+    """Per-query NDCG@10 (windows 10 and 100) and click MRR of every system, one seed."""
+    ds10 = top(ds, DEPTH)
+    sim = simulation(ds, user, seed)
+    query_of = _list_query(sim, ds)
+    first = np.array([lid.endswith("#0") for lid in sim.qids])
+    fold = np.random.default_rng(seed).permutation(ds.n_queries) % FOLDS
+    out: dict = {}
+    for f in range(FOLDS):
+        test_q, train_q = np.flatnonzero(fold == f), np.flatnonzero(fold != f)
+        held = searches_of(sim, np.flatnonzero(np.isin(query_of, test_q) & first))
+        sets = training_sets(sim, ds, train_q, user)
+        systems = {"first stage": None}
+        for m, (data, w) in sets.items():
+            for a, make in ALGOS.items():
+                data.weights = w
+                systems[f"{a}, {m}"] = make(seed).fit(data)
+        _score(out, systems, ds, ds10, test_q, (held, query_of))
+    return out
+
+
+def _score(out, systems, ds, ds10, test_q, held) -> None:
+    for name, model in systems.items():
+        r = out.setdefault(name, {"ndcg10": {}, "ndcg100": {}, "clicks": [], "weight": []})
+        for key, window in (("ndcg10", ds10.subset(test_q)), ("ndcg100", ds.subset(test_q))):
+            s = -np.arange(window.n_docs, dtype=float) if model is None else model.predict(window.X)
+            r[key].update(zip(window.qids, ndcg(s, window.y, window.offsets, K)))
+        s10 = -np.tile(np.arange(DEPTH, dtype=float), (ds10.n_queries, 1)) if model is None else \
+            scores_matrix(model.predict(ds10.X), ds10)
+        r["clicks"].append(click_mrr(s10, *held))
+        r["weight"].append(int(held[0].clicks.sum()))
+
+
+def run(path: str) -> None:
+    ds = load_logged(path)
+    rows, per_query = [], {}
+    for uname, user in USERS.items():
+        seeds = []
+        for seed in SEEDS:
+            t0 = time.perf_counter()
+            seeds.append(one_seed(ds, user, seed))
+            print(f"{uname}, seed {seed}: {time.perf_counter() - t0:.0f}s", flush=True)
+        per_query[uname] = seeds
+        rows += table_rows(uname, seeds)
+    write_table("clicks_debias", ["user model", "system", "NDCG@10 top-10 rerank (human)", "sd",
+                                  "NDCG@10 top-100 rerank (human)", "sd", "click MRR held-out", "sd",
+                                  "debiased - best other (top-10)", "p (paired t, queries)"],
+                rows, notes(path, ds))
+    plot(rows)
+
+
+def table_rows(uname: str, seeds: list[dict]) -> list[list]:
+    names = list(seeds[0])
+    mean = {n: {k: np.array([np.mean(list(s[n][k].values())) for s in seeds]) for k in ("ndcg10", "ndcg100")}
+            for n in names}
+    clicks = {n: np.array([np.average(s[n]["clicks"], weights=s[n]["weight"]) for s in seeds]) for n in names}
+    rows = []
+    for n in names:
+        rows.append([uname, n, *_ms(mean[n]["ndcg10"]), *_ms(mean[n]["ndcg100"]), *_ms(clicks[n]), "", ""])
+    for a in ALGOS:
+        deb = f"{a}, {METHODS[2]}"
+        best = max((f"{a}, {m}" for m in METHODS[:2]), key=lambda n: mean[n]["ndcg10"].mean())
+        qs = sorted(seeds[0][deb]["ndcg10"])
+        x = [np.mean([s[deb]["ndcg10"][q] for s in seeds]) for q in qs]
+        y = [np.mean([s[best]["ndcg10"][q] for s in seeds]) for q in qs]
+        row = next(r for r in rows if r[1] == deb)
+        row[8] = f"{np.mean(x) - np.mean(y):+.4f} vs {best.split(', ', 1)[1]}"
+        row[9] = round(float(ttest_rel(x, y).pvalue), 4)
+    return rows
+
+
+def _ms(v: np.ndarray) -> list[float]:
+    return [round(float(v.mean()), 4), round(float(v.std()), 4)]
+
+
+def notes(path: str, ds: RankingDataset) -> list[str]:
+    return [f"candidates: {path} ({ds.n_queries} queries, {ds.n_docs} rows, features "
+            f"{', '.join(ds.feature_names or [])}); human grades 0..{ds.y.max():g} as the simulator's truth",
+            f"{SESSIONS:,} simulated searches per seed, each showing one ranker's top {DEPTH} of a query "
+            f"({', '.join(RANKERS)}; the last two: the candidates sorted by that feature); "
+            f"{len(SEEDS)} seeds (mean and sd over seeds), {FOLDS}-fold CV over queries per seed; "
+            "simulator: attractiveness 0.05 + 0.95 (2^g - 1)/(2^max - 1), stop after a click 0.2 + 0.6 g/max",
+            "models: linear (NumPy, 50 epochs, Adam 1e-3; with group weights the last epoch is kept) and "
+            "LambdaMART (library defaults, 300 trees); naive and debiased train on the same merged "
+            "per-search groups, debiased with weights 1/max(theta_PBM(rank), 0.1), the oracle with "
+            "1/max(theta_true(rank), 0.1); click-model grades: PBM judgments of every shown pair",
+            "NDCG@10 on the human grades of the held-out fold's queries, IDCG over the reranked window; "
+            "click MRR: the held-out queries' searches, mean 1/(1 + rank) of a clicked document among "
+            "the 10 shown in the system's order",
+            "last two columns: debiased minus the better (by mean top-10 NDCG) of naive and click-model "
+            "grades for the same algorithm; paired t-test over queries, per-query NDCG averaged over seeds"]
+
+
+def plot(rows) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(USERS), figsize=(12, 4.5), sharey=True)
+    for ax, uname in zip(np.atleast_1d(axes), USERS):
+        rs = [r for r in rows if r[0] == uname]
+        ax.barh(range(len(rs)), [r[2] for r in rs], xerr=[r[3] for r in rs])
+        ax.set_yticks(range(len(rs)), [r[1] for r in rs], fontsize=7)
+        ax.set_xlim(min(r[2] for r in rs) - 0.05, max(r[2] for r in rs) + 0.03)
+        ax.set_title(f"NDCG@10 (human), top-10 rerank\n{uname}", fontsize=9)
+    finish(fig, "clicks_debias")
+
+
+def main(argv=None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.exit("usage: python -m benchmarks.clicks_debias CANDIDATES.txt (a logged candidates "
+                 "file with its .json sidecar: `ltr log --candidates 100`)")
+    run(args[0])
+
+
+if __name__ == "__main__":
+    main()
