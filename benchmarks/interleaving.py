@@ -25,7 +25,9 @@ import itertools
 import numpy as np
 
 from ltr_toolkit.clicks.simulate import UserModel, sample_clicks
+from ltr_toolkit.data.judgments import JudgmentList
 from ltr_toolkit.datasets import cranfield
+from ltr_toolkit.evaluation.report import run_metrics
 from ltr_toolkit.query.firststage import FirstStage
 from ltr_toolkit.query.requests import msearch_ids
 from ltr_toolkit.rank.interleave import outcomes, tally, team_draft
@@ -40,26 +42,19 @@ POOL = 64          # team-draft lists drawn per query (10 results: at most 32 di
 USERS = {"position bias 1/(r+1)": UserModel(), "no position bias": UserModel(eta=0.0)}
 
 
-def rankings(conn) -> tuple[list[str], dict[str, list[list[str]]], np.ndarray]:
-    """(qids, ranker -> top 10 per query, grade [query, doc] lookup as a dict)."""
+def rankings(conn) -> tuple[list[str], dict[str, list[list[str]]], JudgmentList]:
+    """(qids, ranker -> top 10 per query, the human judgments)."""
     jl = cranfield.judgments()
     qids = jl.judged_qids()
     params = [jl.query_params(q) for q in qids]
     lists = {name: [r or [] for r in msearch_ids(conn, INDEX, params, FirstStage.from_fields(f), 10)]
              for name, f in RANKERS.items()}
-    return qids, lists, jl.grades
+    return qids, lists, jl
 
 
-def ndcg(lists: list[list[str]], qids: list[str], grades: dict, k: int = 10) -> np.ndarray:
-    """Per query NDCG@k (exponential gain) of ranked lists against the human grades."""
-    disc = 1 / np.log2(np.arange(2, k + 2))
-    out = np.zeros(len(qids))
-    for i, (q, ids) in enumerate(zip(qids, lists)):
-        g = np.array([grades.get((q, d), 0.0) for d in ids[:k]])
-        ideal = np.sort([v for (qq, _), v in grades.items() if qq == q])[::-1][:k]
-        idcg = ((2.0 ** ideal - 1) * disc[:len(ideal)]).sum()
-        out[i] = ((2.0 ** g - 1) * disc[:len(g)]).sum() / idcg if idcg > 0 else 0.0
-    return out
+def ndcg(lists: list[list[str]], qids: list[str], jl: JudgmentList, k: int = 10) -> np.ndarray:
+    """Per query NDCG@k of ranked lists against the human grades (``ltr evaluate``'s)."""
+    return run_metrics(lists, qids, jl, k)[f"ndcg@{k}"]
 
 
 def _grade_rows(lists, qids, grades) -> np.ndarray:
@@ -127,9 +122,10 @@ def needed(rows, col) -> int | None:
 def main() -> None:
     conn = connect()
     prepare(conn)
-    qids, lists, grades = rankings(conn)
-    nd = {k: ndcg(v, qids, grades) for k, v in lists.items()}
-    shallow = {name: [round(ndcg(v, qids, grades, k).mean(), 4) for k in (1, 3)] for name, v in lists.items()}
+    qids, lists, jl = rankings(conn)
+    grades = jl.grades
+    nd = {k: ndcg(v, qids, jl) for k, v in lists.items()}
+    shallow = {name: [round(ndcg(v, qids, jl, k).mean(), 4) for k in (1, 3)] for name, v in lists.items()}
     table, curves = [], {}
     for x, y in itertools.combinations(RANKERS, 2):
         diff = nd[x].mean() - nd[y].mean()

@@ -34,7 +34,7 @@ def evaluate_interleaving(ctx: typer.Context,
     impressions won by A, tied, won by B, the preference and a sign test's p-value."""
     _writable(json_out)
     log, source = _event_log(ctx, file, clicks_as, since, until, days, queries_index, events_index)
-    reports = credit(log, experiment)
+    reports = credit(log, experiment, alpha)
     if not reports:
         which = f"experiment {experiment!r}" if experiment else "interleaved searches"
         raise UserError(f"no {which} in {source} ({len(log.record_interleaving)} interleaved records)",
@@ -43,16 +43,9 @@ def evaluate_interleaving(ctx: typer.Context,
     for line in log.problems.lines():
         err.print(f"bad data: {line}")
     for rep in reports:
-        _print(_alpha(rep, alpha), top)
+        _print(rep, top)
     if json_out:
         write_json(json_out, {"source": source, "alpha": alpha, "experiments": reports})
-
-
-def _alpha(rep: dict, alpha: float) -> dict:
-    """The winners named at ``alpha`` (the library names them at 0.05)."""
-    for row in [rep, *rep["per_query"]]:
-        row["winner"] = None if row["p_value"] >= alpha else ("a" if row["wins_a"] > row["wins_b"] else "b")
-    return rep
 
 
 def _print(rep: dict, top: int) -> None:

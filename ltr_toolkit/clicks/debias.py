@@ -37,7 +37,7 @@ from .groups import _search_ids, previous_click
 from .models import estimate
 from .output import qid_for
 from .problems import Problems
-from .sessions import DEFAULT_DEPTH, Table, build_table
+from .sessions import DEFAULT_DEPTH, Table, build_table, lookup
 
 DEFAULT_CLIP = 0.1
 ESTIMATED = ("pbm", "ubm")
@@ -95,11 +95,9 @@ def join(log: EventLog, logged: RankingDataset, base="auto", depth: int = DEFAUL
     t = build_table(log, base, depth)
     keys = _logged_keys(logged, t)
     order = np.argsort(keys, kind="stable")
-    sk = keys[order]
-    want = t.query.astype(np.int64) * max(len(t.docs), 1) + t.doc
-    at = np.clip(np.searchsorted(sk, want), 0, max(len(sk) - 1, 0))
-    found = (sk[at] == want) if len(sk) else np.zeros(len(want), bool)
-    row = np.where(found, order[at] if len(sk) else 0, -1)
+    at = lookup(t.query.astype(np.int64) * max(len(t.docs), 1) + t.doc, keys[order])
+    found = at >= 0
+    row = np.where(found, order[at] if len(order) else 0, -1)
     start, gid = _search_ids(t)
     counts = {"searches": int(start.sum()), "impressions": len(t), "clicks": int(t.click.sum()),
               "impressed_without_features": int((~found).sum()),

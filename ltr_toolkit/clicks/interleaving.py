@@ -23,6 +23,7 @@ import numpy as np
 
 from ..rank.interleave import Tally, outcomes, tally, tally_by
 from .events import CLICK, EventLog
+from .sessions import lookup
 
 
 def record(text: str, ids: list[str], teams: str, a: str, b: str, experiment: str | None = None,
@@ -58,20 +59,18 @@ def credited_clicks(log: EventLog, qs: np.ndarray, rec: np.ndarray, doc: np.ndar
     clicked = np.unique(log.search[click].astype(np.int64) * n_docs + log.doc[click])
     shown = qs[rec] * n_docs + doc
     order = np.argsort(shown, kind="stable")
-    counts = np.zeros((len(qs), 2), np.int64)
-    if not len(order) or not len(clicked):
-        return counts, 0
-    at = np.minimum(np.searchsorted(shown[order], clicked), len(order) - 1)
-    found = shown[order][at] == clicked
+    at = lookup(clicked, shown[order])
+    found = at >= 0
     which = order[at[found]]
+    counts = np.zeros((len(qs), 2), np.int64)
     np.add.at(counts, (rec[which], team_b[which].astype(np.int64)), 1)
     return counts, int((np.isin(clicked // n_docs, qs) & ~found).sum())
 
 
-def credit(log: EventLog, experiment: str | None = None) -> list[dict]:
+def credit(log: EventLog, experiment: str | None = None, alpha: float = 0.05) -> list[dict]:
     """One report per experiment found (or only ``experiment``): the impressions (the
     interleaved searches), their wins, ties and losses for a against b, the preference
-    and the sign test, overall and per query text."""
+    and the sign test (a winner named when p < ``alpha``), overall and per query text."""
     qs, keys, rec, doc, team_b = _records(log)
     if not len(qs):
         return []
@@ -83,21 +82,22 @@ def credit(log: EventLog, experiment: str | None = None) -> list[dict]:
         if experiment is not None and key[0] != experiment:
             continue
         mask = np.fromiter((k == key for k in keys), bool, len(keys))
-        reports.append(_report(log, key, won[mask], text[mask], counts[mask]))
+        reports.append(_report(log, key, won[mask], text[mask], counts[mask], alpha))
     if reports:
         reports[0]["clicks_outside_lists"] = outside
     return reports
 
 
-def _report(log: EventLog, key, won: np.ndarray, text: np.ndarray, counts: np.ndarray) -> dict:
+def _report(log: EventLog, key, won: np.ndarray, text: np.ndarray, counts: np.ndarray,
+            alpha: float) -> dict:
     names, code = np.unique(text, return_inverse=True)
     per = tally_by(won, code, len(names))
     rows = []
     for i in np.argsort(-per.sum(axis=1), kind="stable"):
         t = Tally(*map(int, per[i]))
         label = log.texts.names[names[i]] if names[i] >= 0 else "(no query text)"
-        rows.append({"query": label, **t.to_dict()})
+        rows.append({"query": label, **t.to_dict(alpha)})
     overall = tally(won)
-    return {"experiment": key[0], "a": key[1], "b": key[2], **overall.to_dict(),
+    return {"experiment": key[0], "a": key[1], "b": key[2], **overall.to_dict(alpha),
             "clicks_a": int(counts[:, 0].sum()), "clicks_b": int(counts[:, 1].sum()),
             "queries": len(rows), "per_query": rows}

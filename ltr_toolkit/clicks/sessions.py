@@ -47,8 +47,9 @@ class Table:
         return len(self.search)
 
 
-def _join(keys: np.ndarray, table_keys: np.ndarray) -> np.ndarray:
-    """Index into sorted unique ``table_keys`` of each key, -1 where absent."""
+def lookup(keys: np.ndarray, table_keys: np.ndarray) -> np.ndarray:
+    """Index into sorted ``table_keys`` of each key (the first of equal ones), -1 where
+    absent."""
     if not len(table_keys):
         return np.full(len(keys), -1, np.int64)
     at = np.searchsorted(table_keys, keys).clip(0, len(table_keys) - 1)
@@ -100,7 +101,7 @@ def _positions(log: EventLog, base: int, hit_key, hit_pos) -> np.ndarray:
     unknown = np.flatnonzero(pos < 0)
     if len(unknown):
         key = log.search[unknown].astype(np.int64) * max(len(log.docs), 1) + log.doc[unknown]
-        at = _join(key, hit_key)
+        at = lookup(key, hit_key)
         pos[unknown[at >= 0]] = hit_pos[at[at >= 0]]
         p.add("no_position", int((at < 0).sum()))
     return pos
@@ -123,7 +124,7 @@ def build_table(log: EventLog, base="auto", depth: int = DEFAULT_DEPTH) -> Table
     clk = ok & (log.action == CLICK)
     clk_key = np.unique(key[clk])
     p.add("repeated_clicks", int(clk.sum()) - len(clk_key))
-    at = _join(clk_key, imp_key)
+    at = lookup(clk_key, imp_key)
     p.add("clicks_without_impression", int((at < 0).sum()))
     clicked = np.zeros(len(imp_key), bool)
     clicked[at[at >= 0]] = True
