@@ -4,19 +4,40 @@ range into :mod:`ltr_toolkit.clicks.events`, and writing (simulated) events.
 The mappings are the UBI plugin's own (``opensearch-project/user-behavior-insights``,
 ``events-mapping.json`` / ``queries-mapping.json``): keyword ids, ``timestamp`` a date,
 ``event_attributes.position.ordinal`` an integer, ``event_attributes.object.object_id`` a
-keyword. Reading uses a scroll over each index, ``timestamp`` in ``[since, until)``.
+keyword. Reading takes each index's documents with ``timestamp`` in ``[since, until)``
+with a point in time and search_after (:mod:`ltr_toolkit.transport.pit`), the next page
+fetched while the last is added, each page parsed by pyarrow (the file reader's columns,
+:mod:`.files`) when it is installed:
+
+* the query records in order of time, so the searches are numbered in order of time
+  (the held-out split of :mod:`.heldout` is by time);
+* the events in one slice per shard (up to :data:`MAX_SLICES`), side by side: their
+  order does not matter (a search's events are told apart by position), except for a
+  search without a query record, numbered when its first event arrives.
+
+Scroll, in index order, on a cluster without a PIT API.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 
 from ..errors import ClusterError, UserError
 from ..transport.client import Connection, call, request
+from ..transport.pit import PAGE, NoPit, pages, shard_count
 from opensearchpy import helpers
+from . import files
 from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
 
 QUERIES, EVENTS = "ubi_queries", "ubi_events"
+#: the index kinds (as a bulk action naming the index: :func:`.files.add_table`)
+QUERY_KIND, EVENT_KIND = 1, 2
+#: the read's order: time, then the PIT's tiebreaker (a document without a valid
+#: timestamp, kept by ``ignore_malformed``, comes last)
+SORT = [{"timestamp": {"order": "asc", "unmapped_type": "date"}}, "_shard_doc"]
+#: the most slices an events index is read in (one per shard up to this)
+MAX_SLICES = 4
 
 _KW = {"type": "keyword", "ignore_above": 100}
 EVENTS_MAPPING = {"properties": {
@@ -85,28 +106,78 @@ def time_range(since: str | None = None, until: str | None = None, days: float |
 
 
 def read_events(conn: Connection, reader, query: dict, queries: str = QUERIES,
-                events: str = EVENTS, size: int = 5000) -> dict:
+                events: str = EVENTS, size: int = PAGE) -> dict:
     """Feed both indices' documents matching ``query`` to ``reader`` (an
-    :class:`ltr_toolkit.clicks.events.EventReader`); returns the counts read."""
+    :class:`ltr_toolkit.clicks.events.EventReader`), each in order of ``timestamp``;
+    returns the counts read."""
     c = conn.client()
     for index in (events,):
         if not call(conn, c.indices.exists, index=index):
             raise ClusterError(f"index {index} does not exist on {conn.display_url}",
                                "point --events-index at your UBI events, or read a file")
     counts = {}
-    for index, add in ((queries, reader.add_query), (events, reader.add_event)):
+    for index, kind in ((queries, QUERY_KIND), (events, EVENT_KIND)):
         if not call(conn, c.indices.exists, index=index):
             counts[index] = 0           # events alone are usable (user_query on each)
             continue
-        counts[index] = call(conn, _scan, c, index, query, size, add)
+        counts[index] = read_index(conn, reader, index, kind, query, size)
     return counts
 
 
+def read_index(conn: Connection, reader, index: str, kind: int, query: dict, size: int = PAGE) -> int:
+    """One index's matching documents into ``reader`` (``kind``: :data:`QUERY_KIND` or
+    :data:`EVENT_KIND`): with a point in time and search_after, pages parsed by pyarrow
+    when it is installed; with scroll where the cluster has no PIT API."""
+    add = _page_adder(reader, index, kind)
+    slices = 1 if kind == QUERY_KIND else min(shard_count(conn, index), MAX_SLICES)
+    try:
+        return sum(map(add, pages(conn, index, query, SORT if slices == 1 else SORT[1:], size, slices=slices)))
+    except NoPit:
+        return call(conn, _scan, conn.client(), index, query, size, _doc_adder(reader, kind))
+
+
+def _doc_adder(reader, kind: int):
+    """``add(source, where)`` of one document of an index of ``kind``."""
+    add = reader.add_query if kind == QUERY_KIND else reader.add_event
+
+    def one(doc, where):
+        if isinstance(doc, dict):
+            add(doc, where)
+        else:
+            reader.log.problems.add("not_an_event", 1, where)
+    return one
+
+
+def _page_adder(reader, index: str, kind: int):
+    """``add(page text) -> documents``: the page parsed by pyarrow (the fields the click
+    models read; the events' without ``query_attributes`` first) and added as columns
+    (``files.add_table``), or parsed by ``json`` and added one by one where it cannot be."""
+    schemas = files.page_schemas(kind == EVENT_KIND) if files.available() else []
+    one = _doc_adder(reader, kind)
+
+    def add(text: bytes) -> int:
+        for schema in schemas:
+            got = files.parse_page(text, schema)
+            if got is not None:
+                table, ids = got
+                if files.add_table(reader, table, kind, lambda r: f"{index}/{ids[r].as_py()}"):
+                    return table.num_rows
+                break
+        hits = (json.loads(text).get("hits") or {}).get("hits") or []
+        for hit in hits:
+            one(hit.get("_source"), f"{index}/{hit.get('_id')}")
+        return len(hits)
+    return add
+
+
 def _scan(c, index, query, size, add) -> int:
-    """Stream one index's matching documents into ``add`` (one scroll page in memory)."""
+    """Stream one index's matching documents into ``add`` with scroll (one page in
+    memory), for clusters without a PIT API: in index order, not by time (a scroll sorted
+    by ``timestamp`` returned half the documents of an index of many equal timestamps on
+    OpenSearch 3.6.0, where the PIT read returns them all)."""
     n = 0
     for hit in helpers.scan(c, index=index, query={"query": query}, size=size):
-        add(hit["_source"], f"{index}/{hit['_id']}")
+        add(hit.get("_source"), f"{index}/{hit['_id']}")
         n += 1
     return n
 
