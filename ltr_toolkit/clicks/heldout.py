@@ -2,8 +2,8 @@
 scored on the later ones (held out), by how well it predicts their clicks.
 
 Searches are ordered by their first event in the log (files are written as events
-happen; the cluster's events are read by timestamp): the last ``holdout`` fraction is
-held out. Each model gives every held-out row (a shown document) a click probability,
+happen; the cluster's query records are read in order of timestamp, :mod:`.ubi`): the
+last ``holdout`` fraction is held out. Each model gives every held-out row (a shown document) a click probability,
 conditioned on the clicks above it in its search where the model says examination
 depends on them (Chuklin et al., *Click Models for Web Search*, 2015, ch. 7):
 
