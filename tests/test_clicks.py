@@ -279,6 +279,19 @@ def test_click_job_logs_features_of_the_last_days(ltr_cluster, cranfield_index, 
     assert manifest["counts"]["rows"] == len(jl) > 1000
     rows = (snap / "features.txt").read_text().splitlines()
     assert {ln.split("# ")[1].split()[0] for ln in rows} <= {d for _, d in jl.grades}
+    # the same events, read from the node, joined with the snapshot's features; debiased training
+    out = tmp_path / "clicks.txt"
+    r = cli("--url", ltr_cluster.url, "judgments", "click-features", "--days", "3", "--queries-index", qi,
+            "--events-index", ev, "--features", str(snap / "features.txt"), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    counts = json.loads((tmp_path / "clicks.txt.json").read_text())["clicks"]
+    recent = {"range": {"timestamp": {"gte": "now-3d"}}}
+    shown, clicked = ({"bool": {"filter": [recent, {"term": {"action_name": a}}]}} for a in ("impression", "click"))
+    c = conn.client()
+    assert counts["searches"] == 1500 and counts["impressions"] == c.count(index=ev, body={"query": shown})["count"]
+    assert counts["clicks"] == c.count(index=ev, body={"query": clicked})["count"] > 0
+    r = cli("train", str(out), "-o", str(tmp_path / "m.json"), "--algo", "linear", "--propensity", "pbm")
+    assert r.returncode == 0, r.stderr
     # a bad [clicks] section: file:line, exit 2
     job.write_text(job.read_text().replace("days = 3", 'days = "3"'))
     r = cli("job", "run", str(job))
