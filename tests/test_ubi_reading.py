@@ -104,10 +104,24 @@ def test_pages_release_the_pit_and_raise_one_line_errors(ubi_sharded):
 
 def test_slices_cover_every_document_once(ubi_sharded):
     conn, docs = ubi_sharded
-    ids = []
-    for text in pit.pages(conn, EV, {"match_all": {}}, ["_shard_doc"], size=31, slices=3):
+    ids, totals = [], []
+    for text in pit.pages(conn, EV, {"match_all": {}}, ["_shard_doc"], size=31, slices=3, totals=totals):
         ids += [h["_id"] for h in json.loads(text)["hits"]["hits"]]
-    assert len(ids) == len(set(ids)) == sum(k == "ubi_events" for k, _ in docs)
+    assert len(ids) == len(set(ids)) == sum(totals) == sum(k == "ubi_events" for k, _ in docs)
+    assert len(totals) == 3
+
+
+def test_a_read_that_loses_documents_is_an_error(ubi_sharded, monkeypatch):
+    """What opensearch-project/OpenSearch#15869 did (pages of a sort with ties losing hits)
+    is caught by the PIT's exact count, not passed on as a smaller log."""
+    from itertools import islice
+    conn, _ = ubi_sharded
+    every = ubi.pages
+    monkeypatch.setattr(ubi, "pages", lambda *a, **k: islice(every(*a, **k), 2))
+    with pytest.raises(ClusterError) as err:
+        _read(conn)
+    assert "74 of the 400 documents of test_pit_queries" in str(err.value), str(err.value)
+    assert _open_pits(conn) == 0
 
 
 def test_a_page_parsed_by_pyarrow_adds_what_the_line_reader_adds():

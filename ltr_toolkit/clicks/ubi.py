@@ -128,12 +128,19 @@ def read_index(conn: Connection, reader, index: str, kind: int, query: dict, siz
     """One index's matching documents into ``reader`` (``kind``: :data:`QUERY_KIND` or
     :data:`EVENT_KIND`): with a point in time and search_after, pages parsed by pyarrow
     when it is installed; with scroll where the cluster has no PIT API."""
-    add = _page_adder(reader, index, kind)
+    add, totals = _page_adder(reader, index, kind), []
     slices = 1 if kind == QUERY_KIND else min(shard_count(conn, index), MAX_SLICES)
     try:
-        return sum(map(add, pages(conn, index, query, SORT if slices == 1 else SORT[1:], size, slices=slices)))
+        n = sum(map(add, pages(conn, index, query, SORT if slices == 1 else SORT[1:], size,
+                               slices=slices, totals=totals)))
     except NoPit:
         return call(conn, _scan, conn.client(), index, query, size, _doc_adder(reader, kind))
+    if n != sum(totals):
+        raise ClusterError(f"{conn.display_url} returned {n:,} of the {sum(totals):,} documents of {index} "
+                           "the read should have (paging a sort with ties loses hits on some OpenSearch "
+                           "versions, opensearch-project/OpenSearch#15869)",
+                           "upgrade the cluster, or export the indices and read the file")
+    return n
 
 
 def _doc_adder(reader, kind: int):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from .client import Connection, call, request, translate
 
 KEEP_ALIVE = "2m"
 PAGE = 5000
+_TOTAL = re.compile(rb'"total"\s*:\s*\{\s*"value"\s*:\s*(\d+)')
 #: what a cluster answers to the other engine's (or an older version's) PIT request
 NOT_THIS_API = (400, 404, 405)
 
@@ -75,7 +77,8 @@ def close_pit(conn: Connection, pit: Pit) -> None:
 
 
 def page_body(pit: Pit, query: dict, sort: list, size: int, after, keep_alive: str) -> dict:
-    body = {"size": size, "query": query, "sort": sort, "track_total_hits": False,
+    """A page's search; the first (no ``after``) also counts every match exactly."""
+    body = {"size": size, "query": query, "sort": sort, "track_total_hits": after is None,
             "pit": {"id": pit.id, "keep_alive": keep_alive}}
     if after is not None:
         body["search_after"] = after
@@ -84,12 +87,20 @@ def page_body(pit: Pit, query: dict, sort: list, size: int, after, keep_alive: s
 
 def fetch(conn: Connection, body: dict) -> bytes:
     """One search's response as the node sent it (no decoding: the caller parses), only
-    its hits' ids, sources and sort values."""
+    its total and its hits' ids, sources and sort values."""
     node = conn.client().transport.get_connection()
     _, _, text = call(conn, node.perform_request, "POST", "/_search",
-                      params={"filter_path": "hits.hits._id,hits.hits._source,hits.hits.sort"},
+                      params={"filter_path": "hits.total.value,hits.hits._id,hits.hits._source,hits.hits.sort"},
                       body=json.dumps(body).encode())
     return text.encode() if isinstance(text, str) else text
+
+
+def total(text: bytes) -> int:
+    """The exact number of matches a first page reports (its text begins with it)."""
+    got = _TOTAL.search(text, 0, 200)
+    if got is None:
+        raise ValueError(f"no total in the search response {text[:80]!r}")
+    return int(got.group(1))
 
 
 def last_sort(text: bytes):
@@ -106,25 +117,27 @@ def last_sort(text: bytes):
 
 
 def pages(conn: Connection, index: str, query: dict, sort: list, size: int = PAGE,
-          keep_alive: str = KEEP_ALIVE, slices: int = 1):
+          keep_alive: str = KEEP_ALIVE, slices: int = 1, totals: list | None = None):
     """Yields the text of every page of ``index``'s documents matching ``query``: in the
     order of ``sort`` (ending in ``"_shard_doc"``) with one slice, the next page fetched
     meanwhile; with ``slices`` > 1, the slices read side by side and their pages in the
-    order they arrive. Raises :class:`NoPit` when the cluster has no PIT API (read
-    with scroll instead)."""
+    order they arrive. ``totals`` gets each slice's exact number of matches (their sum:
+    what the pages should hold; some OpenSearch versions lose hits paging a sort with
+    ties, opensearch-project/OpenSearch#15869). Raises :class:`NoPit` when the cluster
+    has no PIT API (read with scroll instead)."""
     pit = open_pit(conn, index, keep_alive)
     if pit is None:
         raise NoPit(f"{conn.display_url} has no point-in-time API")
     try:
         if slices > 1:
-            yield from _sliced(conn, pit, query, sort, size, keep_alive, slices)
+            yield from _sliced(conn, pit, query, sort, size, keep_alive, slices, totals)
         else:
-            yield from _stream(conn, pit, query, sort, size, keep_alive)
+            yield from _stream(conn, pit, query, sort, size, keep_alive, None, totals)
     finally:
         close_pit(conn, pit)
 
 
-def _stream(conn, pit, query, sort, size, keep_alive, part=None):
+def _stream(conn, pit, query, sort, size, keep_alive, part=None, totals=None):
     """One slice's (or the whole PIT's) pages, each fetched while the last is used."""
     def step(after):
         body = page_body(pit, query, sort, size, after, keep_alive)
@@ -132,12 +145,14 @@ def _stream(conn, pit, query, sort, size, keep_alive, part=None):
 
     with ThreadPoolExecutor(1) as pool:
         ahead = pool.submit(step, None)
+        if totals is not None:
+            totals.append(total(ahead.result()))
         while (after := last_sort(text := ahead.result())) is not None:
             ahead = pool.submit(step, after)
             yield text
 
 
-def _sliced(conn, pit, query, sort, size, keep_alive, n: int):
+def _sliced(conn, pit, query, sort, size, keep_alive, n: int, totals=None):
     """The pages of ``n`` slices read by ``n`` threads, as they arrive (at most ``n``
     waiting); a slice's error is raised here, and an early stop ends the threads."""
     box, stop = queue.Queue(maxsize=n), threading.Event()
@@ -153,7 +168,7 @@ def _sliced(conn, pit, query, sort, size, keep_alive, n: int):
 
     def run(i):
         try:
-            for text in _stream(conn, pit, query, sort, size, keep_alive, {"id": i, "max": n}):
+            for text in _stream(conn, pit, query, sort, size, keep_alive, {"id": i, "max": n}, totals):
                 if not offer(text):
                     return
             offer(None)
