@@ -68,6 +68,26 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     stage = _first_stage(fields, first_stage, statistics)
     conn = _conn(ctx)
+    _check_evaluate_options(folds, featureset, algo, model, settings, deploy, deploy_anyway,
+                            keep_fold_models, jobs, budget)
+    if folds:
+        report, qids = _cross_validated(ctx, index, jl, stage, featureset, algo, settings, workdir,
+                                        folds, k, window, store, seed, keep_fold_models, jobs,
+                                        budget, explain=html is not None)
+    else:
+        report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage,
+                                        weights=(query_weight, rescore_weight),
+                                        explain=html is not None)
+    _show_report(report, k)
+    _write_report(conn, index, report, qids, jl, fields, json_out, plot, html)
+    if deploy:
+        _deploy(ctx, report, workdir, featureset, deploy, store, k, seed, deploy_anyway)
+    _failed_queries(report)
+
+
+def _check_evaluate_options(folds, featureset, algo, model, settings, deploy, deploy_anyway,
+                            keep_fold_models, jobs, budget) -> None:
+    """``ltr evaluate``'s options that go with --cv only, or with each other."""
     if (deploy or deploy_anyway or keep_fold_models or settings or jobs or budget is not None) and not folds:
         raise UserError("--settings, --deploy, --deploy-anyway, --keep-fold-models, --jobs and "
                         "--budget go with --cv")
@@ -78,20 +98,31 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
             raise UserError("--cv needs --featureset and at least one --algo")
         if model:
             raise UserError("--cv trains its own fold models: drop --model")
-        fixed = {} if settings is Settings.defaults else None
-        report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
-                                workdir, folds, k, window, store, stage, seed,
-                                log=lambda m: err.print(m), keep_models=keep_fold_models,
-                                jobs=jobs, budget=budget, explain=html is not None)
-        qids = list(next(iter(report["per_query"].values())))
-    else:
-        report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage,
-                                        weights=(query_weight, rescore_weight),
-                                        explain=html is not None)
+
+
+def _cross_validated(ctx, index, jl, stage, featureset, algo, settings, workdir, folds, k, window,
+                     store, seed, keep_fold_models, jobs, budget, explain) -> tuple[dict, list]:
+    """``ltr evaluate --cv K``: (the cross-validation's report, its queries), each
+    algorithm's settings chosen per fold unless ``--settings defaults``."""
+    fixed = {} if settings is Settings.defaults else None
+    report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
+                            workdir, folds, k, window, store, stage, seed,
+                            log=lambda m: err.print(m), keep_models=keep_fold_models,
+                            jobs=jobs, budget=budget, explain=explain)
+    return report, list(next(iter(report["per_query"].values())))
+
+
+def _show_report(report: dict, k: int) -> None:
+    """The report's summary line, its table and its recommendation, if any."""
     out.print(f"{report['queries']} queries, k={k}" + (f", {report['evaluation']}" if "evaluation" in report else ""))
     out.print(_report_table(report))
     if "recommendation" in report:
         out.print(f"recommendation: {report['recommendation']['reason']}")
+
+
+def _write_report(conn, index, report, qids, jl, fields, json_out, plot, html) -> None:
+    """The report written where asked: JSON, the per-query delta chart, the HTML page
+    (with the titles and fields of every document in its top lists)."""
     if json_out:
         write_json(json_out, report)
     if plot:
@@ -100,9 +131,6 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
         ids = {d for lists in report["top"].values() for top in lists.values() for d in top}
         write_html(html, report, jl, doc_titles(conn, index, ids, ("title", *(fields or "abstract").split(","))))
         out.print(f"report: {html}")
-    if deploy:
-        _deploy(ctx, report, workdir, featureset, deploy, store, k, seed, deploy_anyway)
-    _failed_queries(report)
 
 
 def _deploy(ctx, report, workdir, featureset, name, store, k, seed, anyway) -> None:

@@ -322,62 +322,88 @@ def _slow_chunk(buf, n_features, missing) -> Part:
     labels, qids, docs, rows, cols, vals = [], [], [], [], [], []
     limit = n_features if n_features is not None else MAX_FEATURE_ID
     for i, line in enumerate(lines, start=1):
-        hash_pos = line.find("#")
-        if hash_pos >= 0:
-            comment = line[hash_pos + 1:].split(None, 1)
-            line = line[:hash_pos]
-        else:
-            comment = None
+        line, comment = _without_comment(line)
         parts = line.split(None, 2)
         if not parts:
             continue
-        if len(parts) < 2 or not parts[1].startswith("qid:") or len(parts[1]) == 4:
-            raise _ChunkError(i, _SHAPE)
-        try:
-            grade = float(parts[0])
-        except ValueError:
-            raise _ChunkError(i, f"grade {parts[0]!r} is not a number") from None
-        if not math.isfinite(grade):
-            raise _ChunkError(i, f"grade {parts[0]!r} is not a finite number")
-        r = len(labels)
-        seen = set()
-        for tok in (parts[2].split() if len(parts) == 3 else ()):
-            if not _NUM_TOKEN.match(tok):
-                raise _ChunkError(i, f"bad feature token {tok!r} (expected index:value)")
-            key, text_value = tok.split(":")
-            try:
-                value = float(text_value)
-            except ValueError:
-                raise _ChunkError(i, f"bad feature value in {tok!r}") from None
-            j = int(key)
-            if j < 1:
-                raise _ChunkError(i, "feature indices must be whole numbers >= 1")
-            if j > limit:
-                if n_features is not None:
-                    raise _ChunkError(i, f"feature {j} beyond the {n_features} expected")
-                raise _ChunkError(i, f"feature id {j} is above {MAX_FEATURE_ID}, the most "
-                                     "features a feature set of the LTR plugin can have")
-            if j in seen:
-                raise _ChunkError(i, f"feature {j} appears twice in the row")
-            seen.add(j)
-            if not -F32_LIMIT < value < F32_LIMIT:
-                raise _ChunkError(i, f"feature {key} has value {text_value}: "
-                                     "features must be finite float32 numbers")
-            rows.append(r)
-            cols.append(j - 1)
-            vals.append(value)
+        grade = _row_grade(i, parts)
+        row_cols, row_vals = _row_features(i, parts[2] if len(parts) == 3 else "", limit,
+                                           n_features)
+        rows.extend([len(labels)] * len(row_cols))
+        cols.extend(row_cols)
+        vals.extend(row_vals)
         labels.append(grade)
         qids.append(parts[1][4:])
         docs.append(comment[0] if comment else "")
-    n = len(labels)
-    width = max(cols) + 1 if cols else 0
-    block = np.full((n, width), missing, dtype=np.float32)
-    if cols:
-        block[np.asarray(rows), np.asarray(cols)] = np.asarray(vals, dtype=np.float64)
+    block = _sparse_block(len(labels), rows, cols, vals, missing)
     qnames, qinv = _distinct(qids)
     return Part(block=block, y=np.asarray(labels, dtype=np.float64), qnames=qnames, qinv=qinv,
                  doc_ids=np.array(docs, dtype=str) if any(docs) else None, n_lines=len(lines),
                  n_newlines=buf.count(b"\n"), n_bytes=len(buf))
+
+
+def _without_comment(line: str) -> tuple[str, list | None]:
+    """(the line before its ``#``, the comment's words split off its first; None
+    without a comment)."""
+    hash_pos = line.find("#")
+    if hash_pos < 0:
+        return line, None
+    return line[:hash_pos], line[hash_pos + 1:].split(None, 1)
+
+
+def _row_grade(i: int, parts: list[str]) -> float:
+    """The grade of line ``i`` split into ``grade qid:N [rest]``, the shape checked."""
+    if len(parts) < 2 or not parts[1].startswith("qid:") or len(parts[1]) == 4:
+        raise _ChunkError(i, _SHAPE)
+    try:
+        grade = float(parts[0])
+    except ValueError:
+        raise _ChunkError(i, f"grade {parts[0]!r} is not a number") from None
+    if not math.isfinite(grade):
+        raise _ChunkError(i, f"grade {parts[0]!r} is not a finite number")
+    return grade
+
+
+def _row_features(i: int, rest: str, limit: int, n_features) -> tuple[list, list]:
+    """(0-based columns, values) of line ``i``'s ``index:value`` tokens, each checked:
+    ids from 1 to ``limit``, none twice, values finite in float32."""
+    cols, vals = [], []
+    seen = set()
+    for tok in rest.split():
+        if not _NUM_TOKEN.match(tok):
+            raise _ChunkError(i, f"bad feature token {tok!r} (expected index:value)")
+        key, text_value = tok.split(":")
+        try:
+            value = float(text_value)
+        except ValueError:
+            raise _ChunkError(i, f"bad feature value in {tok!r}") from None
+        j = int(key)
+        if j < 1:
+            raise _ChunkError(i, "feature indices must be whole numbers >= 1")
+        if j > limit:
+            if n_features is not None:
+                raise _ChunkError(i, f"feature {j} beyond the {n_features} expected")
+            raise _ChunkError(i, f"feature id {j} is above {MAX_FEATURE_ID}, the most "
+                                 "features a feature set of the LTR plugin can have")
+        if j in seen:
+            raise _ChunkError(i, f"feature {j} appears twice in the row")
+        seen.add(j)
+        if not -F32_LIMIT < value < F32_LIMIT:
+            raise _ChunkError(i, f"feature {key} has value {text_value}: "
+                                 "features must be finite float32 numbers")
+        cols.append(j - 1)
+        vals.append(value)
+    return cols, vals
+
+
+def _sparse_block(n: int, rows: list, cols: list, vals: list, missing) -> np.ndarray:
+    """The float32 [n, highest column + 1] matrix of the (row, column, value) entries,
+    ``missing`` elsewhere."""
+    width = max(cols) + 1 if cols else 0
+    block = np.full((n, width), missing, dtype=np.float32)
+    if cols:
+        block[np.asarray(rows), np.asarray(cols)] = np.asarray(vals, dtype=np.float64)
+    return block
 
 
 def _distinct(names: list) -> tuple[list, np.ndarray]:

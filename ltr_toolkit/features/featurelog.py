@@ -371,49 +371,79 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
     stage = first_stage or FirstStage.from_fields()
     _same_logging(out, old, fsinfo, stage, featureset, candidates)
     done, regraded, dropped = _scan(out, jl.grades)
-    new = JudgmentList(source=jl.source, params=dict(jl.params))
-    for (q, d), g in jl.grades.items():
-        if (q, d) not in done:
-            new.queries.setdefault(q, jl.queries[q])
-            new.grades[(q, d)] = g
+    new = _unlogged(jl, done)
     n_done = len(done)
     del done
     inc = out.with_name(out.name + ".increment")
     # the rows already there were fitted to the file's budget: the new ones too
     budget = old.get("max_query_terms") if "max_query_terms" in old else \
         query_budget(conn, index, jl, featureset, stage, store)
-    missing, failed, inc_side = [], [], {}
+    missing, failed = [], []
     if new.grades:
         log_features(conn, new, featureset, index, inc, store, batch, progress, stage,
                      candidates, parallel=parallel, max_terms=budget)
-        inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
-        missing, failed = inc_side["missing_docs"], inc_side["failed_queries"]
-        for key in ("encoder", "vector_field"):
-            if key in old and old.get(key) != inc_side.get(key):
-                raise UserError(f"{out} was logged with {key} {old.get(key)}, the index now "
-                                f"has {inc_side.get(key)}", "log to a new file")
+        missing, failed = _increment_outcome(out, old, inc)
     rows = n_done - dropped
     if new.grades or regraded or dropped:
-        with atomic_write(out, "w") as fh:
-            rows = _copy_regraded(out, jl.grades, fh)
-            if inc.exists():
-                with open(inc, encoding="utf-8", newline="") as src:
-                    for line in src:
-                        fh.write(line)
-                        rows += _row_key(line)[1] is not None
-    sidecar = dict(old or {}, featureset=featureset, featureset_sha256=fsinfo["sha256"],
-                   store=store, feature_names=fsinfo["feature_names"], index=index,
-                   first_stage=stage.to_dict(),
-                   judgments={"source": jl.source, "sha256": jl.content_hash(),
-                              "queries": len(jl.judged_qids()),
-                              "pairs": len(jl)},
-                   rows=rows, missing_docs=missing, failed_queries=failed,
-                   regraded=regraded, dropped=dropped, max_query_terms=budget,
-                   fitted_queries=sum(fit_keywords(jl.queries[q], budget) != jl.queries[q]
-                                      for q in jl.judged_qids()),
-                   added=len(new) - len(missing)
-                   - sum(len(new.docs_of(q)) for q, _ in failed))
+        rows = _rewrite_with_increment(out, jl.grades, inc)
+    sidecar = _incremental_sidecar(old, jl, new, fsinfo, featureset=featureset, store=store,
+                                   index=index, stage=stage, rows=rows, missing=missing,
+                                   failed=failed, regraded=regraded, dropped=dropped,
+                                   budget=budget)
     write_json(side_path, sidecar)
     for p in (inc, inc.with_suffix(inc.suffix + ".json")):
         p.unlink(missing_ok=True)
     return sidecar
+
+
+def _unlogged(jl: JudgmentList, done: set) -> JudgmentList:
+    """The judgments of ``jl`` whose pairs are not in ``done`` (with their queries)."""
+    new = JudgmentList(source=jl.source, params=dict(jl.params))
+    for (q, d), g in jl.grades.items():
+        if (q, d) not in done:
+            new.queries.setdefault(q, jl.queries[q])
+            new.grades[(q, d)] = g
+    return new
+
+
+def _increment_outcome(out: Path, old: dict, inc: Path) -> tuple[list, list]:
+    """(missing documents, failed queries) of the increment logged into ``inc``; refused
+    when its vectors came from another encoder or field than OUT's."""
+    inc_side = json.loads(inc.with_suffix(inc.suffix + ".json").read_text())
+    for key in ("encoder", "vector_field"):
+        if key in old and old.get(key) != inc_side.get(key):
+            raise UserError(f"{out} was logged with {key} {old.get(key)}, the index now "
+                            f"has {inc_side.get(key)}", "log to a new file")
+    return inc_side["missing_docs"], inc_side["failed_queries"]
+
+
+def _rewrite_with_increment(out: Path, grades: dict, inc: Path) -> int:
+    """OUT replaced atomically by its rows regraded (those no longer judged dropped)
+    followed by the increment's lines; returns the rows written."""
+    with atomic_write(out, "w") as fh:
+        rows = _copy_regraded(out, grades, fh)
+        if inc.exists():
+            with open(inc, encoding="utf-8", newline="") as src:
+                for line in src:
+                    fh.write(line)
+                    rows += _row_key(line)[1] is not None
+    return rows
+
+
+def _incremental_sidecar(old: dict, jl: JudgmentList, new: JudgmentList, fsinfo: dict, *,
+                         featureset, store, index, stage, rows, missing, failed, regraded,
+                         dropped, budget) -> dict:
+    """OUT's sidecar after an increment: the old one updated with this run's feature set,
+    first stage, judgments and counts (``added``: the increment's pairs that became rows)."""
+    return dict(old or {}, featureset=featureset, featureset_sha256=fsinfo["sha256"],
+                store=store, feature_names=fsinfo["feature_names"], index=index,
+                first_stage=stage.to_dict(),
+                judgments={"source": jl.source, "sha256": jl.content_hash(),
+                           "queries": len(jl.judged_qids()),
+                           "pairs": len(jl)},
+                rows=rows, missing_docs=missing, failed_queries=failed,
+                regraded=regraded, dropped=dropped, max_query_terms=budget,
+                fitted_queries=sum(fit_keywords(jl.queries[q], budget) != jl.queries[q]
+                                   for q in jl.judged_qids()),
+                added=len(new) - len(missing)
+                - sum(len(new.docs_of(q)) for q, _ in failed))

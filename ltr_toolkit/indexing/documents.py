@@ -147,25 +147,14 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     c = conn.client()
     analyzer = analyzer or pick_analyzer(conn)
     expansion = expansion and expansion_over(expansion, fields or FIELDS)
-    if call(conn, c.indices.exists, index=index):
-        if not recreate:
-            raise UserError(f"index {index} already exists on {conn.display_url}",
-                            "pass --recreate to delete and re-create it, or choose another --index")
-        call(conn, c.indices.delete, index=index)
-    no_vectors = None
-    if vector_fields and not has_knn(conn):
-        vector_fields, no_vectors = None, ("the cluster has no k-NN plugin (opensearch-knn): the "
-                                           "semantic features are not available on this index")
+    _clear_index(conn, index, recreate)
+    vector_fields, no_vectors = _vector_support(conn, vector_fields)
     vec_fields, vec_of = _vectors(docs, fields or FIELDS, vector_fields, encoder)
     body = mapping(analyzer, fields, meta, shards, replicas, term_vectors,
                    expansion.field if expansion else None, vec_fields)
     if expansion:
-        # a first load on one shard finds the neighbours (more_like_this picks its terms
-        # from a shard's statistics: the same neighbours whatever the shard count), then
-        # the real load writes them (no updated copies left behind)
-        _load(conn, index, mapping(analyzer, fields, meta, 1, 0, term_vectors, None), docs, fields)
-        texts = all_neighbour_texts(conn, index, expansion)
-        call(conn, c.indices.delete, index=index)
+        texts = _neighbour_texts(conn, index, docs, expansion,
+                                 mapping(analyzer, fields, meta, 1, 0, term_vectors, None), fields)
     def extra(d):
         out = {expansion.field: texts.get(str(d["id"]), "")} if expansion else {}
         vec = vec_of.get(str(d["id"]))
@@ -177,6 +166,38 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     count = request(conn, "GET", f"/{index}/_count")["count"]
     return {"index": index, "analyzer": analyzer, "indexed": ok, "errors": len(errors), "count": count,
             "vectors": vec_fields, "no_vectors": no_vectors}
+
+
+def _clear_index(conn: Connection, index: str, recreate: bool) -> None:
+    """Make room for ``index``: an existing one is an error unless ``recreate`` (then it
+    is deleted)."""
+    c = conn.client()
+    if call(conn, c.indices.exists, index=index):
+        if not recreate:
+            raise UserError(f"index {index} already exists on {conn.display_url}",
+                            "pass --recreate to delete and re-create it, or choose another --index")
+        call(conn, c.indices.delete, index=index)
+
+
+def _vector_support(conn: Connection, vector_fields):
+    """(the vector fields to encode, None or why there are none): none on a cluster
+    without the k-NN plugin."""
+    if vector_fields and not has_knn(conn):
+        return None, ("the cluster has no k-NN plugin (opensearch-knn): the "
+                      "semantic features are not available on this index")
+    return vector_fields, None
+
+
+def _neighbour_texts(conn: Connection, index: str, docs: list[dict], expansion: Expansion,
+                     body: dict, fields) -> dict:
+    """Each document's nearest neighbours' text, found in a first load of ``docs`` into
+    ``index`` with ``body`` (one shard), deleted afterwards: more_like_this picks its
+    terms from a shard's statistics, so the neighbours are the same whatever the real
+    load's shard count, and the real load writes them (no updated copies left behind)."""
+    _load(conn, index, body, docs, fields)
+    texts = all_neighbour_texts(conn, index, expansion)
+    call(conn, conn.client().indices.delete, index=index)
+    return texts
 
 
 def _vectors(docs, fields, vector_fields, encoder) -> tuple[dict | None, dict]:

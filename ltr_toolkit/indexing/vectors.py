@@ -148,6 +148,19 @@ def add_vectors(conn: Connection, index: str, fields, encoder: Encoder | None = 
     without one. Documents with no text in ``fields`` stay without (counted); failed
     updates are named in ``failed``."""
     encoder = encoder or load_encoder()
+    _prepare_vector_field(conn, index, fields, encoder)
+    written, no_text, failed = _write_missing_vectors(conn, index, fields, encoder, batch,
+                                                      progress)
+    call(conn, conn.client().indices.refresh, index=index)
+    return {"index": index, "field": FIELD, "fields": list(fields),
+            "encoder": encoder.identity(), "written": written, "no_text": no_text,
+            "failed": failed}
+
+
+def _prepare_vector_field(conn: Connection, index: str, fields, encoder: Encoder) -> None:
+    """Check that ``index`` can take ``encoder``'s vectors of ``fields`` (the fields exist,
+    vectors already there are of the same encoder and fields, ``_source`` keeps every
+    field), then add the vector field and its ``_meta`` record where missing."""
     mappings = _mapping(conn, index)
     props = mappings.get("properties", {})
     missing = [f for f in fields if f not in props]
@@ -168,6 +181,13 @@ def add_vectors(conn: Connection, index: str, fields, encoder: Encoder | None = 
                 {"properties": {FIELD: field_mapping(encoder.dim, approximate=knn)}})
     if not recorded:
         _write_meta(conn, index, meta_entry(encoder, fields), mappings)
+
+
+def _write_missing_vectors(conn: Connection, index: str, fields, encoder: Encoder, batch: int,
+                           progress) -> tuple[int, int, list]:
+    """The documents without a vector read (scan) and updated ``batch`` at a time:
+    (vectors written, documents with no text in ``fields``, [id, reason] of the failed
+    updates); ``progress`` gets the documents done after each batch."""
     todo = {"query": {"bool": {"must_not": [{"exists": {"field": FIELD}}]}},
             "_source": list(fields)}
     written, no_text, failed = 0, 0, []
@@ -178,12 +198,9 @@ def add_vectors(conn: Connection, index: str, fields, encoder: Encoder | None = 
         nonlocal written
         if not pending:
             return
-        vecs = encoder.encode([document_text(h["_source"], fields) for h in pending])
-        actions = [{"_op_type": "update", "_index": index, "_id": h["_id"],
-                    "doc": {FIELD: np.round(v.astype(np.float64), 7).tolist()}} for h, v in zip(pending, vecs)]
-        ok, errors = call(conn, helpers.bulk, c, actions, raise_on_error=False)
+        ok, errors = _update_vectors(conn, index, fields, encoder, pending)
         written += ok
-        failed.extend([e.get("update", {}).get("_id"), _reason(e)] for e in errors)
+        failed.extend(errors)
         pending.clear()
         if progress:
             progress(written + len(failed))
@@ -196,10 +213,17 @@ def add_vectors(conn: Connection, index: str, fields, encoder: Encoder | None = 
         if len(pending) >= batch:
             flush()
     flush()
-    call(conn, c.indices.refresh, index=index)
-    return {"index": index, "field": FIELD, "fields": list(fields),
-            "encoder": encoder.identity(), "written": written, "no_text": no_text,
-            "failed": failed}
+    return written, no_text, failed
+
+
+def _update_vectors(conn: Connection, index: str, fields, encoder: Encoder,
+                    hits: list[dict]) -> tuple[int, list]:
+    """One bulk update of ``hits``' vectors: (updates done, [id, reason] of the failed)."""
+    vecs = encoder.encode([document_text(h["_source"], fields) for h in hits])
+    actions = [{"_op_type": "update", "_index": index, "_id": h["_id"],
+                "doc": {FIELD: np.round(v.astype(np.float64), 7).tolist()}} for h, v in zip(hits, vecs)]
+    ok, errors = call(conn, helpers.bulk, conn.client(), actions, raise_on_error=False)
+    return ok, [[e.get("update", {}).get("_id"), _reason(e)] for e in errors]
 
 
 def _reason(err: dict) -> str:

@@ -133,25 +133,16 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     out is named in its fold's settings and logged). ``explain``: the report's
     ``explanations`` hold each fold model's per-feature contributions to its queries' top
     10 (computed while the model is in the store)."""
-    if folds < 2:
-        raise UserError(f"--folds {folds}: cross-validation needs at least 2 folds")
-    for algo in algos:
-        check_algorithm(algo)
+    _check_settings(folds, algos)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     serving = Serving(index, first_stage or FirstStage.from_fields(), window, store)
     ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
     truth = jl if evaluate_on is None else evaluate_on
-    judged = set(truth.judged_qids())
-    qids = [q for q in jl.judged_qids() if q not in failed and q in judged]
-    if len(qids) < folds:
-        raise UserError(f"{len(qids)} usable queries for {folds} folds", "judge more queries")
+    qids = _usable_queries(jl, truth, failed, folds)
     run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
                folds, name_prefix, str(workdir), selection, budget, explain)
-    if run.failed:          # the first stage failed now for queries logged before
-        failed.update({qids[i]: why for i, why in run.failed.items()})
-        raise UserError(f"the first stage failed for {len(run.failed)} logged queries "
-                        f"(e.g. {next(iter(failed.items()))})", "check the cluster, then run again")
+    _check_first_stage_again(run, qids, failed)
     per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
     try:
         ranked = run.rankings(algos, jobs, log)
@@ -160,7 +151,43 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
             log(f"{algo}: chosen per fold: {run.chosen[algo]}")
     finally:
         left = [] if keep_models else _clean_up(conn, run.models, store, log)
-    report = compare(per_query, baseline_name, k)
+    return _report(run, per_query, ranked, baseline_name, jl, truth, algos, side, failed, left,
+                   window=window, keep_models=keep_models, explain=explain)
+
+
+def _check_settings(folds: int, algos) -> None:
+    """At least 2 folds, and known algorithms: before anything is logged."""
+    if folds < 2:
+        raise UserError(f"--folds {folds}: cross-validation needs at least 2 folds")
+    for algo in algos:
+        check_algorithm(algo)
+
+
+def _usable_queries(jl: JudgmentList, truth: JudgmentList, failed: dict, folds: int) -> list[str]:
+    """``jl``'s judged queries whose candidates were logged and that ``truth`` judges too,
+    in ``jl``'s order; refused when fewer than ``folds``."""
+    judged = set(truth.judged_qids())
+    qids = [q for q in jl.judged_qids() if q not in failed and q in judged]
+    if len(qids) < folds:
+        raise UserError(f"{len(qids)} usable queries for {folds} folds", "judge more queries")
+    return qids
+
+
+def _check_first_stage_again(run: "_Run", qids: list[str], failed: dict) -> None:
+    """Refuse a run whose first stage failed now for queries logged before (added to
+    ``failed``)."""
+    if run.failed:
+        failed.update({qids[i]: why for i, why in run.failed.items()})
+        raise UserError(f"the first stage failed for {len(run.failed)} logged queries "
+                        f"(e.g. {next(iter(failed.items()))})", "check the cluster, then run again")
+
+
+def _report(run: "_Run", per_query: dict, ranked: dict, baseline_name: str, jl: JudgmentList,
+            truth: JudgmentList, algos: dict, side: dict, failed: dict, left: list, *,
+            window: int, keep_models: bool, explain: bool) -> dict:
+    """The pooled report of a run (see the module docstring), its recommendation last."""
+    qids, folds, serving = run.qids, run.folds, run.serving
+    report = compare(per_query, baseline_name, run.k)
     report.update({
         "evaluation": f"{folds}-fold cross-validation over {len(qids)} judged queries "
                       f"(each query reranked by a model trained, and its settings chosen, "
@@ -171,7 +198,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         "models_left": left,
         "settings": run.chosen, "fit_seconds": run.fit_seconds,
         "fixed_settings": {a: v for a, v in algos.items() if v is not None},
-        "candidates": side.get("candidates"), "seed": seed,
+        "candidates": side.get("candidates"), "seed": run.seed,
         "max_query_terms": serving.max_terms, "fitted_queries": side.get("fitted_queries", 0),
         "failed_queries": sorted(failed.items()), "rescore_fallbacks": run.fallbacks,
         "per_query": per_query_json(per_query, qids),

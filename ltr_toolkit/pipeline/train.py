@@ -114,25 +114,49 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     warnings = grade_variation_check(train, data)
     nf = train.n_features
     if algo in NEURAL_ALGOS:
-        model.fit(train, splits.get("valid"), on_epoch=on_epoch)
-        normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
-        history = model.history
-        extra = {"output_map": output_map(model, train.X)} if algo != "linear" else {}
+        normalisation, history, extra = _fit_network(model, algo, train, valid, on_epoch)
     else:
-        cb = []
-        if on_epoch is not None:
-            import xgboost as xgb
+        normalisation, history, extra = _fit_trees(model, train, valid, on_epoch)
+    metrics = _split_metrics(model, splits, k)
+    return model_artifact(model, algo, side, nf, metrics, warnings=warnings,
+                          training_data={"path": str(data), "sha256": train.content_hash(),
+                                         "rows": train.n_docs, "queries": train.n_queries},
+                          normalisation=normalisation, history=history, extra=extra)
 
-            class _Progress(xgb.callback.TrainingCallback):
-                def after_iteration(self, booster, epoch, evals_log):
-                    vals = evals_log.get("valid", {}).get(model.metric_name)
-                    on_epoch(epoch, vals[-1] if vals else None)   # no --valid: no metric
-                    return False
-            cb = [_Progress()]
-        model.fit(train, splits.get("valid"), callbacks=cb)
-        normalisation = None   # trees split on raw (logged) feature values
-        history = []
-        extra = {}
+
+def _fit_network(model, algo: str, train, valid, on_epoch) -> tuple[dict, list, dict]:
+    """Fit a network (or linear) ranker: (its input normalisation, its history, the
+    artifact's extra entries: the output map, except for linear models)."""
+    model.fit(train, valid, on_epoch=on_epoch)
+    normalisation = {"type": "standard", "mean": model.mean_.tolist(), "std": model.std_.tolist()}
+    extra = {"output_map": output_map(model, train.X)} if algo != "linear" else {}
+    return normalisation, model.history, extra
+
+
+def _fit_trees(model, train, valid, on_epoch) -> tuple[None, list, dict]:
+    """Fit a tree ensemble, reporting each round to ``on_epoch``: (no normalisation,
+    trees split on raw (logged) feature values; no history; no extra entries)."""
+    model.fit(train, valid, callbacks=_round_callbacks(model, on_epoch))
+    return None, [], {}
+
+
+def _round_callbacks(model, on_epoch) -> list:
+    """xgboost callbacks that pass each round and its validation metric (None without
+    --valid) to ``on_epoch``; none without ``on_epoch``."""
+    if on_epoch is None:
+        return []
+    import xgboost as xgb
+
+    class _Progress(xgb.callback.TrainingCallback):
+        def after_iteration(self, booster, epoch, evals_log):
+            vals = evals_log.get("valid", {}).get(model.metric_name)
+            on_epoch(epoch, vals[-1] if vals else None)   # no --valid: no metric
+            return False
+    return [_Progress()]
+
+
+def _split_metrics(model, splits: dict, k: int) -> dict:
+    """Each split's metrics at ``k`` (and its number of queries) from the model's scores."""
     metrics = {}
     # ERR's grade scale: the largest label of every split reported, so theirs compare
     max_grade = max(float(ds.y.max()) for ds in splits.values() if ds.n_docs)
@@ -140,10 +164,7 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
         m = evaluate(model.predict(ds.X), ds.y, ds.offsets, k, max_grade=max_grade)
         m["queries"] = ds.n_queries
         metrics[name] = m
-    return model_artifact(model, algo, side, nf, metrics, warnings=warnings,
-                          training_data={"path": str(data), "sha256": train.content_hash(),
-                                         "rows": train.n_docs, "queries": train.n_queries},
-                          normalisation=normalisation, history=history, extra=extra)
+    return metrics
 
 
 def model_artifact(model, algo: str, side: dict, nf: int, metrics: dict, *, warnings,
