@@ -29,6 +29,16 @@ seen 2,000 times.
   estimate = alpha (attractiveness). theta is scaled so that position 0 is always examined.
 * ``ubm`` — user browsing model: examination theta depends on the rank and on the distance
   to the previous click in the search; EM as for PBM; estimate = alpha.
+
+PBM's and UBM's EM run to their fixed point: until a step moves no attractiveness by
+``tol`` or more (at most :data:`EM_ITERATIONS` steps). From its flat start plain EM
+moves slowly along the ridge where position and attractiveness trade off: on simulated
+Cranfield searches (theta_r = 1/(r+1)) it needed about 1,000 steps, on 1 million
+synthetic events about 5,900, and stopped at 100 (as it once was) it left theta at
+about 0.5 from rank 2 down, the position bias mostly unremoved. SQUAREM (Varadhan and
+Roland, 2008), the standard accelerator for such slow EM, extrapolates along the last
+two steps' direction and stabilises with a third: the same fixed point (theta within
+1e-4) in about a tenth of the steps (113 and 527 there).
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ from .groups import Groups, from_table
 from .sessions import Table
 
 MODELS = ("ctr", "coec", "sdbn", "pbm", "ubm")
+#: The most EM iterations of PBM and UBM (they stop earlier when converged, ``tol``).
+EM_ITERATIONS = 10_000
 #: a pair estimate's default prior strength, per model (COEC: 0, the Workbench's numbers)
 DEFAULT_PRIOR = {"ctr": 1.0, "coec": 0.0, "sdbn": 1.0, "pbm": 1.0, "ubm": 1.0}
 COEC_MAX_RANK = 20
@@ -100,40 +112,64 @@ def sdbn(g: Groups, pair, n_pairs, prior):
     return attract * satisfy, {"_parts": (attract, satisfy)}
 
 
-def _em(g: Groups, pair, n_pairs, prior, exam, ref, iters, tol, n_exam=None):
-    """EM for P(click) = theta[exam] * alpha[pair]; theta[ref] scaled to 1; the work is
-    per group (:mod:`.groups`), each weighted by its rows."""
-    n_exam = n_exam or int(exam.max(initial=0)) + 1
+def _em_map(g: Groups, pair, n_pairs, prior, exam, ref, n_exam):
+    """One EM step for P(click) = theta[exam] * alpha[pair], as a map of x = [alpha,
+    theta] (theta[ref] scaled to 1); the work is per group (:mod:`.groups`), each weighted
+    by its rows."""
     click, w = g.click, g.weight
     seen = np.bincount(pair, w, n_pairs)
     per_exam = np.bincount(exam, w, n_exam)
-    alpha, theta = np.full(n_pairs, 0.5), np.full(n_exam, 0.5)
-    it = 0
-    for it in range(1, iters + 1):
+
+    def step(x: np.ndarray) -> np.ndarray:
+        alpha, theta = x[:n_pairs], x[n_pairs:]
         a, th = alpha[pair], theta[exam]
         denom = np.maximum(1.0 - th * a, 1e-12)
         post_a = np.where(click, 1.0, (1.0 - th) * a / denom)
         post_t = np.where(click, 1.0, th * (1.0 - a) / denom)
         new = np.bincount(pair, w * post_a, n_pairs)
-        mean = new.sum() / seen.sum()
-        new = (new + prior * mean) / (seen + prior)
-        theta = np.divide(np.bincount(exam, w * post_t, n_exam), per_exam, out=theta, where=per_exam > 0)
+        new = (new + prior * new.sum() / seen.sum()) / (seen + prior)
+        theta = np.divide(np.bincount(exam, w * post_t, n_exam), per_exam, out=theta.copy(), where=per_exam > 0)
         scale = theta[ref] if theta[ref] > 0 else 1.0
-        theta = np.clip(theta / scale, 0.0, 1.0)
-        new = np.clip(new * scale, 0.0, 1.0)
-        done = np.abs(new - alpha).max(initial=0.0) < tol
-        alpha = new
-        if done:
-            break
-    return alpha, theta, it
+        return np.r_[np.clip(new * scale, 0.0, 1.0), np.clip(theta / scale, 0.0, 1.0)]
+    return step
 
 
-def pbm(g: Groups, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
+def _em(g: Groups, pair, n_pairs, prior, exam, ref, iters, tol, n_exam=None):
+    """EM to its fixed point, accelerated by SQUAREM (module docstring): (alpha, theta,
+    EM steps taken). Done when a plain step moves no alpha by ``tol`` or more."""
+    n_exam = n_exam or int(exam.max(initial=0)) + 1
+    step = _em_map(g, pair, n_pairs, prior, exam, ref, n_exam)
+    x, steps = np.full(n_pairs + n_exam, 0.5), 0
+    while steps < iters:
+        x1 = step(x)
+        x2 = step(x1)
+        steps += 2
+        if np.abs(x2[:n_pairs] - x1[:n_pairs]).max(initial=0.0) < tol:
+            return x2[:n_pairs], x2[n_pairs:], steps
+        x = _squarem(step, x, x1, x2)
+        steps += 1
+    return x[:n_pairs], x[n_pairs:], steps
+
+
+def _squarem(step, x, x1, x2) -> np.ndarray:
+    """SQUAREM's extrapolation from x through two EM steps (Varadhan & Roland, Scand. J.
+    Statist. 2008, scheme S3), kept in [0, 1] and stabilised by one more EM step; the
+    plain two steps' x2 when the step length is -1 or anything is not finite."""
+    r, v = x1 - x, x2 - 2.0 * x1 + x
+    vv = float(v @ v)
+    length = min(-np.sqrt(float(r @ r) / vv), -1.0) if vv > 0 else -1.0
+    if length == -1.0:
+        return x2
+    out = step(np.clip(x - 2.0 * length * r + length * length * v, 0.0, 1.0))
+    return out if np.all(np.isfinite(out)) else x2
+
+
+def pbm(g: Groups, pair, n_pairs, prior, iters: int = EM_ITERATIONS, tol: float = 1e-6):
     alpha, theta, it = _em(g, pair, n_pairs, prior, g.pos.astype(np.int64), 0, iters, tol)
     return alpha, {"theta": [round(float(x), 6) for x in theta], "iterations": it, "_exam": theta}
 
 
-def ubm(g: Groups, pair, n_pairs, prior, iters: int = 100, tol: float = 1e-6):
+def ubm(g: Groups, pair, n_pairs, prior, iters: int = EM_ITERATIONS, tol: float = 1e-6):
     depth = int(g.pos.max(initial=0)) + 1
     exam = g.pos.astype(np.int64) * (depth + 1) + g.dist      # dist 1 .. depth
     alpha, theta, it = _em(g, pair, n_pairs, prior, exam, 1, iters, tol, (depth + 1) ** 2)
