@@ -99,11 +99,6 @@ def test_no_module_imports_itself_back_through_others():
 #: the most lines a function may take, from ``def`` to its last line, docstring included
 SCREEN = 50
 
-#: functions allowed to be longer for now, as "path::name" (path relative to the repository)
-LONG_FUNCTIONS_ALLOWED = {
-    "ltr_toolkit/rank/lambdas.py::_block",   # being split in a parallel change
-}
-
 
 def _long_functions(limit: int = SCREEN) -> list[str]:
     """"path::name (N lines)" of every function (methods and nested ones included) longer
@@ -120,5 +115,5 @@ def _long_functions(limit: int = SCREEN) -> list[str]:
 
 
 def test_no_function_is_longer_than_a_screen():
-    long = [f for f in _long_functions() if f.split(" (")[0] not in LONG_FUNCTIONS_ALLOWED]
+    long = _long_functions()
     assert long == [], f"functions longer than {SCREEN} lines: {long}"

@@ -318,9 +318,32 @@ def _block(ys, Gs, ss, lengths, Wpos, r0, sigma, ranknet, score_normalization, h
     ([B, n] lambdas, [B, n] hessians or None, [B] sum of unweighted |lambda_ab| over the
     block's pairs). A few passes over [B, rows, n] arrays, in place."""
     r1 = r0 + Wpos.shape[0]
-    n = ys.shape[1]
     dt = ys.dtype.type
     sig = dt(sigma)
+    sign, W = _block_pair_weights(ys, Gs, lengths, Wpos, r0, r1, ranknet)
+    gap = np.subtract(ss[:, r0:r1, None], ss[:, None, :])   # >= 0 where b > a
+    if score_normalization:
+        _normalise_by_score_gap(W, gap, ss, lengths, dt)
+    p = _better_loses(gap, sign, sig, dt)                # gap's buffer, reused
+    lam = W                                              # |lambda_ab| = sigma W p
+    lam *= p
+    if sig != 1:
+        lam *= sig
+    total = lam.sum(axis=(1, 2), dtype=np.float64)
+    if ws is not None:
+        lam *= np.where(sign > 0, ws[:, r0:r1, None], ws[:, None, :])
+    hess = _block_hessian(lam, p, sig, dt, r0, r1) if hessian else None
+    signed = lam
+    signed *= sign                                       # the better one gets -|lambda_ab|
+    grad = signed.sum(axis=1)                            # b's side: + over a
+    grad[:, r0:r1] -= signed.sum(axis=2)                 # a's side: - over b
+    return grad, hess, total
+
+
+def _block_pair_weights(ys, Gs, lengths, Wpos, r0, r1, ranknet):
+    """([B, rows, n] sign of y_a - y_b, pair weights W: |G_a - G_b| (1 for RankNet) times
+    the position weights, 0 for padding)."""
+    n = ys.shape[1]
     sign = np.subtract(ys[:, r0:r1, None], ys[:, None, :])
     np.sign(sign, out=sign)                              # +1 where a is the better one
     if ranknet:
@@ -331,19 +354,25 @@ def _block(ys, Gs, ss, lengths, Wpos, r0, sigma, ranknet, score_normalization, h
     W *= Wpos
     if np.any(lengths < n):
         W *= (np.arange(n) < lengths[:, None])[:, None, :]
-    gap = np.subtract(ss[:, r0:r1, None], ss[:, None, :])   # >= 0 where b > a
-    if score_normalization:
-        # xgboost's rank:ndcg: W / (|s_a - s_b| + 0.01), unless all the query's scores tie
-        last = np.take_along_axis(ss, np.maximum(lengths - 1, 0)[:, None], axis=1)[:, 0]
-        flat = (ss[:, 0] - last) <= 0
-        if not flat.all():
-            d = np.abs(gap)
-            d += dt(0.01)
-            if flat.any():
-                d[flat] = 1.0
-            W /= d
-            del d
-    # p = 1 / (1 + exp(sigma (s_better - s_worse))), finite for any gap
+    return sign, W
+
+
+def _normalise_by_score_gap(W, gap, ss, lengths, dt) -> None:
+    """xgboost's rank:ndcg: W / (|s_a - s_b| + 0.01), in place, unless all the query's
+    scores tie."""
+    last = np.take_along_axis(ss, np.maximum(lengths - 1, 0)[:, None], axis=1)[:, 0]
+    flat = (ss[:, 0] - last) <= 0
+    if not flat.all():
+        d = np.abs(gap)
+        d += dt(0.01)
+        if flat.any():
+            d[flat] = 1.0
+        W /= d
+
+
+def _better_loses(gap, sign, sig, dt):
+    """p = 1 / (1 + exp(sigma (s_better - s_worse))), finite for any gap (in ``gap``'s
+    buffer)."""
     p = gap
     p *= sign
     if sig != 1:
@@ -352,26 +381,19 @@ def _block(ys, Gs, ss, lengths, Wpos, r0, sigma, ranknet, score_normalization, h
     np.exp(p, out=p)
     p += dt(1.0)
     np.reciprocal(p, out=p)
-    lam = W                                              # |lambda_ab| = sigma W p
-    lam *= p
+    return p
+
+
+def _block_hessian(lam, p, sig, dt, r0, r1):
+    """[B, n] sums of sigma^2 W p (1 - p) = sigma lam (1 - p) over each document's pairs
+    (in ``p``'s buffer)."""
+    h = np.subtract(dt(1.0), p, out=p)
+    h *= lam
     if sig != 1:
-        lam *= sig
-    total = lam.sum(axis=(1, 2), dtype=np.float64)
-    if ws is not None:
-        lam *= np.where(sign > 0, ws[:, r0:r1, None], ws[:, None, :])
-    hess = None
-    if hessian:
-        h = np.subtract(dt(1.0), p, out=p)               # sigma^2 W p (1 - p) = sigma lam (1 - p)
-        h *= lam
-        if sig != 1:
-            h *= sig
-        hess = h.sum(axis=1)
-        hess[:, r0:r1] += h.sum(axis=2)
-    signed = lam
-    signed *= sign                                       # the better one gets -|lambda_ab|
-    grad = signed.sum(axis=1)                            # b's side: + over a
-    grad[:, r0:r1] -= signed.sum(axis=2)                 # a's side: - over b
-    return grad, hess, total
+        h *= sig
+    hess = h.sum(axis=1)
+    hess[:, r0:r1] += h.sum(axis=2)
+    return hess
 
 
 def _sorted_rows(scores_pad, lengths, *arrays):
