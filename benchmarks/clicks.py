@@ -3,8 +3,8 @@
 1. Throughput: 10 million generated events (about 970,000 searches over 50,000 synthetic
    queries, 10 results each) -> weighted groups (built 1 million events at a time) -> each
    model; events/s and the peak memory of that step (tracemalloc: NumPy's allocations; the
-   event columns themselves, 17 bytes per event, are held before it). Reading JSON is measured apart, on 1 million
-   events in an NDJSON file.
+   event columns themselves, 17 bytes per event, are held before it). Reading files is
+   measured apart: ``python -m benchmarks.clicks reading`` (clicks_reading.md).
 2. Kendall tau: 20,000 simulated searches over the first stage's real top 10 of every
    judged Cranfield query (the node's), position bias theta_r = 1/(r+1) (the simulator's
    defaults, ``ltr_toolkit.clicks.simulate``); each model's grades (and raw estimates) vs
@@ -182,7 +182,7 @@ def main() -> None:
             g, e = np.array(vals).T
             rows.append([f"Kendall tau vs true grades, {name}", m, "grades / estimates", round(g.mean(), 4),
                          round(g.std(), 4), round(e.mean(), 4), round(e.std(), 4), ""])
-    speed = throughput() + json_reading()
+    speed = throughput()            # reading files: `reading` (clicks_reading.md)
     for r in speed:
         rows.append(["throughput", r[0], "events, seconds, events/s, peak MiB, EM iterations", *r[1:]])
     write_table("clicks", ["part", "what", "columns", "a", "b", "c", "d", "e"], rows, notes(tau))
@@ -199,7 +199,8 @@ def notes(tau) -> list[str]:
         "tau of the raw estimates, d = its sd; pairs with >= 5 impressions; simulator: theta_r = "
         "1/(r+1), attractiveness 0.05 + 0.95 (2^g - 1)/15, stop after a click 0.2 + 0.6 g/4",
         "throughput rows: rows -> model -> grades on 10M generated events (one model per row, "
-        "the aggregation included each time); 'read NDJSON' parses 1M events from a file",
+        "the aggregation included each time), EM to convergence (SQUAREM); reading UBI files: "
+        "clicks_reading.md (`python -m benchmarks.clicks reading`), the cluster's indices: ubi_reading.md",
     ]
 
 
