@@ -1,5 +1,5 @@
 """Position-debiased training from clicks (issue 32, item 2):
-``python -m benchmarks.clicks_debias CANDIDATES.txt``.
+``python -m benchmarks.clicks_debias CANDIDATES.txt [NAME]`` (results: NAME, default clicks_debias).
 
 Offline: CANDIDATES.txt is a logged candidates file (``label qid:Q 1:.. # docid`` with
 its ``.json`` sidecar: feature names), the first stage's top 100 of every judged query in
@@ -190,7 +190,7 @@ def _score(out, systems, ds, ds10, test_q, held) -> None:
         r["weight"].append(int(held[0].clicks.sum()))
 
 
-def run(path: str) -> None:
+def run(path: str, name: str = "clicks_debias") -> None:
     ds = load_logged(path)
     rows, per_query = [], {}
     for uname, user in USERS.items():
@@ -201,11 +201,11 @@ def run(path: str) -> None:
             print(f"{uname}, seed {seed}: {time.perf_counter() - t0:.0f}s", flush=True)
         per_query[uname] = seeds
         rows += table_rows(uname, seeds)
-    write_table("clicks_debias", ["user model", "system", "NDCG@10 top-10 rerank (human)", "sd",
+    write_table(name, ["user model", "system", "NDCG@10 top-10 rerank (human)", "sd",
                                   "NDCG@10 top-100 rerank (human)", "sd", "click MRR held-out", "sd",
                                   "debiased - best other (top-10)", "p (paired t, queries)"],
                 rows, notes(path, ds))
-    plot(rows)
+    plot(rows, name)
 
 
 def table_rows(uname: str, seeds: list[dict]) -> list[list]:
@@ -250,7 +250,7 @@ def notes(path: str, ds: RankingDataset) -> list[str]:
             "grades for the same algorithm; paired t-test over queries, per-query NDCG averaged over seeds"]
 
 
-def plot(rows) -> None:
+def plot(rows, name: str) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(1, len(USERS), figsize=(12, 4.5), sharey=True)
     for ax, uname in zip(np.atleast_1d(axes), USERS):
@@ -259,15 +259,16 @@ def plot(rows) -> None:
         ax.set_yticks(range(len(rs)), [r[1] for r in rs], fontsize=7)
         ax.set_xlim(min(r[2] for r in rs) - 0.05, max(r[2] for r in rs) + 0.03)
         ax.set_title(f"NDCG@10 (human), top-10 rerank\n{uname}", fontsize=9)
-    finish(fig, "clicks_debias")
+    finish(fig, name)
 
 
 def main(argv=None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.exit("usage: python -m benchmarks.clicks_debias CANDIDATES.txt (a logged candidates "
-                 "file with its .json sidecar: `ltr log --candidates 100`)")
-    run(args[0])
+    if len(args) not in (1, 2):
+        sys.exit("usage: python -m benchmarks.clicks_debias CANDIDATES.txt [NAME] (a logged candidates "
+                 "file with its .json sidecar: `ltr log --candidates 100`; results in "
+                 "benchmarks/results/NAME.*, default clicks_debias)")
+    run(*args)
 
 
 if __name__ == "__main__":
