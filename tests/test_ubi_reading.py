@@ -14,6 +14,7 @@ from ltr_toolkit.clicks.events import EventReader
 from ltr_toolkit.errors import ClusterError
 from ltr_toolkit.transport import pit
 from ltr_toolkit.transport.client import request
+from ltr_toolkit.transport.lookups import shard_count
 
 QI, EV = "test_pit_queries", "test_pit_events"
 BAD = [{"action_name": "click", "user_query": "x", "event_attributes": {"object": {"object_id": "d1"}}},
@@ -71,7 +72,7 @@ def test_pit_reads_what_the_file_reader_reads(ubi_sharded, tmp_path, monkeypatch
     path = tmp_path / "events.ndjson"
     path.write_text("".join(json.dumps(d) + "\n" for _, d in docs))
     want = _summary(files.read_file(path))
-    assert pit.shard_count(conn, EV) == 3
+    assert shard_count(conn, EV) == 3
     counts, log = _read(conn)
     assert counts == {QI: sum(k == "ubi_queries" for k, _ in docs), EV: sum(k == "ubi_events" for k, _ in docs)}
     assert _summary(log) == want

@@ -25,7 +25,8 @@ import json
 
 from ..errors import ClusterError, UserError
 from ..transport.client import Connection, call, request
-from ..transport.pit import PAGE, NoPit, pages, shard_count
+from ..transport.lookups import shard_count
+from ..transport.pit import PAGE, NoPit, pages
 from opensearchpy import helpers
 from . import files
 from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader

@@ -190,7 +190,3 @@ def _sliced(conn, pit, query, sort, size, keep_alive, n: int, totals=None):
         finally:
             stop.set()
 
-
-def shard_count(conn: Connection, index: str) -> int:
-    """How many shards a search of ``index`` (a name, alias or pattern) reads."""
-    return len(request(conn, "GET", f"/{index}/_search_shards").get("shards") or []) or 1
