@@ -125,6 +125,38 @@ def test_a_read_that_loses_documents_is_an_error(ubi_sharded, monkeypatch):
     assert _open_pits(conn) == 0
 
 
+def test_each_page_is_asked_with_the_pit_id_the_last_page_returned(ubi_sharded, monkeypatch):
+    """OpenSearch returns the id it was given (read live); Elasticsearch may return a new
+    one with any page, and the next search and the close must use it (its documented rule;
+    no Elasticsearch node here, so its changing ids are played by wrapping the node's
+    answers)."""
+    conn, _ = ubi_sharded
+    sent, closed, fetch = [], [], pit.fetch
+
+    def renamed(c, body):
+        sent.append(body["pit"]["id"])
+        text = fetch(c, {**body, "pit": {**body["pit"], "id": opened[0].id if len(sent) == 1 else
+                                         opened[0].real}})
+        assert pit.pit_id(text, "") == opened[0].real          # the node's own answer
+        return text.replace(opened[0].real.encode(), f"renewed-{len(sent)}".encode(), 1)
+
+    opened, open_pit = [], pit.open_pit
+
+    def opening(*a, **k):
+        p = open_pit(*a, **k)
+        p.real = p.id
+        opened.append(p)
+        return p
+    monkeypatch.setattr(pit, "open_pit", opening)
+    monkeypatch.setattr(pit, "fetch", renamed)
+    monkeypatch.setattr(pit, "close_pit", lambda c, p: closed.append(p.id) or pit.request(
+        c, "DELETE", "/_search/point_in_time", body={"pit_id": [p.real]}))
+    pages = list(pit.pages(conn, EV, {"match_all": {}}, ["_shard_doc"], size=150))
+    assert len(pages) >= 3 and sent == [opened[0].real] + [f"renewed-{i}" for i in range(1, len(sent))]
+    assert closed == [f"renewed-{len(sent)}"] and len(sent) == len(pages) + 1   # + the empty page
+    assert _open_pits(conn) == 0
+
+
 def test_a_page_parsed_by_pyarrow_adds_what_the_line_reader_adds():
     pytest.importorskip("pyarrow")
     docs = [d for k, d in _docs(60) if k == "ubi_events"]

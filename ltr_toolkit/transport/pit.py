@@ -9,6 +9,9 @@ OpenSearch (2.4 or later) opens one with ``POST /INDEX/_search/point_in_time`` a
 it with ``DELETE /_search/point_in_time``; Elasticsearch (7.10 or later) with
 ``POST /INDEX/_pit`` and ``DELETE /_pit``; the searches are alike. :func:`open_pit`
 returns None where neither answers (an older cluster): the caller reads with scroll.
+Each page's response carries the PIT's id, which Elasticsearch may change from one
+search to the next ("always use the most recently received ID"): each stream sends the
+last id it received, and the PIT is closed with the last one.
 
 :func:`pages` fetches the next page in a second thread while the caller works on the
 last one: the node serialises page k+1 while this process parses and adds page k (the
@@ -38,6 +41,7 @@ from .client import Connection, call, request, translate
 KEEP_ALIVE = "2m"
 PAGE = 5000
 _TOTAL = re.compile(rb'"total"\s*:\s*\{\s*"value"\s*:\s*(\d+)')
+_PIT_ID = re.compile(rb'"pit_id"\s*:\s*"([^"]+)"')
 #: what a cluster answers to the other engine's (or an older version's) PIT request
 NOT_THIS_API = (400, 404, 405)
 
@@ -46,9 +50,10 @@ class NoPit(Exception):
     """The cluster has no point-in-time API (read with scroll)."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Pit:
-    """An open point in time: its id and the engine's API (``opensearch``/``elasticsearch``)."""
+    """An open point in time: its id (the last one a page returned) and the engine's API
+    (``opensearch``/``elasticsearch``)."""
     id: str
     api: str
 
@@ -76,10 +81,10 @@ def close_pit(conn: Connection, pit: Pit) -> None:
         request(conn, "DELETE", "/_pit", body={"id": pit.id})
 
 
-def page_body(pit: Pit, query: dict, sort: list, size: int, after, keep_alive: str) -> dict:
+def page_body(pit_id: str, query: dict, sort: list, size: int, after, keep_alive: str) -> dict:
     """A page's search; the first (no ``after``) also counts every match exactly."""
     body = {"size": size, "query": query, "sort": sort, "track_total_hits": after is None,
-            "pit": {"id": pit.id, "keep_alive": keep_alive}}
+            "pit": {"id": pit_id, "keep_alive": keep_alive}}
     if after is not None:
         body["search_after"] = after
     return body
@@ -90,14 +95,23 @@ def fetch(conn: Connection, body: dict) -> bytes:
     its total and its hits' ids, sources and sort values."""
     node = conn.client().transport.get_connection()
     _, _, text = call(conn, node.perform_request, "POST", "/_search",
-                      params={"filter_path": "hits.total.value,hits.hits._id,hits.hits._source,hits.hits.sort"},
+                      params={"filter_path": "pit_id,hits.total.value,hits.hits._id,"
+                                              "hits.hits._source,hits.hits.sort"},
                       body=json.dumps(body).encode())
     return text.encode() if isinstance(text, str) else text
 
 
+def pit_id(text: bytes, default: str) -> str:
+    """The PIT id a page's response carries before its hits (``pit_id``: both engines),
+    else ``default``."""
+    end = text.find(b'"hits"', 0, 65536)
+    got = _PIT_ID.search(text, 0, end if end >= 0 else 65536)
+    return got.group(1).decode() if got else default
+
+
 def total(text: bytes) -> int:
-    """The exact number of matches a first page reports (its text begins with it)."""
-    got = _TOTAL.search(text, 0, 200)
+    """The exact number of matches a first page reports (before its hits, after its PIT id)."""
+    got = _TOTAL.search(text, 0, 65536)
     if got is None:
         raise ValueError(f"no total in the search response {text[:80]!r}")
     return int(got.group(1))
@@ -138,17 +152,21 @@ def pages(conn: Connection, index: str, query: dict, sort: list, size: int = PAG
 
 
 def _stream(conn, pit, query, sort, size, keep_alive, part=None, totals=None):
-    """One slice's (or the whole PIT's) pages, each fetched while the last is used."""
-    def step(after):
-        body = page_body(pit, query, sort, size, after, keep_alive)
+    """One slice's (or the whole PIT's) pages, each fetched while the last is used, each
+    with the PIT id the last page returned (kept in ``pit`` for closing)."""
+    def step(after, last):
+        body = page_body(last, query, sort, size, after, keep_alive)
         return fetch(conn, {**body, "slice": part} if part else body)
 
     with ThreadPoolExecutor(1) as pool:
-        ahead = pool.submit(step, None)
+        ahead, last = pool.submit(step, None, pit.id), pit.id
         if totals is not None:
             totals.append(total(ahead.result()))
-        while (after := last_sort(text := ahead.result())) is not None:
-            ahead = pool.submit(step, after)
+        while True:
+            last = pit.id = pit_id(text := ahead.result(), last)
+            if (after := last_sort(text)) is None:
+                return
+            ahead = pool.submit(step, after, last)
             yield text
 
 
