@@ -173,6 +173,20 @@ def test_propensities_per_position_estimated_and_clipped():
             D.parse_propensity(bad)
 
 
+def test_ipw_raises_the_clipped_propensities_to_minus_power():
+    """Plain IPW at power 1 (the function's default), the square root at power 0.5 (the
+    trees' default in ``ltr train``), and a power outside (0, 1] is refused."""
+    cd = D.ClickData(None, np.array([0, 1, 2, 3, 4]), np.array(["q"]))
+    p = np.array([1.0, 0.5, 0.25, 0.05, 0.01])
+    spec = ",".join(map(str, p))
+    np.testing.assert_allclose(D.ipw(cd, spec), 1.0 / np.maximum(p, D.DEFAULT_CLIP))
+    np.testing.assert_allclose(D.ipw(cd, spec, power=0.5), np.maximum(p, D.DEFAULT_CLIP) ** -0.5)
+    assert D.ipw(cd, spec, power=0.5).max() == pytest.approx(10 ** 0.5)
+    for bad in (0.0, -1.0, 1.5):
+        with pytest.raises(UserError, match="power"):
+            D.ipw(cd, spec, power=bad)
+
+
 def test_pbm_propensities_are_those_of_the_converged_em():
     """Rankers that mostly agree (a document seldom moves more than one rank): plain EM
     from its flat start needs far more than 100 steps to separate position from relevance
@@ -296,7 +310,17 @@ def test_click_features_then_train_with_propensities(cli, tmp_path, click_files)
     assert r.returncode == 0, r.stderr
     art = json.loads((tmp_path / "m.json").read_text())
     assert art["training_data"]["propensity"]["spec"] == "pbm"
-    assert 1.0 < art["training_data"]["propensity"]["max_weight"] <= 1.0 / D.DEFAULT_CLIP
+    prop = art["training_data"]["propensity"]
+    assert prop["power"] == D.POWERS["trees"] == 0.5           # the trees' default
+    assert 1.0 < prop["max_weight"] <= D.DEFAULT_CLIP ** -0.5
+    for algo, power, want in (("linear", [], 1.0), ("lambdamart", ["--propensity-power", "1"], 1.0),
+                              ("linear", ["--propensity-power", "0.5"], 0.5)):
+        r = cli("train", str(out), "-o", str(tmp_path / "m1.json"), "--algo", algo, "--epochs", "2",
+                "--trees", "5", "--propensity", "pbm", *power)
+        assert r.returncode == 0, r.stderr
+        got = json.loads((tmp_path / "m1.json").read_text())["training_data"]["propensity"]
+        assert got["power"] == want
+        assert got["max_weight"] == pytest.approx(prop["max_weight"] ** (2 * want))
 
 
 @pytest.mark.parametrize("args, says", [
@@ -304,6 +328,7 @@ def test_click_features_then_train_with_propensities(cli, tmp_path, click_files)
     (["judgments", "click-features", "{events}", "--features", "{tmp}/none.txt", "-o", "{tmp}/o.txt"], "none.txt"),
     (["train", "{logged}", "-o", "{tmp}/m.json", "--propensity", "0,x"], "--propensity"),
     (["train", "{logged}", "-o", "{tmp}/m.json", "--propensity", "pbm"], "no click positions"),
+    (["train", "{logged}", "-o", "{tmp}/m.json", "--propensity", "pbm", "--propensity-power", "2"], "power"),
 ])
 def test_bad_inputs_are_one_line_and_exit_2(cli, tmp_path, click_files, args, says):
     events, logged, _ = click_files

@@ -174,13 +174,15 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
           seed: Annotated[int, typer.Option("--seed")] = 42,
           max_bin: Annotated[Optional[int], typer.Option("--max-bin", min=2, help="Histogram bins per feature (trees; default 256).")] = None,
           dask: Annotated[Optional[str], typer.Option("--dask", help="Train the trees on Dask: a scheduler address (tcp://host:8786) or local:N (N local workers). DATA, --valid and --test may then be globs or comma-separated files (quote globs), read in parallel by the workers.")] = None,
-          propensity: Annotated[Optional[str], typer.Option("--propensity", help="DATA is clicks (`ltr judgments click-features`): weight each clicked document's pairs by 1 / its examination probability, estimated by pbm or ubm (EM on DATA's clicks) or given per 0-based position (1,0.5,0.33,...).")] = None,
-          propensity_clip: Annotated[float, typer.Option("--propensity-clip", help="With --propensity: examination probabilities below this count as it (weights at most 1/CLIP).")] = debias.DEFAULT_CLIP):
+          propensity: Annotated[Optional[str], typer.Option("--propensity", help="DATA is clicks (`ltr judgments click-features`): weight each clicked document's pairs by its inverse examination probability, estimated by pbm or ubm (EM on DATA's clicks) or given per 0-based position (1,0.5,0.33,...).")] = None,
+          propensity_clip: Annotated[float, typer.Option("--propensity-clip", help="With --propensity: examination probabilities below this count as it (weights at most 1/CLIP).")] = debias.DEFAULT_CLIP,
+          propensity_power: Annotated[Optional[float], typer.Option("--propensity-power", help="With --propensity: weights are probability ** -POWER, in (0, 1]; 1 is plain inverse propensity weighting, 0.5 damps its variance (Unbiased LambdaMART's regularisation). Default: 1 for linear and networks, 0.5 for trees.")] = None):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
     algo = algo.value
     if propensity is not None and dask is not None:
         raise UserError("--propensity trains in this process: drop --dask")
-    clicks = {} if propensity is None else {"propensity": propensity, "propensity_clip": propensity_clip}
+    clicks = {} if propensity is None else {"propensity": propensity, "propensity_clip": propensity_clip,
+                                                "propensity_power": propensity_power}
     fit = train_from_files if dask is None else functools.partial(
         train_from_files_dask, address=dask, log=lambda m: err.print(m))
     total = trees if algo in TREE_ALGOS else epochs

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..clicks.debias import DEFAULT_CLIP, ClickData, ipw, parse_propensity
+from ..clicks.debias import DEFAULT_CLIP, POWERS, ClickData, check_power, ipw, parse_propensity
 from ..data.svmlight import check_grades, load_logged
 from ..errors import InputError, UserError
 from ..io.atomic import atomic_write, check_writable, write_json
@@ -24,22 +24,28 @@ ARTIFACT_FORMAT = "ltr-toolkit/model@1"
 
 
 def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=None,
-                     propensity=None, propensity_clip=DEFAULT_CLIP, **params) -> dict:
+                     propensity=None, propensity_clip=DEFAULT_CLIP, propensity_power=None,
+                     **params) -> dict:
     """Train on SVMlight files (with their sidecars) and write the model artifact.
     ``propensity`` (click data from ``ltr judgments click-features``): the lambdas
     weighted by inverse examination propensities, ``pbm`` / ``ubm`` (estimated by EM on
     the file's clicks) or given per position (``clicks.debias``), clipped at
-    ``propensity_clip``."""
+    ``propensity_clip``, raised to ``-propensity_power`` (default: ``clicks.debias.POWERS``
+    of the algorithm's family)."""
     check_algorithm(algo)   # before reading any file
     if propensity is not None:
         parse_propensity(propensity)
+        if propensity_power is None:
+            propensity_power = POWERS["trees" if algo in TREE_ALGOS else "networks"]
+        check_power(propensity_power)
     if output:
         check_writable(output)
     data = Path(data)
     train = load_logged(data)
     check_grades(train, data)
     if propensity is not None:
-        train.weights = ipw(ClickData.from_dataset(train, data), propensity, propensity_clip)
+        train.weights = ipw(ClickData.from_dataset(train, data), propensity, propensity_clip,
+                            propensity_power)
     nf = train.n_features
     v = load_logged(valid, n_features=nf) if valid else None
     t = load_logged(test, n_features=nf) if test else None
@@ -52,7 +58,7 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
     artifact = train_model(train, algo, v, t, source=str(data), **params)
     if propensity is not None:
         artifact["training_data"]["propensity"] = {
-            "spec": str(propensity), "clip": float(propensity_clip),
+            "spec": str(propensity), "clip": float(propensity_clip), "power": float(propensity_power),
             "max_weight": float(train.weights.max(initial=0.0))}
     if output:
         write_json(output, artifact)
