@@ -12,15 +12,16 @@ eta 0, the cascade stop only) and seed (5): 20,000 simulated searches
 top 10 of a query's logged candidates (:data:`RANKERS`: the first stage's order, and
 the candidates sorted by title BM25 and by abstract BM25), as logs spanning several
 rankers are: PBM needs a document seen at several ranks to tell position from relevance. 5-fold cross-validation over queries: the training folds' searches only train,
-three ways, each on the same events:
+four ways, each on the same events:
 
 * naive: one group per search (``clicks.debias.join``), label clicked / skipped;
 * click-model grades (today's path): PBM judgments (``clicks.judge``, 0..4, >= 5
   impressions, else 0) of the training queries' top 10s;
-* debiased: the naive groups, every pair weighted by 1 / the clicked document's
-  examination probability from PBM's EM on the same searches (clipped at 0.1);
-* debiased with the simulator's own examination probabilities (an oracle: what the
-  weighting does when the propensities are right; without position bias it is naive).
+* debiased (``ltr train --propensity pbm``): the naive groups, every pair weighted by the
+  clicked document's examination probability under the PBM fitted by EM on the same
+  searches (clipped at 0.1) to the power -1 (plain inverse propensity weighting) and to
+  the power -0.5 (damped): ``clicks.debias.POWERS``, the default of ``ltr train``, is 1
+  for linear models and networks and 0.5 for trees.
 
 Identical searches are merged into one group whose weights count them
 (``clicks.debias.merge_identical``: the same tree gradients, fewer groups). Each model
@@ -34,8 +35,10 @@ what "better at clicks but not at ranking" looks like). Paired t-test over queri
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -55,8 +58,10 @@ from ._report import finish, pyplot, write_table
 
 SESSIONS, SEEDS, FOLDS, DEPTH, K = 20_000, (0, 1, 2, 3, 4), 5, 10, 10
 USERS = {"position bias 1/(r+1)": S.UserModel(), "no position bias (eta 0)": S.UserModel(eta=0.0)}
-METHODS = ("naive clicks", "click-model grades (PBM)", "debiased (IPW, PBM propensities)",
-           "debiased (IPW, the simulator's own examination)")
+METHODS = ("naive clicks", "click-model grades (PBM)", "debiased, power 1 = plain IPW (PBM propensities)",
+           "debiased, power 0.5 (PBM propensities)")
+#: the methods debiased training is compared with (the best of them by mean NDCG@10)
+OTHERS, DEBIASED = METHODS[:2], METHODS[2:]
 ALGOS = {"linear": lambda seed: NeuralRanker(algo="linear", seed=seed),
          "lambdamart": lambda seed: LambdaMART(seed=seed, nthread=1)}
 
@@ -107,24 +112,28 @@ def searches_of(sim: S.Simulation, queries: np.ndarray) -> S.Simulation:
     return replace(sim, query=sim.query[m], shown=sim.shown[m], clicks=sim.clicks[m])
 
 
-def training_sets(sim: S.Simulation, ds: RankingDataset, train_q: np.ndarray, user) -> dict:
+def training_sets(sim: S.Simulation, ds: RankingDataset, train_q: np.ndarray) -> dict:
     """(dataset, weights or None) of each method, from the training queries' searches."""
     lists = np.flatnonzero(np.isin(_list_query(sim, ds), train_q))
     log = S.event_log(searches_of(sim, lists))
     cd = D.join(log, ds, base=0, depth=DEPTH)
     naive, ones = D.merge_identical(cd, np.ones(cd.data.n_docs))
-    ipw, w = D.merge_identical(cd, D.ipw(cd, "pbm"))
-    true = D.ipw(cd, user.examination(DEPTH))
-    oracle, wt = D.merge_identical(cd, true)
-    jl, _, _ = judge(log, ClickSettings(model="pbm"), "simulated")
+    plain, w1 = D.merge_identical(cd, D.ipw(cd, "pbm", power=1.0))
+    damped, w5 = D.merge_identical(cd, D.ipw(cd, "pbm", power=0.5))
     shown = {(sim.texts[i], d) for i in lists for d in sim.lists[i]}
-    graded = ds.subset(train_q)
+    graded = graded_by(log, ds.subset(train_q), shown, "pbm")
+    return {METHODS[0]: (naive.data, ones), METHODS[1]: (graded, None), METHODS[2]: (plain.data, w1),
+            METHODS[3]: (damped.data, w5)}
+
+
+def graded_by(log, graded: RankingDataset, shown: set, model: str) -> RankingDataset:
+    """The training queries' shown candidates, labelled by a click model's judgments."""
+    jl, _, _ = judge(log, ClickSettings(model=model), "simulated")
     keys = list(zip(graded.qids[graded.row_query].astype(str), graded.doc_ids))
     graded = _rows(graded, np.array([k in shown for k in keys]))
     graded.y = np.array([jl.grades.get((qid_for(str(q)), d), 0.0) for q, d in
                          zip(graded.qids[graded.row_query], graded.doc_ids)])
-    return {METHODS[0]: (naive.data, ones), METHODS[1]: (graded, None), METHODS[2]: (ipw.data, w),
-            METHODS[3]: (oracle.data, wt)}
+    return graded
 
 
 def _list_query(sim: S.Simulation, ds: RankingDataset) -> np.ndarray:
@@ -168,7 +177,7 @@ def one_seed(ds: RankingDataset, user, seed: int) -> dict:
     for f in range(FOLDS):
         test_q, train_q = np.flatnonzero(fold == f), np.flatnonzero(fold != f)
         held = searches_of(sim, np.flatnonzero(np.isin(query_of, test_q) & first))
-        sets = training_sets(sim, ds, train_q, user)
+        sets = training_sets(sim, ds, train_q)
         systems = {"first stage": None}
         for m, (data, w) in sets.items():
             for a, make in ALGOS.items():
@@ -190,17 +199,23 @@ def _score(out, systems, ds, ds10, test_q, held) -> None:
         r["weight"].append(int(held[0].clicks.sum()))
 
 
+def _timed_seed(path: str, uname: str, seed: int) -> dict:
+    """One (user model, seed) in a worker process."""
+    t0 = time.perf_counter()
+    out = one_seed(load_logged(path), USERS[uname], seed)
+    print(f"{uname}, seed {seed}: {time.perf_counter() - t0:.0f}s", flush=True)
+    return out
+
+
 def run(path: str, name: str = "clicks_debias") -> None:
     ds = load_logged(path)
     rows, per_query = [], {}
-    for uname, user in USERS.items():
-        seeds = []
-        for seed in SEEDS:
-            t0 = time.perf_counter()
-            seeds.append(one_seed(ds, user, seed))
-            print(f"{uname}, seed {seed}: {time.perf_counter() - t0:.0f}s", flush=True)
-        per_query[uname] = seeds
-        rows += table_rows(uname, seeds)
+    tasks = [(u, seed) for u in USERS for seed in SEEDS]
+    with ProcessPoolExecutor(min(os.cpu_count() or 1, len(tasks))) as pool:
+        done = list(pool.map(_timed_seed, [path] * len(tasks), *zip(*tasks)))
+    for uname in USERS:
+        per_query[uname] = [r for (u, _), r in zip(tasks, done) if u == uname]
+        rows += table_rows(uname, per_query[uname])
     write_table(name, ["user model", "system", "NDCG@10 top-10 rerank (human)", "sd",
                                   "NDCG@10 top-100 rerank (human)", "sd", "click MRR held-out", "sd",
                                   "debiased - best other (top-10)", "p (paired t, queries)"],
@@ -216,9 +231,9 @@ def table_rows(uname: str, seeds: list[dict]) -> list[list]:
     rows = []
     for n in names:
         rows.append([uname, n, *_ms(mean[n]["ndcg10"]), *_ms(mean[n]["ndcg100"]), *_ms(clicks[n]), "", ""])
-    for a in ALGOS:
-        deb = f"{a}, {METHODS[2]}"
-        best = max((f"{a}, {m}" for m in METHODS[:2]), key=lambda n: mean[n]["ndcg10"].mean())
+    for a, m in ((a, m) for a in ALGOS for m in DEBIASED):
+        deb = f"{a}, {m}"
+        best = max((f"{a}, {m}" for m in OTHERS), key=lambda n: mean[n]["ndcg10"].mean())
         qs = sorted(seeds[0][deb]["ndcg10"])
         x = [np.mean([s[deb]["ndcg10"][q] for s in seeds]) for q in qs]
         y = [np.mean([s[best]["ndcg10"][q] for s in seeds]) for q in qs]
@@ -241,13 +256,14 @@ def notes(path: str, ds: RankingDataset) -> list[str]:
             "simulator: attractiveness 0.05 + 0.95 (2^g - 1)/(2^max - 1), stop after a click 0.2 + 0.6 g/max",
             "models: linear (NumPy, 50 epochs, Adam 1e-3; with group weights the last epoch is kept) and "
             "LambdaMART (library defaults, 300 trees); naive and debiased train on the same merged "
-            "per-search groups, debiased with weights 1/max(theta_PBM(rank), 0.1), the oracle with "
-            "1/max(theta_true(rank), 0.1); click-model grades: PBM judgments of every shown pair",
+            "per-search groups, debiased with weights max(theta_PBM(rank), 0.1) ** -power (ltr train's "
+            "default: power 1 for linear and networks, 0.5 for trees); click-model grades: PBM judgments "
+            "of every shown pair",
             "NDCG@10 on the human grades of the held-out fold's queries, IDCG over the reranked window; "
             "click MRR: the held-out queries' searches, mean 1/(1 + rank) of a clicked document among "
             "the 10 shown in the system's order",
-            "last two columns: debiased minus the better (by mean top-10 NDCG) of naive and click-model "
-            "grades for the same algorithm; paired t-test over queries, per-query NDCG averaged over seeds"]
+            "last two columns: each debiased model minus the better (by mean top-10 NDCG) of naive "
+            "clicks and click-model grades for the same algorithm; paired t-test over queries, per-query NDCG averaged over seeds"]
 
 
 def plot(rows, name: str) -> None:
