@@ -121,14 +121,14 @@ def training_sets(sim: S.Simulation, ds: RankingDataset, train_q: np.ndarray) ->
     plain, w1 = D.merge_identical(cd, D.ipw(cd, "pbm", power=1.0))
     damped, w5 = D.merge_identical(cd, D.ipw(cd, "pbm", power=0.5))
     shown = {(sim.texts[i], d) for i in lists for d in sim.lists[i]}
-    graded = graded_by(log, ds.subset(train_q), shown, "pbm")
+    graded = graded_by(log, ds.subset(train_q), shown)
     return {METHODS[0]: (naive.data, ones), METHODS[1]: (graded, None), METHODS[2]: (plain.data, w1),
             METHODS[3]: (damped.data, w5)}
 
 
-def graded_by(log, graded: RankingDataset, shown: set, model: str) -> RankingDataset:
-    """The training queries' shown candidates, labelled by a click model's judgments."""
-    jl, _, _ = judge(log, ClickSettings(model=model), "simulated")
+def graded_by(log, graded: RankingDataset, shown: set) -> RankingDataset:
+    """The training queries' shown candidates, labelled by PBM's judgments."""
+    jl, _, _ = judge(log, ClickSettings(model="pbm"), "simulated")
     keys = list(zip(graded.qids[graded.row_query].astype(str), graded.doc_ids))
     graded = _rows(graded, np.array([k in shown for k in keys]))
     graded.y = np.array([jl.grades.get((qid_for(str(q)), d), 0.0) for q, d in
@@ -231,16 +231,22 @@ def table_rows(uname: str, seeds: list[dict]) -> list[list]:
     rows = []
     for n in names:
         rows.append([uname, n, *_ms(mean[n]["ndcg10"]), *_ms(mean[n]["ndcg100"]), *_ms(clicks[n]), "", ""])
-    for a, m in ((a, m) for a in ALGOS for m in DEBIASED):
-        deb = f"{a}, {m}"
-        best = max((f"{a}, {m}" for m in OTHERS), key=lambda n: mean[n]["ndcg10"].mean())
-        qs = sorted(seeds[0][deb]["ndcg10"])
-        x = [np.mean([s[deb]["ndcg10"][q] for s in seeds]) for q in qs]
-        y = [np.mean([s[best]["ndcg10"][q] for s in seeds]) for q in qs]
-        row = next(r for r in rows if r[1] == deb)
-        row[8] = f"{np.mean(x) - np.mean(y):+.4f} vs {best.split(', ', 1)[1]}"
-        row[9] = round(float(ttest_rel(x, y).pvalue), 4)
+    for a in ALGOS:
+        best = max((f"{a}, {other}" for other in OTHERS), key=lambda n: mean[n]["ndcg10"].mean())
+        for deb in (f"{a}, {m}" for m in DEBIASED):
+            _compare(rows, seeds, deb, best)
     return rows
+
+
+def _compare(rows: list[list], seeds: list[dict], deb: str, best: str) -> None:
+    """Fill ``deb``'s row's last two columns: its mean per-query NDCG@10 minus ``best``'s,
+    and the paired t-test's p."""
+    qs = sorted(seeds[0][deb]["ndcg10"])
+    x = [np.mean([s[deb]["ndcg10"][q] for s in seeds]) for q in qs]
+    y = [np.mean([s[best]["ndcg10"][q] for s in seeds]) for q in qs]
+    row = next(r for r in rows if r[1] == deb)
+    row[8] = f"{np.mean(x) - np.mean(y):+.4f} vs {best.split(', ', 1)[1]}"
+    row[9] = round(float(ttest_rel(x, y).pvalue), 4)
 
 
 def _ms(v: np.ndarray) -> list[float]:
@@ -263,7 +269,8 @@ def notes(path: str, ds: RankingDataset) -> list[str]:
             "click MRR: the held-out queries' searches, mean 1/(1 + rank) of a clicked document among "
             "the 10 shown in the system's order",
             "last two columns: each debiased model minus the better (by mean top-10 NDCG) of naive "
-            "clicks and click-model grades for the same algorithm; paired t-test over queries, per-query NDCG averaged over seeds"]
+            "clicks and click-model grades for the same algorithm; paired t-test over queries, "
+            "per-query NDCG averaged over seeds"]
 
 
 def plot(rows, name: str) -> None:

@@ -175,8 +175,7 @@ def propensities(cd: ClickData, spec, clip: float = DEFAULT_CLIP) -> np.ndarray:
     """Each row's examination probability (``spec``: :func:`parse_propensity`'s forms),
     clipped from below at ``clip``."""
     spec = parse_propensity(spec) if isinstance(spec, str) else np.asarray(spec, np.float64)
-    if not 0 < clip <= 1:
-        raise UserError(f"propensity clip {clip:g}: expected a number in (0, 1]")
+    _in_unit_interval("propensity clip", clip)
     if isinstance(spec, str):
         p = _estimated(cd, spec)
     else:
@@ -188,12 +187,17 @@ def propensities(cd: ClickData, spec, clip: float = DEFAULT_CLIP) -> np.ndarray:
     return np.maximum(p, clip)
 
 
+def _in_unit_interval(what: str, value: float, fix: str | None = None) -> float:
+    """``value`` as a float if in (0, 1], else a one-line UserError naming ``what``."""
+    if not 0 < value <= 1:
+        raise UserError(f"{what} {value:g}: expected a number in (0, 1]", fix)
+    return float(value)
+
+
 def check_power(power: float) -> float:
     """The propensities' exponent, in (0, 1] (a UserError otherwise)."""
-    if not 0 < power <= 1:
-        raise UserError(f"propensity power {power:g}: expected a number in (0, 1]",
-                        "1 is plain inverse propensity weighting, 0.5 damps it")
-    return float(power)
+    return _in_unit_interval("propensity power", power,
+                             "1 is plain inverse propensity weighting, 0.5 damps it")
 
 
 def ipw(cd: ClickData, spec, clip: float = DEFAULT_CLIP, power: float = 1.0) -> np.ndarray:
