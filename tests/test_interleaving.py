@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.clicks import files, interleaving
-from ltr_toolkit.clicks.simulate import UserModel
-from ltr_toolkit.rank.interleave import Tally, team_draft
+from ltr_toolkit.clicks.simulate import UserModel, sample_clicks
+from ltr_toolkit.errors import UserError
+from ltr_toolkit.rank.interleave import Tally, credit_test, team_draft
 
 from conftest import run_cli
 
@@ -122,6 +123,72 @@ def test_credit_from_a_file(tmp_path, monkeypatch, arrow):
     assert [x["experiment"] for x in only] == ["other"]
 
 
+def test_debiased_credit_weights_each_click_by_its_rank(tmp_path):
+    recs, clicks = _records()
+    _write(tmp_path / "ev.ndjson", recs, clicks)
+    log = files.read_file(tmp_path / "ev.ndjson")
+    reps = {r["experiment"]: r for r in interleaving.credit(log, propensity="1,0.5,0.2,0.2", clip=0.25)}
+    d = reps["m1-vs-m2"]["debiased"]
+    assert d["examination"] == [1.0, 0.5, 0.25, 0.25]            # 0.2 clipped at 0.25
+    # q1: d1 at rank 0 (a) 1; q2: d2 at rank 0 (b) 1, d1 at rank 1 (a) 2; q3: d6 at rank 1 (b) 2
+    assert (d["credit_a"], d["credit_b"], d["impressions"]) == (0.75, 0.75, 4)
+    assert d["p_value"] is None and d["winner"] is None          # too few impressions to test
+    assert reps["other"]["debiased"]["credit_a"] == 1.0
+    assert "debiased" not in interleaving.credit(log, propensity=None)[0]
+    with pytest.raises(UserError, match="positions"):
+        interleaving.credit(log, propensity="1,0.5")
+
+
+def test_credit_test_is_the_z_test_of_the_mean_difference():
+    from scipy.stats import norm
+    rng = np.random.default_rng(4)
+    a, b = rng.exponential(1.0, 500) * (rng.random(500) < 0.3), rng.exponential(1.2, 500) * (rng.random(500) < 0.3)
+    t = credit_test(a, b)
+    d = a - b
+    assert t.p_value == pytest.approx(2 * norm.sf(abs(d.mean()) / (d.std(ddof=1) / np.sqrt(500))), rel=1e-9)
+    assert (t.credit_a, t.credit_b) == (pytest.approx(a.mean()), pytest.approx(b.mean()))
+    assert credit_test(np.ones(40), np.ones(40)).p_value == 1.0
+    assert credit_test(np.ones(40), np.zeros(40)).winner() == "a"
+    assert credit_test(np.ones(29), np.zeros(29)).p_value is None
+
+
+def _top_heavy(n, seed):
+    """Interleavings of 'first' (a grade-3 document first, then nothing relevant) and
+    'deep' (nothing at rank 1, then four grade-3 documents), and simulated clicks of users
+    with position bias; and each list's NDCG@10."""
+    rng = np.random.default_rng(seed)
+    first = ["top"] + [f"n{i}" for i in range(9)]
+    deep = ["m0"] + [f"r{i}" for i in range(4)] + [f"n{i}" for i in range(5)]
+    grade = {"top": 3.0, **{f"r{i}": 3.0 for i in range(4)}}
+    user, recs, clicks = UserModel(), [], []
+    for i in range(n):
+        ids, teams = team_draft(first, deep, 10, rng)
+        recs.append(interleaving.record(f"q{i % 20}", ids, teams, "first", "deep", query_id=f"s{i}"))
+        g = np.array([[grade.get(d, 0.0) for d in ids]])
+        c = sample_clicks(g, np.ones_like(g, bool), user, rng)[0]
+        clicks += [(f"s{i}", d) for d, x in zip(ids, c) if x]
+    discount = 1 / np.log2(np.arange(2, 12))
+    ideal = ((2 ** np.sort(list(grade.values()))[::-1] - 1) * discount[:len(grade)]).sum()
+    quality = [((2 ** np.array([grade.get(d, 0.0) for d in ranked]) - 1) * discount).sum() / ideal
+               for ranked in (first, deep)]                                  # NDCG@10
+    return recs, clicks, quality
+
+
+def test_debiased_credit_names_the_better_list_that_counted_wins_miss(tmp_path):
+    """The deep list is far better by NDCG@10; users with position bias click the top of
+    the list so much more that counted wins name the other one, significantly. The
+    debiased credit (PBM fitted on the same searches) names the deep list, seed after seed."""
+    for seed in range(3):
+        recs, clicks, (first, deep) = _top_heavy(3000, seed)
+        assert deep > first + 0.2
+        _write(tmp_path / "ev.ndjson", recs, clicks)
+        r, = interleaving.credit(files.read_file(tmp_path / "ev.ndjson"))
+        assert r["winner"] == "a", (seed, r["wins_a"], r["wins_b"])
+        assert r["debiased"]["winner"] == "b", (seed, r["debiased"])
+    cli = run_cli("evaluate", "interleaving", "--events", str(tmp_path / "ev.ndjson"), "--top", "0")
+    assert cli.returncode == 0 and "deep wins" in cli.stdout and "the two disagree" in cli.stdout, cli.stdout
+
+
 def test_credit_many_impressions_names_the_better_team(tmp_path):
     """Simulated users over interleavings of a good and a bad list: the good one wins."""
     rng = np.random.default_rng(3)
@@ -148,6 +215,7 @@ def test_cli_evaluate_interleaving(tmp_path):
                 "--json", str(tmp_path / "out.json"))
     assert r.returncode == 0, r.stderr
     assert "experiment m1-vs-m2" in r.stdout and "no winner yet" in r.stdout
+    assert "debiased (pbm examination by rank 1," in r.stdout and "too few impressions" in r.stdout
     assert json.loads((tmp_path / "out.json").read_text())["experiments"][0]["impressions"] == 4
 
 
@@ -156,6 +224,8 @@ def test_cli_errors_are_one_line(tmp_path):
                                                        "event_attributes": {"object": {"object_id": "d"}}}) + "\n")
     for args in (["evaluate", "interleaving", "--events", str(tmp_path / "plain.ndjson")],
                  ["evaluate", "interleaving", "--events", str(tmp_path / "missing.ndjson")],
+                 ["evaluate", "interleaving", "--events", str(tmp_path / "plain.ndjson"), "--propensity", "2,1"],
+                 ["evaluate", "interleaving", "--events", str(tmp_path / "plain.ndjson"), "--propensity-clip", "0"],
                  ["search", "x", "--interleave", "onlyone", "--url", "http://127.0.0.1:9"],
                  ["search", "x", "--ubi", "--url", "http://127.0.0.1:9"]):
         r = run_cli(*args)
@@ -195,7 +265,7 @@ def test_live_interleaving_end_to_end(live_model, tmp_path):
     jl = cranfield.split_judgments("test")
     qids = jl.judged_qids()
     rng = np.random.default_rng(7)
-    docs, expect = [], {"a": 0, "b": 0, "won": [0, 0, 0]}
+    docs, expect = [], {"a": 0, "b": 0, "won": [0, 0, 0], "at": np.zeros((2, 10))}
     for i in range(120):
         q = qids[i % len(qids)]
         hits = serving.interleave(conn, jl.query_params(q), "first-stage", name, 10, rng)
@@ -212,6 +282,7 @@ def test_live_interleaving_end_to_end(live_model, tmp_path):
         expect["a"] += ca
         expect["b"] += cb
         expect["won"][0 if ca > cb else 1 if ca == cb else 2] += 1
+        expect["at"][[int(t == "b") for t in teams], np.arange(10)] += clicked      # clicks per team and rank
     ubi.write_documents(conn, docs, UBI_Q, UBI_E)
     r = run_cli("--url", conn.url, "search", "wing flutter", "--index", LIVE_INDEX,
                 "--interleave", f"first-stage,{name}", "--ubi", "--queries-index", UBI_Q)
@@ -225,4 +296,9 @@ def test_live_interleaving_end_to_end(live_model, tmp_path):
     assert (rep["clicks_a"], rep["clicks_b"]) == (expect["a"], expect["b"])
     assert [rep["wins_a"], rep["ties"] - 1, rep["wins_b"]] == expect["won"]
     assert (rep["a"], rep["b"]) == ("first-stage", name)
+    d = rep["debiased"]                                     # PBM fitted on these 121 searches
+    exam = np.array(d["examination"])
+    assert d["impressions"] == 121 and exam[0] == 1.0 and np.all(exam >= 0.1)
+    weighted = (expect["at"] / exam).sum(axis=1) / 121
+    assert [d["credit_a"], d["credit_b"]] == pytest.approx(weighted, rel=1e-3)
     conn.client().indices.delete(index=f"{UBI_Q},{UBI_E}", ignore_unavailable=True)

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from ..clicks.debias import DEFAULT_CLIP, check_clip, parse_propensity
 from ..clicks.interleaving import credit
 from ..errors import UserError
 from ..io.atomic import write_json
@@ -29,12 +30,18 @@ def evaluate_interleaving(ctx: typer.Context,
                           days: DaysOpt = None, since: SinceOpt = None, until: UntilOpt = None,
                           queries_index: QueriesIndexOpt = "ubi_queries", events_index: EventsIndexOpt = "ubi_events",
                           clicks_as: ClicksAsOpt = "click",
+                          propensity: Annotated[str, typer.Option("--propensity", help="The debiased credit weighs each click by 1 / examination probability of its rank: pbm or ubm (EM on the interleaved searches), given per 0-based rank (1,0.5,0.33,...), or none.")] = "pbm",
+                          propensity_clip: Annotated[float, typer.Option("--propensity-clip", help="Examination probabilities below this count as it (weights at most 1/CLIP).")] = DEFAULT_CLIP,
                           json_out: Annotated[Optional[Path], typer.Option("--json")] = None):
     """Team-draft interleaving experiments from UBI: per experiment and per query, the
-    impressions won by A, tied, won by B, the preference and a sign test's p-value."""
+    impressions won by A, tied, won by B, the preference and a sign test's p-value; and
+    the debiased credit (clicks weighted by inverse examination probabilities) with its
+    z-test, which position bias does not tilt towards the better first result."""
     _writable(json_out)
+    spec = None if propensity.strip().lower() == "none" else parse_propensity(propensity)
+    check_clip(propensity_clip)
     log, source = _event_log(ctx, file, clicks_as, since, until, days, queries_index, events_index)
-    reports = credit(log, experiment, alpha)
+    reports = credit(log, experiment, alpha, spec, propensity_clip)
     if not reports:
         which = f"experiment {experiment!r}" if experiment else "interleaved searches"
         raise UserError(f"no {which} in {source} ({len(log.record_interleaving)} interleaved records)",
@@ -64,3 +71,18 @@ def _print(rep: dict, top: int) -> None:
     out.print(f"overall: {rep['wins_a']} won by {a}, {rep['ties']} tied, {rep['wins_b']} won by {b}; "
               f"preference {rep['preference']:+.4f} (> 0 favours {a}), sign test p = {rep['p_value']:.3g}: "
               f"{verdict}")
+    if "debiased" in rep:
+        _print_debiased(rep["debiased"], a, b)
+        if rep["winner"] and rep["debiased"]["winner"] not in (None, rep["winner"]):
+            out.print("the two disagree: counted wins follow the first few results, which position bias "
+                      "has users click most; the debiased credit counts clicks over the whole list as if "
+                      "every rank were seen (benchmarks/results/interleaving.md)")
+
+
+def _print_debiased(d: dict, a: str, b: str) -> None:
+    name = {"a": a, "b": b}.get(d["winner"])
+    p = "too few impressions to test" if d["p_value"] is None else f"z-test p = {d['p_value']:.3g}"
+    theta = ", ".join(f"{x:.3g}" for x in d["examination"][:10])
+    out.print(f"debiased ({d['propensity']} examination by rank {theta}; clip {d['clip']:g}): credit per "
+              f"impression {d['credit_a']:.4f} to {a}, {d['credit_b']:.4f} to {b}; {p}: "
+              f"{name + ' wins' if name else 'no winner yet'}")

@@ -157,9 +157,8 @@ def table_of(cd: ClickData) -> Table:
                  click=ds.y > 0, texts=list(texts), docs=list(docs), base=0, problems=Problems())
 
 
-def _estimated(cd: ClickData, model: str) -> np.ndarray:
+def _estimated(t: Table, model: str) -> np.ndarray:
     """Each row's examination probability under the PBM or UBM fitted on the rows."""
-    t = table_of(cd)
     order = np.lexsort((t.pos, t.search))
     if not np.array_equal(order, np.arange(len(order))):
         raise UserError("click rows are not in order of position within each search")
@@ -171,20 +170,28 @@ def _estimated(cd: ClickData, model: str) -> np.ndarray:
     return theta[t.pos * (depth + 1) + (t.pos - previous_click(t, start, gid))]
 
 
-def propensities(cd: ClickData, spec, clip: float = DEFAULT_CLIP) -> np.ndarray:
-    """Each row's examination probability (``spec``: :func:`parse_propensity`'s forms),
-    clipped from below at ``clip``."""
+def _propensities(pos: np.ndarray, spec, clip: float, table) -> np.ndarray:
     spec = parse_propensity(spec) if isinstance(spec, str) else np.asarray(spec, np.float64)
-    _in_unit_interval("propensity clip", clip)
+    check_clip(clip)
     if isinstance(spec, str):
-        p = _estimated(cd, spec)
-    else:
-        deepest = int(cd.positions.max(initial=0))
-        if deepest >= len(spec):
-            raise UserError(f"--propensity gives {len(spec)} positions but the data has "
-                            f"documents at position {deepest} (0-based)")
-        p = spec[cd.positions]
-    return np.maximum(p, clip)
+        return np.maximum(_estimated(table(), spec), clip)
+    deepest = int(pos.max(initial=0))
+    if deepest >= len(spec):
+        raise UserError(f"--propensity gives {len(spec)} positions but the data has "
+                        f"documents at position {deepest} (0-based)")
+    return np.maximum(spec[pos], clip)
+
+
+def row_propensities(t: Table, spec, clip: float = DEFAULT_CLIP) -> np.ndarray:
+    """Each row of ``t`` (searches' shown documents in order of position, with their
+    clicks) its examination probability (``spec``: :func:`parse_propensity`'s forms),
+    clipped from below at ``clip``."""
+    return _propensities(t.pos, spec, clip, lambda: t)
+
+
+def propensities(cd: ClickData, spec, clip: float = DEFAULT_CLIP) -> np.ndarray:
+    """Each click row's examination probability (as :func:`row_propensities`)."""
+    return _propensities(cd.positions, spec, clip, lambda: table_of(cd))
 
 
 def _in_unit_interval(what: str, value: float, fix: str | None = None) -> float:
@@ -192,6 +199,11 @@ def _in_unit_interval(what: str, value: float, fix: str | None = None) -> float:
     if not 0 < value <= 1:
         raise UserError(f"{what} {value:g}: expected a number in (0, 1]", fix)
     return float(value)
+
+
+def check_clip(clip: float) -> float:
+    """The propensities' lower bound, in (0, 1] (a UserError otherwise)."""
+    return _in_unit_interval("propensity clip", clip)
 
 
 def check_power(power: float) -> float:

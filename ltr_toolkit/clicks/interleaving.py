@@ -21,9 +21,11 @@ import uuid
 
 import numpy as np
 
-from ..rank.interleave import Tally, outcomes, tally, tally_by
+from ..rank.interleave import Tally, credit_test, outcomes, tally, tally_by
+from .debias import DEFAULT_CLIP, row_propensities
 from .events import CLICK, EventLog
-from .sessions import lookup
+from .problems import Problems
+from .sessions import Table, lookup
 
 
 def record(text: str, ids: list[str], teams: str, a: str, b: str, experiment: str | None = None,
@@ -50,10 +52,9 @@ def _records(log: EventLog):
     return np.asarray(qs, np.int64), keys, rec, cat(docs, np.int64), cat(teams, bool)
 
 
-def credited_clicks(log: EventLog, qs: np.ndarray, rec: np.ndarray, doc: np.ndarray,
-                    team_b: np.ndarray) -> tuple[np.ndarray, int]:
-    """[records, 2]: the distinct documents clicked per record of team a and of team b;
-    and the clicks on interleaved searches that hit no document of their list."""
+def clicked_rows(log: EventLog, qs: np.ndarray, rec: np.ndarray, doc: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per shown document of the records (:func:`_records`' order): clicked in its search?
+    And the clicks on interleaved searches that hit no document of their list."""
     n_docs = max(len(log.docs), 1)
     click = log.action == CLICK
     clicked = np.unique(log.search[click].astype(np.int64) * n_docs + log.doc[click])
@@ -61,20 +62,52 @@ def credited_clicks(log: EventLog, qs: np.ndarray, rec: np.ndarray, doc: np.ndar
     order = np.argsort(shown, kind="stable")
     at = lookup(clicked, shown[order])
     found = at >= 0
-    which = order[at[found]]
-    counts = np.zeros((len(qs), 2), np.int64)
-    np.add.at(counts, (rec[which], team_b[which].astype(np.int64)), 1)
-    return counts, int((np.isin(clicked // n_docs, qs) & ~found).sum())
+    hit = np.zeros(len(rec), bool)
+    hit[order[at[found]]] = True
+    return hit, int((np.isin(clicked // n_docs, qs) & ~found).sum())
 
 
-def credit(log: EventLog, experiment: str | None = None, alpha: float = 0.05) -> list[dict]:
+def team_sums(rec: np.ndarray, team_b: np.ndarray, values: np.ndarray, n_records: int) -> np.ndarray:
+    """[records, 2]: ``values`` summed per record over team a's and team b's rows."""
+    out = np.zeros((n_records, 2))
+    np.add.at(out, (rec, team_b.astype(np.int64)), values)
+    return out
+
+
+def _click_table(log: EventLog, qs, rec, doc, hit) -> Table:
+    """The interleaved searches as click-model rows: a search per record, its documents
+    at their ranks in the list shown (team-draft's coin puts a document at several)."""
+    pos = np.arange(len(rec)) - np.searchsorted(rec, rec)
+    text = np.array([log.record_text.get(int(q), -1) for q in qs], np.int64)
+    return Table(search=rec.astype(np.int64), query=text[rec].astype(np.int32), doc=doc.astype(np.int32),
+                 pos=pos.astype(np.int32), click=hit, texts=[], docs=[], base=0, problems=Problems())
+
+
+def debiased_credit(log: EventLog, qs, rec, doc, team_b, hit, propensity, clip: float) -> tuple[np.ndarray, list]:
+    """[records, 2]: each team's clicks weighted by 1 / examination probability of their
+    rank (PBM/UBM fitted on the interleaved searches, or given per rank; clipped at
+    ``clip``); and the examination probabilities by rank."""
+    t = _click_table(log, qs, rec, doc, hit)
+    p = row_propensities(t, propensity, clip)
+    by_rank = np.full(int(t.pos.max(initial=-1)) + 1, np.nan)
+    by_rank[t.pos] = p
+    return team_sums(rec, team_b, hit / p, len(qs)), [round(float(x), 4) for x in by_rank]
+
+
+def credit(log: EventLog, experiment: str | None = None, alpha: float = 0.05,
+           propensity: str | None = "pbm", clip: float = DEFAULT_CLIP) -> list[dict]:
     """One report per experiment found (or only ``experiment``): the impressions (the
     interleaved searches), their wins, ties and losses for a against b, the preference
-    and the sign test (a winner named when p < ``alpha``), overall and per query text."""
+    and the sign test (a winner named when p < ``alpha``), overall and per query text;
+    and, unless ``propensity`` is None, the debiased credit
+    (:func:`~ltr_toolkit.rank.interleave.credit_test`) with those propensities."""
     qs, keys, rec, doc, team_b = _records(log)
     if not len(qs):
         return []
-    counts, outside = credited_clicks(log, qs, rec, doc, team_b)
+    hit, outside = clicked_rows(log, qs, rec, doc)
+    counts = team_sums(rec, team_b, hit, len(qs)).astype(np.int64)
+    weighted, theta = (None, None) if propensity is None or not hit.any() else \
+        debiased_credit(log, qs, rec, doc, team_b, hit, propensity, clip)
     won = outcomes(counts[:, 0], counts[:, 1])
     text = np.array([log.record_text.get(int(q), -1) for q in qs], np.int64)
     reports = []
@@ -82,7 +115,11 @@ def credit(log: EventLog, experiment: str | None = None, alpha: float = 0.05) ->
         if experiment is not None and key[0] != experiment:
             continue
         mask = np.fromiter((k == key for k in keys), bool, len(keys))
-        reports.append(_report(log, key, won[mask], text[mask], counts[mask], alpha))
+        rep = _report(log, key, won[mask], text[mask], counts[mask], alpha)
+        if weighted is not None:
+            rep["debiased"] = {"propensity": str(propensity), "clip": clip, "examination": theta,
+                               **credit_test(weighted[mask, 0], weighted[mask, 1]).to_dict(alpha)}
+        reports.append(rep)
     if reports:
         reports[0]["clicks_outside_lists"] = outside
     return reports
