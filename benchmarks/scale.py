@@ -21,7 +21,6 @@ Table (Markdown + CSV) and PNG in benchmarks/results/. Nothing here is asserted 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
