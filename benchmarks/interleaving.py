@@ -11,6 +11,10 @@ without it), a query drawn uniformly per impression.
 * interleaving: each impression shows a team-draft interleaving (a fresh coin per
   round); the experiment's winner is the team with more won impressions after N
   impressions (and, stricter, only when the sign test gives p < 0.05);
+* debiased interleaving (``ltr evaluate interleaving``'s debiased credit): the same
+  impressions, each click weighted by 1 / the examination probability of its rank under
+  the PBM fitted by EM on those N impressions alone (clipped at 0.1); the winner has the
+  higher mean credit per impression (stricter: the z-test's p < 0.05);
 * A/B: the same N impressions split in two halves, one ranker each; the winner has the
   higher clicks per impression.
 
@@ -24,20 +28,23 @@ import itertools
 
 import numpy as np
 
+from ltr_toolkit.clicks.debias import DEFAULT_CLIP, row_propensities
+from ltr_toolkit.clicks.problems import Problems
+from ltr_toolkit.clicks.sessions import Table
 from ltr_toolkit.clicks.simulate import UserModel, sample_clicks
 from ltr_toolkit.data.judgments import JudgmentList
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.evaluation.report import run_metrics
 from ltr_toolkit.query.firststage import FirstStage
 from ltr_toolkit.query.requests import msearch_ids
-from ltr_toolkit.rank.interleave import outcomes, tally, team_draft
+from ltr_toolkit.rank.interleave import credit_test, outcomes, tally, team_draft
 
 from ._live import INDEX, connect, prepare
 from ._report import finish, pyplot, write_table
 
 RANKERS = {"title+abstract": ("title", "abstract"), "abstract": ("abstract",), "title": ("title",)}
 EXPERIMENTS = 200
-GRID = (50, 100, 200, 500, 1000, 2000, 5000)
+GRID = (100, 200, 500, 1000, 2000, 5000, 10000, 20000)
 POOL = 64          # team-draft lists drawn per query (10 results: at most 32 distinct)
 USERS = {"position bias 1/(r+1)": UserModel(), "no position bias": UserModel(eta=0.0)}
 
@@ -65,26 +72,44 @@ def _grade_rows(lists, qids, grades) -> np.ndarray:
 
 
 def pools(a, b, qids, grades, rng):
-    """Per query, POOL team-draft interleavings: grades [query, POOL, 10], team b?, shown."""
+    """Per query, POOL team-draft interleavings: grades [query, POOL, 10], team b?, shown,
+    document codes."""
     g = np.zeros((len(qids), POOL, 10))
     tb = np.zeros((len(qids), POOL, 10), bool)
     shown = np.zeros((len(qids), POOL, 10), bool)
+    code = np.zeros((len(qids), POOL, 10), np.int32)
+    docs: dict[str, int] = {}
     for i, q in enumerate(qids):
         for j in range(POOL):
             ids, teams = team_draft(a[i], b[i], 10, rng)
             g[i, j, :len(ids)] = [grades.get((q, d), 0.0) for d in ids]
             tb[i, j, :len(ids)] = [t == "b" for t in teams]
             shown[i, j, :len(ids)] = True
-    return g, tb, shown
+            code[i, j, :len(ids)] = [docs.setdefault(d, len(docs)) for d in ids]
+    return g, tb, shown, code
+
+
+def debiased(q, shown, code, clicks, tb) -> tuple[int, bool]:
+    """The debiased credit's verdict over these impressions (+1 a, -1 b) and whether its
+    z-test is significant: PBM propensities fitted on the impressions themselves."""
+    s, r = np.nonzero(shown)
+    t = Table(search=s.astype(np.int64), query=q[s].astype(np.int32), doc=code[s, r], pos=r.astype(np.int32),
+              click=clicks[s, r], texts=[], docs=[], base=0, problems=Problems())
+    w = np.zeros(shown.shape)
+    w[s, r] = clicks[s, r] / row_propensities(t, "pbm", DEFAULT_CLIP)
+    test = credit_test((w * ~tb).sum(1), (w * tb).sum(1))
+    return int(np.sign(test.credit_a - test.credit_b)), test.winner() is not None
 
 
 def experiment(pool, ga, gb, user, rng) -> dict:
-    """One experiment of max(GRID) impressions: per N, the interleaving's and A/B's verdicts
-    (+1 a, -1 b, 0 none) and whether the sign test was significant."""
-    g, tb, shown = pool
+    """One experiment of max(GRID) impressions: per N, the interleaving's verdict (+1 a,
+    -1 b, 0 none), whether the sign test was significant, A/B's verdict, the debiased
+    credit's verdict and whether its z-test was significant."""
+    g, tb, shown, code = pool
     n = max(GRID)
     q, j = rng.integers(0, g.shape[0], n), rng.integers(0, POOL, n)
     clicks = sample_clicks(g[q, j], shown[q, j], user, rng)
+    sh, cd, team = shown[q, j], code[q, j], tb[q, j]
     won = outcomes((clicks & ~tb[q, j]).sum(1), (clicks & tb[q, j]).sum(1))
     qa, qb = rng.integers(0, ga.shape[0], n // 2), rng.integers(0, gb.shape[0], n // 2)
     ca = sample_clicks(ga[qa], ga[qa] >= 0, user, rng).sum(1)
@@ -93,7 +118,8 @@ def experiment(pool, ga, gb, user, rng) -> dict:
     for m in GRID:
         t = tally(won[:m])
         out[m] = (np.sign(t.wins_a - t.wins_b), t.p_value < 0.05,
-                  np.sign(ca[:m // 2].mean() - cb[:m // 2].mean()))
+                  np.sign(ca[:m // 2].mean() - cb[:m // 2].mean()),
+                  *debiased(q[:m], sh[:m], cd[:m], clicks[:m], team[:m]))
     return out
 
 
@@ -109,7 +135,10 @@ def run_pair(a, b, sign, qids, grades, seed) -> list[list]:
             rows.append([uname, m, float((v[:, 0] == sign).mean()),
                          float(((v[:, 0] == sign) & (v[:, 1] > 0)).mean()),
                          float(((v[:, 0] == -sign) & (v[:, 1] > 0)).mean()),
-                         float((v[:, 2] == sign).mean())])
+                         float((v[:, 2] == sign).mean()),
+                         float((v[:, 3] == sign).mean()),
+                         float(((v[:, 3] == sign) & (v[:, 4] > 0)).mean()),
+                         float(((v[:, 3] == -sign) & (v[:, 4] > 0)).mean())])
     return rows
 
 
@@ -138,7 +167,8 @@ def main() -> None:
                           round(abs(diff), 4), *r])
     write_table("interleaving", ["pair", "NDCG@10 a", "NDCG@10 b", "|diff|", "users", "impressions",
                                  "interleaving correct", "interleaving correct, p<0.05",
-                                 "interleaving wrong, p<0.05", "A/B CTR correct"], table, notes(curves, shallow))
+                                 "interleaving wrong, p<0.05", "A/B CTR correct", "debiased correct",
+                                 "debiased correct, p<0.05", "debiased wrong, p<0.05"], table, notes(curves, shallow))
     plot(curves)
 
 
@@ -146,12 +176,14 @@ def notes(curves, shallow) -> list[str]:
     out = [f"{EXPERIMENTS} experiments per pair and user model; correct = the winner after N "
            "impressions is the ranker of higher NDCG@10 on Cranfield's human grades (225 queries, "
            "each ranker's top 10 from the node); 'p<0.05': also significant by the sign test over "
-           "impressions with a winner; A/B: N/2 impressions per ranker, clicks per impression"]
+           "impressions with a winner (debiased: by the z-test of the mean credit); debiased: clicks "
+           "weighted by 1 / PBM examination (fitted on the N impressions, clipped at 0.1); A/B: N/2 impressions per ranker, clicks per impression"]
     for (x, y), rows in curves.items():
         for u in USERS:
             sub = [r for r in rows if r[0] == u]
             out.append(f"{x} vs {y}, {u}: 95% correct from {needed(sub, 2)} impressions by "
-                       f"interleaving, {needed(sub, 5)} by A/B (None: not within {max(GRID)})")
+                       f"interleaving (counted wins), {needed(sub, 6)} by debiased interleaving, "
+                       f"{needed(sub, 5)} by A/B (None: not within {max(GRID)})")
     out.append("NDCG@1 / NDCG@3 of each ranker (the top the simulated users mostly see): " +
                "; ".join(f"{name} {a} / {b}" for name, (a, b) in shallow.items()))
     return out
@@ -164,6 +196,7 @@ def plot(curves) -> None:
         for u, style in zip(USERS, ("-", "--")):
             sub = [r for r in rows if r[0] == u]
             ax.plot([r[1] for r in sub], [r[2] for r in sub], "o" + style, label=f"interleaving, {u}")
+            ax.plot([r[1] for r in sub], [r[6] for r in sub], "^" + style, label=f"debiased interleaving, {u}")
             ax.plot([r[1] for r in sub], [r[5] for r in sub], "s" + style, label=f"A/B CTR, {u}")
         ax.axhline(0.95, color="grey", lw=0.8)
         ax.set_xscale("log")
