@@ -38,7 +38,7 @@ def evaluate_interleaving(ctx: typer.Context,
     the debiased credit (clicks weighted by inverse examination probabilities) with its
     z-test, which position bias does not tilt towards the better first result."""
     _writable(json_out)
-    spec = None if propensity.strip().lower() == "none" else parse_propensity(propensity)
+    spec = None if propensity.strip().lower() == "none" else parse_propensity(propensity)   # checked early
     check_clip(propensity_clip)
     log, source = _event_log(ctx, file, clicks_as, since, until, days, queries_index, events_index)
     reports = credit(log, experiment, alpha, spec, propensity_clip)

@@ -74,24 +74,23 @@ def team_sums(rec: np.ndarray, team_b: np.ndarray, values: np.ndarray, n_records
     return out
 
 
-def _click_table(log: EventLog, qs, rec, doc, hit) -> Table:
+def _click_table(text, rec, doc, hit) -> Table:
     """The interleaved searches as click-model rows: a search per record, its documents
     at their ranks in the list shown (team-draft's coin puts a document at several)."""
     pos = np.arange(len(rec)) - np.searchsorted(rec, rec)
-    text = np.array([log.record_text.get(int(q), -1) for q in qs], np.int64)
     return Table(search=rec.astype(np.int64), query=text[rec].astype(np.int32), doc=doc.astype(np.int32),
                  pos=pos.astype(np.int32), click=hit, texts=[], docs=[], base=0, problems=Problems())
 
 
-def debiased_credit(log: EventLog, qs, rec, doc, team_b, hit, propensity, clip: float) -> tuple[np.ndarray, list]:
+def debiased_credit(text, rec, doc, team_b, hit, propensity, clip: float) -> tuple[np.ndarray, list]:
     """[records, 2]: each team's clicks weighted by 1 / examination probability of their
     rank (PBM/UBM fitted on the interleaved searches, or given per rank; clipped at
-    ``clip``); and the examination probabilities by rank."""
-    t = _click_table(log, qs, rec, doc, hit)
+    ``clip``); and the examination probabilities by rank. ``text``: each record's query."""
+    t = _click_table(text, rec, doc, hit)
     p = row_propensities(t, propensity, clip)
     by_rank = np.full(int(t.pos.max(initial=-1)) + 1, np.nan)
     by_rank[t.pos] = p
-    return team_sums(rec, team_b, hit / p, len(qs)), [round(float(x), 4) for x in by_rank]
+    return team_sums(rec, team_b, hit / p, len(text)), [round(float(x), 4) for x in by_rank]
 
 
 def credit(log: EventLog, experiment: str | None = None, alpha: float = 0.05,
@@ -106,10 +105,10 @@ def credit(log: EventLog, experiment: str | None = None, alpha: float = 0.05,
         return []
     hit, outside = clicked_rows(log, qs, rec, doc)
     counts = team_sums(rec, team_b, hit, len(qs)).astype(np.int64)
-    weighted, theta = (None, None) if propensity is None or not hit.any() else \
-        debiased_credit(log, qs, rec, doc, team_b, hit, propensity, clip)
-    won = outcomes(counts[:, 0], counts[:, 1])
     text = np.array([log.record_text.get(int(q), -1) for q in qs], np.int64)
+    weighted, theta = (None, None) if propensity is None or not hit.any() else \
+        debiased_credit(text, rec, doc, team_b, hit, propensity, clip)
+    won = outcomes(counts[:, 0], counts[:, 1])
     reports = []
     for key in sorted(set(keys)):
         if experiment is not None and key[0] != experiment:
@@ -117,7 +116,7 @@ def credit(log: EventLog, experiment: str | None = None, alpha: float = 0.05,
         mask = np.fromiter((k == key for k in keys), bool, len(keys))
         rep = _report(log, key, won[mask], text[mask], counts[mask], alpha)
         if weighted is not None:
-            rep["debiased"] = {"propensity": str(propensity), "clip": clip, "examination": theta,
+            rep["debiased"] = {"propensity": propensity if isinstance(propensity, str) else "given", "clip": clip, "examination": theta,
                                **credit_test(weighted[mask, 0], weighted[mask, 1]).to_dict(alpha)}
         reports.append(rep)
     if reports:
