@@ -107,7 +107,7 @@ def from_table(t: Table) -> Groups:
     return Groups(texts=t.texts, docs=t.docs, base=t.base, searches=int(start.sum()), **g)
 
 
-def _slice(log: EventLog, mask: np.ndarray, records: set) -> EventLog:
+def slice_log(log: EventLog, mask: np.ndarray, records: set) -> EventLog:
     """The events under ``mask`` and the query records of ``records`` (same interners and
     problem counts)."""
     sub = EventLog(query_ids=log.query_ids, docs=log.docs, texts=log.texts, problems=log.problems)
@@ -128,7 +128,7 @@ def aggregate(log: EventLog, base="auto", depth: int = DEFAULT_DEPTH,
     recs = np.fromiter(set(log.record_text) | set(log.record_hits), np.int64)
     acc, searches = None, 0
     for p in range(parts):
-        sub = _slice(log, log.search % parts == p, set(recs[recs % parts == p].tolist()))
+        sub = slice_log(log, log.search % parts == p, set(recs[recs % parts == p].tolist()))
         t = build_table(sub, base, depth)
         del sub
         if len(t):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .events import EventLog
-from .groups import _search_ids, _slice, aggregate, previous_click
+from .groups import _search_ids, slice_log, aggregate, previous_click
 from .models import COEC_MAX_RANK, MODELS, Estimates, estimate
 from .problems import Problems
 from .sessions import Table, build_table, detect_base
@@ -40,7 +40,7 @@ def split(log: EventLog, holdout: float = HOLDOUT) -> tuple[EventLog, EventLog]:
     records = np.fromiter(set(log.record_text) | set(log.record_hits), np.int64)
     parts = []
     for mask, recs in ((log.search < cut, records[records < cut]), (log.search >= cut, records[records >= cut])):
-        sub = _slice(log, mask, set(recs.tolist()))
+        sub = slice_log(log, mask, set(recs.tolist()))
         sub.problems = Problems()
         parts.append(sub)
     return parts[0], parts[1]
