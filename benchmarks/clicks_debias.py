@@ -1,10 +1,14 @@
 """Position-debiased training from clicks (issue 32, item 2):
 ``python -m benchmarks.clicks_debias CANDIDATES.txt [NAME]`` (results: NAME, default clicks_debias).
 
-Offline: CANDIDATES.txt is a logged candidates file (``label qid:Q 1:.. # docid`` with
-its ``.json`` sidecar: feature names), the first stage's top 100 of every judged query in
-its order, human grades as labels; ``ltr log --candidates 100`` writes one (or the
-``--workdir`` of ``ltr featureset cost`` keeps it). No node is needed.
+CANDIDATES.txt is a logged candidates file (``label qid:Q 1:.. # docid`` with its
+``.json`` sidecar: feature names), the first stage's top 100 of every judged query in its
+order, human grades as labels; ``ltr log --candidates 100`` writes one from the node (or
+the ``--workdir`` of ``ltr featureset cost`` keeps it). Needs a node: each seed's
+simulated searches are written to UBI indices on it (``ubi_queries`` records, an
+impression per shown result, a click per click) and read back from them (point in time
++ search_after, as ``ltr judgments click-features`` reads the cluster); training uses
+the events read back.
 
 Per user model (position bias ``theta_r = 1/(r+1)``, the simulator's default; none:
 eta 0, the cascade stop only) and seed (5): 20,000 simulated searches
@@ -46,6 +50,9 @@ from scipy.stats import ttest_rel
 
 from ltr_toolkit.clicks import debias as D
 from ltr_toolkit.clicks import simulate as S
+from ltr_toolkit.clicks import ubi
+from ltr_toolkit.clicks.events import EventLog
+from ltr_toolkit.clicks.groups import slice_log
 from ltr_toolkit.clicks.judge import ClickSettings, judge
 from ltr_toolkit.clicks.output import qid_for
 from ltr_toolkit.data.dataset import RankingDataset
@@ -54,6 +61,7 @@ from ltr_toolkit.models.neural import NeuralRanker
 from ltr_toolkit.models.trees import LambdaMART
 from ltr_toolkit.rank.metrics import ndcg
 
+from ._live import connect
 from ._report import finish, pyplot, write_table
 
 SESSIONS, SEEDS, FOLDS, DEPTH, K = 20_000, (0, 1, 2, 3, 4), 5, 10, 10
@@ -112,11 +120,31 @@ def searches_of(sim: S.Simulation, queries: np.ndarray) -> S.Simulation:
     return replace(sim, query=sim.query[m], shown=sim.shown[m], clicks=sim.clicks[m])
 
 
-def training_sets(sim: S.Simulation, ds: RankingDataset, train_q: np.ndarray) -> dict:
-    """(dataset, weights or None) of each method, from the training queries' searches."""
+def through_node(conn, sim: S.Simulation, tag: str) -> EventLog:
+    """The simulation written to UBI indices on the node and read back from them (point in
+    time + search_after, as ``ltr judgments click-features`` reads them)."""
+    qi, ev = f"bench-debias-queries-{tag}", f"bench-debias-events-{tag}"
+    ubi.create_indices(conn, qi, ev, recreate=True)
+    ubi.write_documents(conn, S.ubi_documents(sim), qi, ev, chunk=5000)
+    conn.client().indices.refresh(index=f"{qi},{ev}")
+    log = ubi.read_event_log(conn, {"match_all": {}}, qi, ev)
+    conn.client().indices.delete(index=f"{qi},{ev}")
+    return log
+
+
+def of_queries(log: EventLog, texts: set[str]) -> EventLog:
+    """The searches (events and records) of some query texts."""
+    codes = np.array([c for name, c in log.texts.codes.items() if name in texts], np.int64)
+    records = {q for q, t in log.record_text.items() if t in set(codes.tolist())}
+    return slice_log(log, np.isin(log.text, codes), records)
+
+
+def training_sets(log: EventLog, sim: S.Simulation, ds: RankingDataset, train_q: np.ndarray) -> dict:
+    """(dataset, weights or None) of each method, from the training queries' searches
+    (``log``: all searches, read from the node)."""
     lists = np.flatnonzero(np.isin(_list_query(sim, ds), train_q))
-    log = S.event_log(searches_of(sim, lists))
-    cd = D.join(log, ds, base=0, depth=DEPTH)
+    log = of_queries(log, {str(q) for q in ds.qids[train_q]})
+    cd = D.join(log, ds, base="auto", depth=DEPTH)
     naive, ones = D.merge_identical(cd, np.ones(cd.data.n_docs))
     plain, w1 = D.merge_identical(cd, D.ipw(cd, "pbm", power=1.0))
     damped, w5 = D.merge_identical(cd, D.ipw(cd, "pbm", power=0.5))
@@ -166,10 +194,11 @@ def scores_matrix(scores: np.ndarray, ds10: RankingDataset) -> np.ndarray:
     return out
 
 
-def one_seed(ds: RankingDataset, user, seed: int) -> dict:
+def one_seed(ds: RankingDataset, user, seed: int, tag: str) -> dict:
     """Per-query NDCG@10 (windows 10 and 100) and click MRR of every system, one seed."""
     ds10 = top(ds, DEPTH)
     sim = simulation(ds, user, seed)
+    log = through_node(connect(), sim, tag)
     query_of = _list_query(sim, ds)
     first = np.array([lid.endswith("#0") for lid in sim.qids])
     fold = np.random.default_rng(seed).permutation(ds.n_queries) % FOLDS
@@ -177,7 +206,7 @@ def one_seed(ds: RankingDataset, user, seed: int) -> dict:
     for f in range(FOLDS):
         test_q, train_q = np.flatnonzero(fold == f), np.flatnonzero(fold != f)
         held = searches_of(sim, np.flatnonzero(np.isin(query_of, test_q) & first))
-        sets = training_sets(sim, ds, train_q)
+        sets = training_sets(log, sim, ds, train_q)
         systems = {"first stage": None}
         for m, (data, w) in sets.items():
             for a, make in ALGOS.items():
@@ -202,7 +231,7 @@ def _score(out, systems, ds, ds10, test_q, held) -> None:
 def _timed_seed(path: str, uname: str, seed: int) -> dict:
     """One (user model, seed) in a worker process."""
     t0 = time.perf_counter()
-    out = one_seed(load_logged(path), USERS[uname], seed)
+    out = one_seed(load_logged(path), USERS[uname], seed, f"{list(USERS).index(uname)}-{seed}")
     print(f"{uname}, seed {seed}: {time.perf_counter() - t0:.0f}s", flush=True)
     return out
 
@@ -259,6 +288,7 @@ def notes(path: str, ds: RankingDataset) -> list[str]:
             f"{SESSIONS:,} simulated searches per seed, each showing one ranker's top {DEPTH} of a query "
             f"({', '.join(RANKERS)}; the last two: the candidates sorted by that feature); "
             f"{len(SEEDS)} seeds (mean and sd over seeds), {FOLDS}-fold CV over queries per seed; "
+            "each seed's searches written to UBI indices on the node and read back (PIT) for training; "
             "simulator: attractiveness 0.05 + 0.95 (2^g - 1)/(2^max - 1), stop after a click 0.2 + 0.6 g/max",
             "models: linear (NumPy, 50 epochs, Adam 1e-3; with group weights the last epoch is kept) and "
             "LambdaMART (library defaults, 300 trees); naive and debiased train on the same merged "
