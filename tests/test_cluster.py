@@ -270,3 +270,17 @@ def test_unreachable_state_dir_named(monkeypatch, tmp_path):
     monkeypatch.setenv("LTR_HOME", str(locked / "home"))
     with pytest.raises(ProvisionError, match="cannot enter"):
         localnode.provision(require_plugin=False)
+
+
+def test_the_plugins_memory_breaker_is_named_with_its_fixes():
+    """The answer the plugin gave this project's node when its heap was over 85% used
+    (creating a model); the toolkit asks again for a while, then says why and what to do."""
+    from opensearchpy import exceptions as E
+    from ltr_toolkit.transport import client as C
+    reason = "Store [.ltrstore] creating model is not allowed as memory circuit is broken."
+    exc = E.TransportError(500, "exception", {"error": {"root_cause": [{"type": "exception", "reason": reason}],
+                                                        "type": "exception", "reason": reason}, "status": 500})
+    assert C._breaker_open(exc)
+    assert not C._breaker_open(E.TransportError(500, "exception", {"error": {"reason": "boom"}}))
+    err = C.translate(exc, C.Connection(url="http://127.0.0.1:9200"), None)
+    assert "heap" in str(err) and "85%" in str(err) and "ltr.breaker.enabled" in err.hint

@@ -208,6 +208,11 @@ def _classify(text: str, status, reason: str, conn: Connection, store: str | Non
     if m:
         return MissingResourceError(f"feature set {m.group(1)} not found in {where} on {url}",
                             "upload it with `ltr featureset upload FILE`")
+    if BREAKER in text:
+        return ClusterError(f"the LTR plugin on {url} refuses to change {where} while a node's heap is "
+                            f"over 85% used (its memory circuit breaker), still after {BREAKER_BUDGET:.0f}s "
+                            "of retries", "give the node more heap or free some (unused indices, models), "
+                            "or set the cluster setting ltr.breaker.enabled to false")
     if "not updatable" in text:
         return ClusterError(f"that model name already exists in {where}: models are "
                             "immutable in the plugin", "upload under a new name (or a new -vN)")
@@ -239,11 +244,29 @@ def call(conn: Connection, fn, *args, store: str | None = None, **kwargs):
         raise translate(exc, conn, store) from None
 
 
+#: what the LTR plugin answers (HTTP 500) to a store change while a node's heap is over
+#: 85% used: usually garbage a collection frees within seconds, so it is asked again
+BREAKER = "memory circuit is broken"
+#: seconds of waiting between those retries, in all
+BREAKER_BUDGET = 30.0
+
+
+def _breaker_open(exc: Exception) -> bool:
+    return isinstance(exc, E.TransportError) and BREAKER in str(exc.info or exc.error)
+
+
 def request(conn: Connection, method: str, path: str, body=None, params=None,
             store: str | None = None):
+    """One request, a user error instead of a client exception; asked again (backoff,
+    :data:`BREAKER_BUDGET` seconds of waiting) while the LTR plugin's memory breaker is open."""
     c = conn.client()
-    return call(conn, c.transport.perform_request, method, path, body=body, params=params,
-                store=store)
+    waited = [0.0, BREAKER_BUDGET]
+    for attempt in range(64):
+        try:
+            return c.transport.perform_request(method, path, body=body, params=params)
+        except (E.TransportError, E.ConnectionError) as exc:
+            if not (_breaker_open(exc) and _backoff(attempt, 0.5, waited)):
+                raise translate(exc, conn, store) from None
 
 
 def cluster_info(conn: Connection) -> dict:
