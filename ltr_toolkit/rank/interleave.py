@@ -13,8 +13,8 @@ Debiased credit (:func:`credit_test`): under position bias a click near the top 
 likelier than one lower down, so an impression's outcome is mostly settled by its first
 two or three results, the two rankers' top documents; counted wins then say which
 ranker has the better first result rather than the better list. Weighting each click by
-its inverse examination probability (1 / theta of its rank: Joachims et al., WSDM 2017,
-applied to interleaving as in Oosterhuis and de Rijke, ICTIR 2020) and comparing the
+its inverse examination probability (1 / theta of its rank: the inverse propensity
+scoring of unbiased learning to rank, Joachims et al., WSDM 2017) and comparing the
 teams' mean weighted credit per impression counts a click at a rank seen by one user in
 five as five clicks' worth of evidence. The weights change no impression's winner when
 one team alone was clicked, so the comparison is of means (a z-test over impressions:
