@@ -134,9 +134,9 @@ def through_node(conn, sim: S.Simulation, tag: str) -> EventLog:
 
 def of_queries(log: EventLog, texts: set[str]) -> EventLog:
     """The searches (events and records) of some query texts."""
-    codes = np.array([c for name, c in log.texts.codes.items() if name in texts], np.int64)
-    records = {q for q, t in log.record_text.items() if t in set(codes.tolist())}
-    return slice_log(log, np.isin(log.text, codes), records)
+    codes = {c for name, c in log.texts.codes.items() if name in texts}
+    records = {q for q, t in log.record_text.items() if t in codes}
+    return slice_log(log, np.isin(log.text, np.fromiter(codes, np.int64, len(codes))), records)
 
 
 def training_sets(log: EventLog, sim: S.Simulation, ds: RankingDataset, train_q: np.ndarray) -> dict:
