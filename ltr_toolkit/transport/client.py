@@ -260,13 +260,8 @@ def request(conn: Connection, method: str, path: str, body=None, params=None,
     """One request, a user error instead of a client exception; asked again (backoff,
     :data:`BREAKER_BUDGET` seconds of waiting) while the LTR plugin's memory breaker is open."""
     c = conn.client()
-    waited = [0.0, BREAKER_BUDGET]
-    for attempt in range(64):
-        try:
-            return c.transport.perform_request(method, path, body=body, params=params)
-        except (E.TransportError, E.ConnectionError) as exc:
-            if not (_breaker_open(exc) and _backoff(attempt, 0.5, waited)):
-                raise translate(exc, conn, store) from None
+    return _with_retries(conn, lambda: c.transport.perform_request(method, path, body=body, params=params),
+                         base=0.5, budget=BREAKER_BUDGET, again=_breaker_open, store=store)
 
 
 def cluster_info(conn: Connection) -> dict:
@@ -329,10 +324,17 @@ def _backoff(attempt: int, base: float, waited: list) -> bool:
     return True
 
 
+def _overloaded(exc: Exception) -> bool:
+    """A timeout or a :data:`TRANSIENT` status."""
+    return isinstance(exc, E.ConnectionTimeout) or _transient(getattr(exc, "status_code", None))
+
+
 def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25,
-                  budget: float = RETRY_BUDGET, waited: list | None = None):
-    """``fn()`` retried on timeouts and :data:`TRANSIENT` statuses with exponential
-    backoff and jitter, at most ``retries`` times and ``budget`` seconds of waiting.
+                  budget: float = RETRY_BUDGET, waited: list | None = None, again=_overloaded,
+                  store: str | None = None):
+    """``fn()`` retried while ``again(exception)`` (by default on timeouts and
+    :data:`TRANSIENT` statuses) with exponential backoff and jitter, at most ``retries``
+    times and ``budget`` seconds of waiting; then a user error (``store`` named in it).
     ``waited``: a caller's ``[seconds waited, budget]`` that these pauses are charged to
     (its budget then applies, shared with the caller's own pauses)."""
     waited = waited if waited is not None else [0.0, budget]
@@ -340,10 +342,8 @@ def _with_retries(conn: Connection, fn, retries: int = 6, base: float = 0.25,
         try:
             return fn()
         except (E.ConnectionTimeout, E.TransportError) as exc:
-            status = getattr(exc, "status_code", None)
-            again = isinstance(exc, E.ConnectionTimeout) or _transient(status)
-            if not (again and attempt < retries and _backoff(attempt, base, waited)):
-                raise translate(exc, conn) from None
+            if not (again(exc) and attempt < retries and _backoff(attempt, base, waited)):
+                raise translate(exc, conn, store) from None
 
 
 _STATS_LOCK = threading.Lock()
