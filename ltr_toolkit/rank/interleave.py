@@ -157,5 +157,5 @@ def credit_test(credit_a: np.ndarray, credit_b: np.ndarray) -> CreditTest:
     p = None
     if n >= MIN_IMPRESSIONS:
         se = d.std(ddof=1) / math.sqrt(n)
-        p = 1.0 if se == 0 and d.mean() == 0 else (0.0 if se == 0 else math.erfc(abs(d.mean()) / se / math.sqrt(2)))
+        p = float(d.mean() == 0) if se == 0 else math.erfc(abs(d.mean()) / se / math.sqrt(2))
     return CreditTest(n, float(a.mean()), float(b.mean()), p)
