@@ -146,8 +146,9 @@ def training_sets(log: EventLog, sim: S.Simulation, ds: RankingDataset, train_q:
     log = of_queries(log, {str(q) for q in ds.qids[train_q]})
     cd = D.join(log, ds, base="auto", depth=DEPTH)
     naive, ones = D.merge_identical(cd, np.ones(cd.data.n_docs))
-    plain, w1 = D.merge_identical(cd, D.ipw(cd, "pbm", power=1.0))
-    damped, w5 = D.merge_identical(cd, D.ipw(cd, "pbm", power=0.5))
+    p = D.propensities(cd, "pbm")                   # one EM fit for both powers (``D.ipw``'s weights)
+    plain, w1 = D.merge_identical(cd, p ** -1.0)
+    damped, w5 = D.merge_identical(cd, p ** -0.5)
     shown = {(sim.texts[i], d) for i in lists for d in sim.lists[i]}
     graded = graded_by(log, ds.subset(train_q), shown)
     return {METHODS[0]: (naive.data, ones), METHODS[1]: (graded, None), METHODS[2]: (plain.data, w1),

@@ -28,9 +28,8 @@ import itertools
 
 import numpy as np
 
-from ltr_toolkit.clicks.debias import DEFAULT_CLIP, row_propensities
-from ltr_toolkit.clicks.problems import Problems
-from ltr_toolkit.clicks.sessions import Table
+from ltr_toolkit.clicks.debias import DEFAULT_CLIP
+from ltr_toolkit.clicks.interleaving import debiased_credit
 from ltr_toolkit.clicks.simulate import UserModel, sample_clicks
 from ltr_toolkit.data.judgments import JudgmentList
 from ltr_toolkit.datasets import cranfield
@@ -91,13 +90,11 @@ def pools(a, b, qids, grades, rng):
 
 def debiased(q, shown, code, clicks, tb) -> tuple[int, bool]:
     """The debiased credit's verdict over these impressions (+1 a, -1 b) and whether its
-    z-test is significant: PBM propensities fitted on the impressions themselves."""
+    z-test is significant: ``ltr evaluate interleaving``'s credit, PBM propensities fitted
+    on the impressions themselves (``q``: each impression's query)."""
     s, r = np.nonzero(shown)
-    t = Table(search=s.astype(np.int64), query=q[s].astype(np.int32), doc=code[s, r], pos=r.astype(np.int32),
-              click=clicks[s, r], texts=[], docs=[], base=0, problems=Problems())
-    w = np.zeros(shown.shape)
-    w[s, r] = clicks[s, r] / row_propensities(t, "pbm", DEFAULT_CLIP)
-    test = credit_test((w * ~tb).sum(1), (w * tb).sum(1))
+    w, _ = debiased_credit(q, s, code[s, r], tb[s, r], clicks[s, r], "pbm", DEFAULT_CLIP)
+    test = credit_test(w[:, 0], w[:, 1])
     return int(np.sign(test.credit_a - test.credit_b)), test.winner() is not None
 
 
