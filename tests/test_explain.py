@@ -4,12 +4,11 @@ and the evaluation report in a real headless browser (Debian's Chromium)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 
 import numpy as np
 import pytest
+from browser import chromium
 from conftest import run_cli
 
 from ltr_toolkit.datasets import cranfield
@@ -112,30 +111,12 @@ def report_file(models, tmp_path_factory):
     return d / "report.html", json.loads((d / "report.json").read_text())
 
 
-def _browser():
-    driver = shutil.which("chromedriver")
-    if not driver:
-        if os.environ.get("CI"):
-            pytest.fail("chromedriver (Debian's chromium-driver) is missing: .ci/run installs it")
-        pytest.skip("Debian's chromium and chromium-driver are not installed (apt-get install "
-                    "chromium chromium-driver)")
-    os.environ.setdefault("SE_OFFLINE", "true")          # never let selenium download a driver
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(driver), options=opts)
-
-
 def test_the_report_renders_and_finds_a_query_in_a_real_browser(report_file, tmp_path):
     from selenium.webdriver.common.by import By
     path, report = report_file
     jl = cranfield.split_judgments("test")
     qid = max(report["per_query"]["bm25"], key=lambda q: len(jl.queries[q].split()))
-    browser = _browser()
+    browser = chromium()
     try:
         browser.get(path.as_uri())
         errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
@@ -174,7 +155,7 @@ def test_a_thousand_query_report_opens_quickly(report_file, tmp_path):
                               for s, per_q in data["contributions"].items()})
     page = tmp_path / "big.html"
     page.write_text(render(big))
-    browser = _browser()
+    browser = chromium()
     try:
         t0 = time.perf_counter()
         browser.get(page.as_uri())

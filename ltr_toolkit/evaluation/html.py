@@ -5,10 +5,19 @@ each query the first stage's and a reranker's top 10 side by side, with grades a
 the reranker, each document's per-feature contributions (``models.shapley``). A search
 box finds a query by id or text. Lists are drawn only for the query opened, so a report
 of thousands of queries opens at once.
+
+Every text in the data (query ids and texts, document ids and titles, model and feature
+names: from the user's files, index and logs) is shown as text: the page's program builds
+its DOM with text nodes and attribute values, never HTML; the embedded JSON carries no
+``<``, ``>``, ``&`` or line separator (escaped as ``\\u003c`` ...), so no text can end or
+alter its script element; and the page's Content-Security-Policy runs its own program
+only (by hash) and loads nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from pathlib import Path
 
@@ -69,10 +78,20 @@ def report_data(report: dict, jl: JudgmentList, titles: dict[str, str] | None = 
     }
 
 
+#: JSON escapes for what could end or alter a script element (``</script``, ``<!--``) or
+#: be read as markup or a line break by anything that reads the page
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                              "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def script_json(data) -> str:
+    """``data`` as JSON that is safe inside a ``<script>`` element, whatever its texts."""
+    return json.dumps(data, separators=(",", ":")).translate(_SCRIPT_SAFE)
+
+
 def render(data: dict) -> str:
     """The page (inline CSS, script and data)."""
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    return _PAGE.replace("/*DATA*/", payload)
+    return _PAGE.replace("/*DATA*/", script_json(data), 1)
 
 
 def write_html(path, report: dict, jl: JudgmentList, titles: dict[str, str] | None = None) -> Path:
@@ -82,4 +101,13 @@ def write_html(path, report: dict, jl: JudgmentList, titles: dict[str, str] | No
     return path
 
 
-_PAGE = (Path(__file__).parent / "report.html").read_text(encoding="utf-8")
+def _page() -> str:
+    """The template with its Content-Security-Policy's hash of its program (the last
+    script element: the only one that runs)."""
+    page = (Path(__file__).parent / "report.html").read_text(encoding="utf-8")
+    program = page.rsplit("<script>", 1)[1].split("</script>", 1)[0]
+    digest = base64.b64encode(hashlib.sha256(program.encode("utf-8")).digest()).decode("ascii")
+    return page.replace("/*PROGRAM*/", "sha256-" + digest, 1)
+
+
+_PAGE = _page()
