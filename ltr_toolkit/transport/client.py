@@ -7,6 +7,7 @@ node's URL when it runs: ``localnode.running_node()``). Basic auth comes only fr
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -15,7 +16,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError, StoreMissingError,
                       UserError)
@@ -85,10 +86,14 @@ class Connection:
             parts = urlsplit(url)
             kwargs = dict(hosts=[redact(url)], timeout=self.timeout, max_retries=0,
                           retry_on_timeout=False)
-            user = os.environ.get("LTR_USER") or parts.username
-            password = os.environ.get("LTR_PASSWORD") or parts.password
+            # the URL's user and password are percent-encoded (RFC 3986: p%40ss is p@ss);
+            # LTR_USER and LTR_PASSWORD are literal. Sent as UTF-8 (RFC 7617, what OpenSearch
+            # decodes; the client's own http_auth encodes Latin-1 and fails beyond it)
+            user = os.environ.get("LTR_USER") or unquote(parts.username or "")
+            password = os.environ.get("LTR_PASSWORD") or unquote(parts.password or "")
             if user:
-                kwargs["http_auth"] = (user, password or "")
+                token = base64.b64encode(f"{user}:{password}".encode("utf-8")).decode("ascii")
+                kwargs["headers"] = {"authorization": f"Basic {token}"}
             if parts.scheme == "https":
                 kwargs["use_ssl"] = True
                 kwargs["verify_certs"] = not self.insecure
