@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ltr_toolkit.data.svmlight import load_svmlight
-from ltr_toolkit.errors import InputError
+from ltr_toolkit.errors import InputError, UserError
 from ltr_toolkit.pipeline import parallel
 from ltr_toolkit.pipeline.crossval import _fit_fold
 
@@ -85,3 +85,61 @@ def test_a_script_without_a_main_guard_runs_its_fits_once(tmp_path):
         assert r.returncode == 0, r.stderr
         assert r.stdout.count("top-level runs") == 1
         assert "[None, None]" in r.stdout
+
+
+def _slow_or_fast(_shared, what, pid_file):
+    """``slow``: note this worker's pid, then run for 30 s; ``fast``/``fails``: wait for
+    the slow fit to be running, then return (or raise)."""
+    import os
+    import time
+    from pathlib import Path
+    if what == "slow":
+        Path(pid_file).write_text(str(os.getpid()))
+        time.sleep(30)
+        return what
+    deadline = time.monotonic() + 60
+    while not Path(pid_file).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if what == "fails":
+        raise InputError("judgments.txt", 3, "a bad grade")
+    return what
+
+
+@pytest.mark.parametrize("cause", ["callback", "worker", "interrupt"])
+def test_an_error_or_ctrl_c_stops_the_running_fits_at_once(tmp_path, capfd, cause):
+    """An error in the parent's work on a finished fit (its upload or rerank), in another
+    fit, or Ctrl-C, while a 30 s fit runs: the call ends within seconds (it waited for
+    the long fit before), the long fit's worker process is gone, and one line says so."""
+    import os
+    import signal
+    import threading
+    import time
+    pid_file = tmp_path / "slow.pid"
+    raised_at = []
+
+    def done(i, result, progress):
+        if cause == "callback":
+            raised_at.append(time.time())
+            raise UserError("the cluster refused the upload")
+
+    def interrupt():
+        while not pid_file.exists():
+            time.sleep(0.05)
+        time.sleep(0.5)
+        raised_at.append(time.time())
+        os.kill(os.getpid(), signal.SIGINT)         # what Ctrl-C sends
+
+    if cause == "interrupt":
+        threading.Thread(target=interrupt, daemon=True).start()
+    tasks = [("slow", str(pid_file)), ("fails" if cause == "worker" else "fast", str(pid_file))]
+    tasks += [("fast", str(pid_file))] * 3
+    expected = {"callback": UserError, "worker": InputError, "interrupt": KeyboardInterrupt}[cause]
+    with pytest.raises(expected):
+        parallel.run_all(_slow_or_fast, tasks, jobs=2, on_done=done)
+    # the worker's error came right after the slow fit started
+    seconds = time.time() - (raised_at[0] if raised_at else pid_file.stat().st_mtime)
+    assert seconds < 10, f"{seconds:.1f}s after the error: it waited for the running fit"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if "parallel fits" in ln]
+    assert len(lines) == 1 and "stopped" in lines[0], lines

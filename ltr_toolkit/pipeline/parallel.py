@@ -91,14 +91,16 @@ def _call(fn, task):
 
 
 def run_all(fn, tasks: list, jobs: int, shared=None,
-            on_done=lambda i, result, progress: None) -> list:
+            on_done=lambda i, result, progress: None, log=None) -> list:
     """``[fn(shared, *task) for task in tasks]`` in ``jobs`` worker processes (in order,
     here, when ``jobs`` is 1). ``shared`` (e.g. the logged data set) is sent to each
     worker once; tasks stay small. ``on_done(i, result, progress)`` runs in this process
     as task ``i`` finishes; ``progress`` has ``done``, ``total``, ``elapsed`` and ``eta``
     seconds (the mean time per finished task times the tasks left). ``fn`` must be a
     module-level function of an importable module (not the main script); tasks are best
-    given longest first."""
+    given longest first. An error (in a fit or in ``on_done``) or Ctrl-C stops the fits
+    at once: those not started are cancelled, the running ones' workers terminated, and
+    one line to ``log`` (default: standard error) says so before the error goes on."""
     start = time.monotonic()
     results: list = [None] * len(tasks)
 
@@ -114,24 +116,46 @@ def run_all(fn, tasks: list, jobs: int, shared=None,
         return results
     jobs = min(jobs, len(tasks))
     with _capped_threads(max(1, cores() // jobs)), _main_left_alone():
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_receive,
-                                 initargs=(shared,)) as pool:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_receive, initargs=(shared,))
+        pending: dict = {}
+        try:
             pending = {pool.submit(_call, fn, task): i for i, task in enumerate(tasks)}
-            try:
-                while pending:
-                    ready, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in ready:
-                        i = pending.pop(fut)
-                        finished(i, fut.result(), len(tasks) - len(pending))
-            except BrokenProcessPool:
-                raise UserError("a worker process of the parallel fits died (out of memory?)",
-                                "run with LTR_JOBS=1, or fewer, to fit one fold at a time") from None
-            except BaseException:
-                for fut in pending:
-                    fut.cancel()
-                raise
+            while pending:
+                ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in ready:
+                    i = pending.pop(fut)
+                    finished(i, fut.result(), len(tasks) - len(pending))
+        except BrokenProcessPool:
+            raise UserError("a worker process of the parallel fits died (out of memory?)",
+                            "run with LTR_JOBS=1, or fewer, to fit one fold at a time") from None
+        except BaseException as exc:
+            _stop(pool, pending, exc, log)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     return results
+
+
+def _stop(pool: ProcessPoolExecutor, pending: dict, exc: BaseException, log) -> None:
+    """Cancel the fits not started and terminate the workers of the running ones (the
+    pool would wait for every running fit), and say so in one line."""
+    if not pending:
+        return
+    not_started = sum(fut.cancel() for fut in pending)
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in workers:
+        p.terminate()
+    for p in workers:
+        p.join(5)
+    why = "on Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "after an error"
+    line = (f"parallel fits stopped {why}: {len(pending) - not_started} running "
+            f"(worker processes terminated), {not_started} not started")
+    if log is None:
+        print(line, file=sys.stderr, flush=True)
+    else:
+        log(line)
 
 
 @contextmanager
