@@ -142,4 +142,4 @@ def test_an_error_or_ctrl_c_stops_the_running_fits_at_once(tmp_path, capfd, caus
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
     lines = [ln for ln in capfd.readouterr().err.splitlines() if "parallel fits" in ln]
-    assert len(lines) == 1 and "stopped" in lines[0], lines
+    assert len(lines) == 1 and "stopped" in lines[0] and "worker processes terminated" in lines[0], lines

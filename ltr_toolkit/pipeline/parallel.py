@@ -130,19 +130,20 @@ def run_all(fn, tasks: list, jobs: int, shared=None,
             raise UserError("a worker process of the parallel fits died (out of memory?)",
                             "run with LTR_JOBS=1, or fewer, to fit one fold at a time") from None
         except BaseException as exc:
-            _stop(pool, pending, exc, log)
+            _stop(pool, pending, len(tasks), exc, log)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     return results
 
 
-def _stop(pool: ProcessPoolExecutor, pending: dict, exc: BaseException, log) -> None:
-    """Cancel the fits not started and terminate the workers of the running ones (the
-    pool would wait for every running fit), and say so in one line."""
+def _stop(pool: ProcessPoolExecutor, pending: dict, total: int, exc: BaseException, log) -> None:
+    """Cancel the fits not started and terminate the workers (the pool would wait for
+    every running fit), and say so in one line."""
     if not pending:
         return
-    not_started = sum(fut.cancel() for fut in pending)
+    for fut in pending:
+        fut.cancel()
     workers = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for p in workers:
@@ -150,8 +151,8 @@ def _stop(pool: ProcessPoolExecutor, pending: dict, exc: BaseException, log) -> 
     for p in workers:
         p.join(5)
     why = "on Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "after an error"
-    line = (f"parallel fits stopped {why}: {len(pending) - not_started} running "
-            f"(worker processes terminated), {not_started} not started")
+    line = (f"parallel fits stopped {why}: {len(workers)} worker processes terminated, "
+            f"{len(pending)} of {total} fits left undone")
     if log is None:
         print(line, file=sys.stderr, flush=True)
     else:
