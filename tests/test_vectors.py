@@ -212,6 +212,35 @@ def test_vectors_written_by_the_users_pipeline_are_named_not_recomputed(ltr_clus
         conn.client().indices.delete(index=index, ignore_unavailable=True)
 
 
+def test_genuine_vectors_of_short_texts_pass_and_another_models_are_refused(ltr_cluster, cli):
+    """The user's pipeline wrote sentence-transformers' float all-MiniLM-L6-v2 vectors of
+    two-word titles (median cosine about 0.985 to the default encoder's: refused at the
+    former 0.99): recorded; paraphrase-MiniLM-L3-v2's of the same titles: refused in one
+    line (tests/data/encoder_agreement.npz, see test_vector_check.py)."""
+    from pathlib import Path
+    fixture = np.load(Path(__file__).resolve().parent / "data" / "encoder_agreement.npz")
+    conn = ltr_cluster.conn()
+    for source, code in (("genuine", 0), ("other", 2)):
+        index = f"vec-{source}-{uuid.uuid4().hex[:6]}"
+        conn.client().indices.create(index=index, body={"settings": {"index": {"knn": True}}, "mappings": {
+            "properties": {"title": {"type": "text"}, "emb": {"type": "knn_vector", "dimension": 384,
+                           "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}}}})
+        try:
+            for i, (t, v) in enumerate(zip(fixture["texts"], fixture[source])):
+                conn.client().index(index=index, id=str(i), body={"title": str(t), "emb": v.tolist()})
+            conn.client().indices.refresh(index=index)
+            r = cli("--url", conn.url, "index", "vectors", "--index", index, "--existing", "--field", "emb",
+                    "--fields", "title")
+            assert r.returncode == code, r.stdout + r.stderr
+            if code == 0:
+                assert "median cosine 0.98" in r.stdout and index_vectors(conn, index)["field"] == "emb"
+            else:
+                assert "does not hold encoder" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+                assert not index_vectors(conn, index)
+        finally:
+            conn.client().indices.delete(index=index, ignore_unavailable=True)
+
+
 def test_a_filtered_source_is_refused_before_any_update(ltr_cluster, cranfield_index, cli):
     conn = ltr_cluster.conn()
     index = f"vec-nosrc-{uuid.uuid4().hex[:6]}"
