@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 import json
 import time
 from pathlib import Path
@@ -30,7 +31,7 @@ from rich.progress import Progress
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, add_completion=False,
                   help="Learning to rank for OpenSearch/Elasticsearch with the LTR plugin.")
-cluster_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The local OpenSearch node with the LTR plugin.")
+cluster_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The local node (OpenSearch or Elasticsearch) with the LTR plugin.")
 store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="LTR feature stores.")
 featureset_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Feature sets in a store.")
 app.add_typer(cluster_app, name="cluster")
@@ -72,6 +73,14 @@ Optimizer = choices("Optimizer", "adam", "sgd")
 ClickModel = choices("ClickModel", "ctr", "coec", "sdbn", "pbm", "ubm", "auto")
 Grading = choices("Grading", "levels", "estimate")
 Positions = choices("Positions", "auto", zero="0", one="1")
+EngineName = choices("EngineName", "opensearch", "elasticsearch")
+#: the local node's engine: a command's own --engine, else the global one (LTR_ENGINE)
+EngineOpt = Annotated[Optional[EngineName], typer.Option("--engine", help="The local node's engine (default: the global --engine / LTR_ENGINE, else opensearch).")]
+
+
+def _engine(ctx: typer.Context, given) -> str | None:
+    """The engine a command names, else the global ``--engine`` / ``LTR_ENGINE``."""
+    return given.value if given is not None else ctx.find_root().meta.get("engine")
 
 
 @app.callback()
@@ -80,13 +89,16 @@ def _global(ctx: typer.Context,
             ca_certs: Annotated[Optional[Path], typer.Option("--ca-certs", help="CA bundle for TLS.")] = None,
             insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS certificates.")] = False,
             timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None,
-            encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None):
+            encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None,
+            engine: Annotated[Optional[EngineName], typer.Option("--engine", envvar="LTR_ENGINE", help="Without --url: the local node of this engine (default: the OpenSearch node when one runs, else the Elasticsearch one).")] = None):
     _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning)
     if url and ctx.get_parameter_source("url").name == "COMMANDLINE" and "@" in urlsplit(url).netloc:
         raise UserError("--url carries credentials: every process on this machine can read argv",
                         "put them in LTR_USER / LTR_PASSWORD (or in LTR_URL) and pass --url without them")
+    ctx.meta["engine"] = engine.value if engine else None
+    ctx.meta["url_given"] = bool(url)
     if not url:                 # no --url / LTR_URL: the local node, when one runs
-        node = running_node()
+        node = running_node(ctx.meta["engine"])
         url = node.url if node else None
     ctx.meta["timeout_given"] = timeout is not None
     if encoder:                 # read by every step that encodes (ltr_toolkit.encoders.load_encoder)
@@ -135,6 +147,16 @@ def _progress(label: str, total: int | None = None):
 
 def _conn(ctx: typer.Context):
     return ctx.obj
+
+
+def _engine_conn(ctx: typer.Context, engine) -> Connection:
+    """The connection; without --url / LTR_URL, to the local node of the engine this
+    command names (``--engine``), when it names one."""
+    root = ctx.find_root()
+    if engine is None or root.meta.get("url_given"):
+        return ctx.obj
+    node = running_node(engine.value)
+    return replace(ctx.obj, url=node.url if node else None, _client=None)
 
 
 def _ltr_conn(ctx: typer.Context):

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import (Algo, BudgetOpt, ClicksAsOpt, DaysOpt, EventsIndexOpt, FieldsOpt, Format,
+from .common import (Algo, BudgetOpt, EngineOpt, _engine, _engine_conn, ClicksAsOpt, DaysOpt, EventsIndexOpt, FieldsOpt, Format,
                      JobsOpt, Optimizer, Positions, QueriesIndexOpt, Settings, SinceOpt,
                      Statistics, StatsOpt, StoreOpt, TemplateOpt, UntilOpt, _conn, _event_log,
                      _failed_queries, _first_stage, _ltr_conn, _progress, _report_table,
@@ -271,14 +271,15 @@ def demo(ctx: typer.Context,
          json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
          folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds.")] = 5,
          recreate: Annotated[bool, typer.Option("--recreate", help="Re-index the demo's index when an older version exists.")] = False,
-         jobs: JobsOpt = None, budget: BudgetOpt = None):
+         jobs: JobsOpt = None, budget: BudgetOpt = None, engine: EngineOpt = None):
     """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
-    linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
+    linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25
+    (on the local node of --engine unless --url / LTR_URL names a cluster)."""
     _writable(json_out)
-    conn = _conn(ctx)
+    conn = _engine_conn(ctx, engine)
     t0 = time.monotonic()
     if not conn.url:
-        info, started = localnode.start(log=lambda m: err.print(m))
+        info, started = localnode.start(log=lambda m: err.print(m), engine=_engine(ctx, engine))
         conn.url = info.url
         out.print(f"local node {'started' if started else 'running'} at {info.url}")
     report = run_demo(conn, workdir, log=lambda m: out.print(m), folds=folds,

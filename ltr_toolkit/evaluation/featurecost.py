@@ -27,7 +27,7 @@ import numpy as np
 
 from ..transport.client import call
 from ..transport.lookups import shard_count
-from ..stores.params import derived_depth, with_first_stage_ids
+from ..stores.params import derived_depth, with_first_stage_ids, with_window_ids
 from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
 from ..query.requests import restrict_to, search_body
 from ..stores.store import sltr
@@ -73,7 +73,8 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     for rep in range(passes + 1):            # the first pass warms the caches up
         for params, top in zip(param_list, tops):
             top = top or []
-            full = with_first_stage_ids(params, top, depth)
+            full = with_window_ids(with_first_stage_ids(params, top, depth),
+                                   top[:serving.window], used)
             order = list(variants)
             rng.shuffle(order)
             for v in order:

@@ -47,7 +47,8 @@ from ..data.querytext import distinct_words, fit_keywords, fit_params
 from ..query.clauses import term_budget
 from ..transport.client import Connection, item_error, msearch_items
 from ..query.firststage import FirstStage
-from ..stores.params import check_params, derived_depth, featureset_info, with_first_stage_ids
+from ..stores.params import (check_params, derived_depth, featureset_info, with_first_stage_ids,
+                             with_window_ids)
 from ..query.requests import search_body
 from ..stores.store import sltr
 from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
@@ -203,8 +204,9 @@ class _Rounds:
         if self.depth:
             self._first_ids(group, params, failed)
         todo = [q for q in group if q not in failed]
-        bodies = [log_body(params[q], [d for d, _ in self.by_q[q]], self.featureset, self.store)
-                  for q in todo]
+        docids = {q: [d for d, _ in self.by_q[q]] for q in todo}
+        bodies = [log_body(with_window_ids(params[q], docids[q], self.fsinfo["params"]),
+                           docids[q], self.featureset, self.store) for q in todo]
         items = msearch_items(self.conn, self.index, bodies, stats=self.stats,
                               search_type=self.first_stage.search_type) if todo else []
         return self._rows(group, dict(zip(todo, items)), failed)

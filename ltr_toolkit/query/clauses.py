@@ -22,7 +22,7 @@ from ..stores.params import QUERY_VECTOR, derived_depth, featureset_params, mode
 from ..stores.store import get_featureset, sltr
 from ..indexing.vectors import placeholder_vector
 from ..data.querytext import fit_params
-from ..stores.params import with_first_stage_ids
+from ..stores.params import NO_DOC, WINDOW_IDS, with_first_stage_ids
 
 #: The largest term count probed; queries are cut to it even on a cluster without limit.
 PROBE_MAX = 4096
@@ -120,6 +120,8 @@ def term_budget(conn: Connection, index: str, first_stage: FirstStage, params: d
         liked = _liked_ids(conn, index, first_stage, params, depth, fs_only) if depth else {}
         if QUERY_VECTOR in needed and QUERY_VECTOR not in params:
             liked[QUERY_VECTOR] = placeholder_vector(conn, index)   # no clauses of its own
+        if WINDOW_IDS in needed and WINDOW_IDS not in params:
+            liked[WINDOW_IDS] = [NO_DOC]                            # an ids filter: no terms
         best = _bisect(lambda n: _accepts(conn, index, n, {**params, **liked}, first_stage,
                                           featureset, model, store))
     if not best:

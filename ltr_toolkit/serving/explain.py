@@ -18,6 +18,7 @@ from ..models.shapley import contributions
 from ..query.clauses import term_budget
 from ..query.requests import MODEL_ONLY, Rescore, search_body, tie_ordered
 from ..stores.model_store import get_model
+from ..stores.params import model_params, with_window_ids
 from ..stores.store import sltr
 from ..transport.client import Connection, msearch_items
 from ..transport.lookups import shard_count
@@ -98,7 +99,8 @@ def explain_ranked(conn: Connection, serving: Serving, param_list: list[dict],
     params = [fit_params(p, serving.max_terms) for p in param_list]
     mp = serving_params(conn, serving.index, params, serving.first_stage, rescore,
                         first_ids=first_ids, encoder=serving.encoder, batch=batch)
-    bodies = [_log_body(p, ids, serving) for p, ids in zip(mp, ranked)]
+    names = model_params(conn, serving.model, serving.store)
+    bodies = [_log_body(with_window_ids(p, ids, names), ids, serving) for p, ids in zip(mp, ranked)]
     out: list[dict] = []
     base = 0.0
     for start in range(0, len(bodies), batch):

@@ -30,7 +30,8 @@ from ..transport.client import Connection, call
 from ..query.clauses import term_budget
 from ..query.firststage import DEFAULT_FIELDS, FirstStage
 from ..transport.lookups import shard_count
-from ..stores.params import derived_depth, model_params, thread_safe, with_first_stage_ids
+from ..stores.params import (derived_depth, first_ids_depth, model_params, thread_safe,
+                             with_first_stage_ids, with_window_ids)
 from ..indexing.vectors import with_query_vectors
 from ..query.requests import Rescore, msearch_ids, search_body, tie_ordered
 
@@ -44,16 +45,18 @@ def serving_params(conn: Connection, index: str, param_list: list[dict], first_s
     uses one (computed here from ``keywords`` by the index's encoder, unless the query
     carries ``query_vector``), and the first stage's top ids when it uses them (one
     first-stage round trip, unless ``first_ids``, fetched with a size of at least that
-    depth, are given)."""
+    depth, are given), and the window's ids when it uses them."""
     names = model_params(conn, rescore.model, rescore.store)
     param_list = with_query_vectors(conn, index, param_list, names, encoder)
     depth = derived_depth(names)
-    if depth == 0:
+    if first_ids_depth(names, rescore.window) == 0:
         return param_list
     if first_ids is None:
-        first_ids = msearch_ids(conn, index, param_list, first_stage, depth, store=rescore.store,
+        first_ids = msearch_ids(conn, index, param_list, first_stage,
+                                first_ids_depth(names, rescore.window), store=rescore.store,
                                 batch=batch, max_terms=max_terms)
-    return [with_first_stage_ids(p, ids, depth) for p, ids in zip(param_list, first_ids)]
+    return [with_window_ids(with_first_stage_ids(p, ids, depth), ids[:rescore.window], names)
+            for p, ids in zip(param_list, first_ids)]
 
 
 class RescoreFallbackWarning(UserWarning):
@@ -65,7 +68,7 @@ def _first_depth(conn, index, rescore: Rescore, size: int) -> tuple[int, bool]:
     On one shard OpenSearch's rescore window is the global top ``window``; on several the
     ids restrict the rescore to the global top ``window``. The ids also order ties
     (:func:`tie_ordered`) and feed a model's feedback features."""
-    depth = derived_depth(model_params(conn, rescore.model, rescore.store))
+    depth = first_ids_depth(model_params(conn, rescore.model, rescore.store), rescore.window)
     return max(rescore.window, size, depth), shard_count(conn, index) > 1
 
 
@@ -119,7 +122,7 @@ def _serving_inputs(conn, index, params, first_stage, rescore: Rescore, size):
     query: on one shard a first request only for a model's feedback features, as deep as
     they need (ties are then ordered by the first stage's score, named in the hits); on
     several, the global top window (ties ordered by its ranks)."""
-    feedback = derived_depth(model_params(conn, rescore.model, rescore.store))
+    feedback = first_ids_depth(model_params(conn, rescore.model, rescore.store), rescore.window)
     restrict = shard_count(conn, index) > 1
     if not restrict and not feedback:
         return params, None, False, []
