@@ -10,11 +10,12 @@ cluster runs from ``GET /_script_language``. The rest of the toolkit asks the
 instead of branching on the engine's name.
 
 Semantic features differ the most: OpenSearch scores a query vector with the k-NN
-plugin's ``knn_score`` script (any document that has a vector, value ``1 + cos``);
-Elasticsearch with its ``knn`` query (value ``(1 + cos) / 2``), which scores only the
+plugin's ``knn_score`` script (any document that has a vector); Elasticsearch with its
+``knn`` query, which scores only the
 documents it collects, so the feature is restricted to the reranked window by an
 ``ids`` filter: every candidate gets its exact cosine, at logging and serving alike
-(the window's ids are the derived parameter :data:`WINDOW_IDS`).
+(the window's ids are the derived parameter :data:`WINDOW_IDS`). Both score a cosine
+similarity as ``(1 + cos) / 2``.
 """
 
 from __future__ import annotations
@@ -80,11 +81,12 @@ class VectorKind:
         return [QUERY_VECTOR] if self.field_type == "knn_vector" else [QUERY_VECTOR, WINDOW_IDS]
 
     def cosine(self, value: float) -> float:
-        """The cosine a logged value stands for."""
-        return value - 1.0 if self.field_type == "knn_vector" else 2.0 * value - 1.0
+        """The cosine a logged value stands for (both engines score ``(1 + cos) / 2``:
+        measured live, tests/test_engines.py)."""
+        return 2.0 * value - 1.0
 
 
-KNN_PLUGIN_VECTORS = VectorKind("knn_vector", "dimension", "1 + cos", "the k-NN plugin (opensearch-knn)")
+KNN_PLUGIN_VECTORS = VectorKind("knn_vector", "dimension", "(1 + cos) / 2", "the k-NN plugin (opensearch-knn)")
 DENSE_VECTORS = VectorKind("dense_vector", "dims", "(1 + cos) / 2", None)
 VECTOR_KINDS = (KNN_PLUGIN_VECTORS, DENSE_VECTORS)
 
@@ -106,6 +108,13 @@ class Engine:
         if self.name == ELASTICSEARCH:
             return DENSE_VECTORS
         return KNN_PLUGIN_VECTORS if "opensearch-knn" in self.plugins else None
+
+    @property
+    def flat_object(self) -> str:
+        """The mapping type of an object indexed as keywords, whatever its keys (the UBI
+        queries' ``query_attributes``): OpenSearch's ``flat_object``, Elasticsearch's
+        ``flattened``."""
+        return "flattened" if self.name == ELASTICSEARCH else "flat_object"
 
     def missing_language(self, languages) -> str | None:
         """The first of ``languages`` the cluster does not run (None: all, or unknown)."""
