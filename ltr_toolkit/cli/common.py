@@ -72,6 +72,7 @@ Optimizer = choices("Optimizer", "adam", "sgd")
 ClickModel = choices("ClickModel", "ctr", "coec", "sdbn", "pbm", "ubm", "auto")
 Grading = choices("Grading", "levels", "estimate")
 Positions = choices("Positions", "auto", zero="0", one="1")
+Via = choices("Via", "plugin", "named-queries")
 
 
 @app.callback()
