@@ -1,16 +1,6 @@
 """``ltr export --target elasticsearch``: the trained-model body of Elasticsearch's native
-learning to rank, checked offline by an evaluator written here from Elasticsearch's
-documented tree semantics -- not from the exporter -- against ``ltr predict``.
-
-The evaluator follows x-pack ml's inference code (``TreeInferenceModel``,
-``EnsembleInferenceModel``, ``WeightedSum``, ``Operator``): a tree's features are looked
-up by name in the extracted feature map (a feature whose query did not match the
-document is absent: NaN); at an inner node, a value that is not a valid double (NaN,
-infinite) takes ``default_left``, others go left when ``value OP threshold`` holds
-(``decision_type``: lt, lte, gt, gte; lte when absent); children are positions in the
-``tree_structure`` list; a leaf gives ``leaf_value[0]``; ``weighted_sum`` adds the
-trees' values (times ``weights`` when given) in double; the rescorer keeps
-``(float) value``.
+learning to rank, checked offline against ``ltr predict`` by an evaluator written from
+Elasticsearch's inference code, not from the exporter (``benchmarks/es_trees.py``).
 
 The log (``tests/data/cranfield-lexical-top100.txt``): the first 25 judged Cranfield
 queries x the first stage's top 100 (BM25 over title and abstract), the shipped lexical
@@ -22,13 +12,12 @@ lack a feature (the document does not match the feature's query).
 from __future__ import annotations
 
 import json
-import math
-import operator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks.es_trees import es_score as _es_score, feature_maps as _feature_maps
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.errors import UserError
@@ -39,49 +28,10 @@ from ltr_toolkit.pipeline.train import predict_file, train_model
 ROOT = Path(__file__).resolve().parent.parent
 LOG = Path(__file__).resolve().parent / "data" / "cranfield-lexical-top100.txt"
 LEXICAL = ROOT / "feature_sets" / "cranfield-lexical.json"
-OPS = {"lt": operator.lt, "lte": operator.le, "gt": operator.gt, "gte": operator.ge}
-
-
-# --------------------------------------------------------------------------- the evaluator
-
-def _tree_value(tree: dict, features: dict) -> float:
-    nodes = tree["tree_structure"]
-    assert [n["node_index"] for n in nodes] == list(range(len(nodes)))
-    names = tree["feature_names"]
-    node = nodes[0]
-    while "leaf_value" not in node:
-        value = features.get(names[node["split_feature"]], math.nan)
-        if math.isnan(value) or math.isinf(value):
-            child = node["left_child"] if node.get("default_left", False) else node["right_child"]
-        else:
-            test = OPS[node.get("decision_type", "lte")]
-            child = node["left_child"] if test(value, node["threshold"]) else node["right_child"]
-        node = nodes[child]
-    leaf = node["leaf_value"]
-    return float(leaf[0] if isinstance(leaf, list) else leaf)
 
 
 def es_score(body: dict, features: dict) -> float:
-    """What the rescorer gives a document whose extracted features are ``features``."""
-    ens = body["definition"]["trained_model"]["ensemble"]
-    assert ens["target_type"] == "regression" and set(ens["aggregate_output"]) == {"weighted_sum"}
-    weights = ens["aggregate_output"]["weighted_sum"].get("weights")
-    values = [_tree_value(m["tree"], features) for m in ens["trained_models"]]
-    if weights is not None:
-        values = [v * w for v, w in zip(values, weights)]
-    return float(np.float32(sum(values)))
-
-
-def _feature_maps(path: Path, names: list[str]) -> list[dict]:
-    """Each row's extracted features as the rescorer's map: logged values only, each the
-    float32 query score it was (``QueryFeatureExtractor`` puts ``scorer.score()``, a
-    float, in the map; the log writes it in 9 digits, which read as a double is not
-    the float: 4.06435 vs 4.064350128173828)."""
-    maps = []
-    for line in path.read_text().splitlines():
-        tokens = line.split("#")[0].split()[2:]
-        maps.append({names[int(k) - 1]: float(np.float32(v)) for k, v in (t.split(":") for t in tokens)})
-    return maps
+    return _es_score(body["definition"]["trained_model"], features)
 
 
 # --------------------------------------------------------------------------- the models
