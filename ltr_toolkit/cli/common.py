@@ -73,6 +73,7 @@ Optimizer = choices("Optimizer", "adam", "sgd")
 ClickModel = choices("ClickModel", "ctr", "coec", "sdbn", "pbm", "ubm", "auto")
 Grading = choices("Grading", "levels", "estimate")
 Positions = choices("Positions", "auto", zero="0", one="1")
+Via = choices("Via", "plugin", "named-queries")
 EngineName = choices("EngineName", "opensearch", "elasticsearch")
 #: the local node's engine: a command's own --engine, else the global one (LTR_ENGINE)
 EngineOpt = Annotated[Optional[EngineName], typer.Option("--engine", help="The local node's engine (default: the global --engine / LTR_ENGINE, else opensearch).")]

@@ -43,6 +43,9 @@ class Serving:
     #: the query encoder (a model folder or module:function; None: $LTR_ENCODER or the
     #: default), for models with semantic features; checked against the index's vectors
     encoder: str | None = None
+    #: how candidates are logged (``features.featurelog.VIAS``): the plugin, or named
+    #: queries (the values Elasticsearch's native learning to rank computes)
+    via: str = "plugin"
 
     def for_model(self, model: str | None, weights=MODEL_ONLY) -> "Serving":
         """The same serving with ``model`` (None: the first stage alone)."""
@@ -60,7 +63,7 @@ class Serving:
         return {"index": self.index, "first_stage": self.first_stage.to_dict(),
                 "window": self.window, "store": self.store, "max_query_terms": self.max_terms,
                 "model": self.model, "rescore_weights": list(self.weights),
-                "encoder": self.encoder}
+                "encoder": self.encoder, "via": self.via}
 
     # ------------------------------------------------------------------ the first stage
     def first_ids(self, conn: Connection, param_list: list[dict], depth: int = 0,
@@ -79,10 +82,10 @@ class Serving:
         picks = {k: kw.pop(k) for k in ("unjudged", "judged_outside") if k in kw}
         cands, info, budget = judged_candidates(conn, self.index, jl, featureset, self.first_stage,
                                                 self.store, self.window, max_terms=self.max_terms,
-                                                **picks)
+                                                via=self.via, **picks)
         side = log_features(conn, cands, featureset, self.index, out, self.store,
                             first_stage=self.first_stage, candidates=info,
-                            max_terms=budget, encoder=self.encoder, **kw)
+                            max_terms=budget, encoder=self.encoder, via=self.via, **kw)
         return side, info
 
     # ------------------------------------------------------------------ reranking

@@ -30,6 +30,7 @@ import hashlib
 import json
 import re
 
+from ..data.featuresets import load_featureset
 from ..errors import UserError
 from ..indexing.vectors import QUERY_VECTOR
 from ..transport.engine import WINDOW_IDS
@@ -141,8 +142,21 @@ def featureset_info(conn: Connection, name: str, store: str | None) -> dict:
     if fs is None:
         raise UserError(f"feature set {name} not found in store {store or '(default)'}",
                         "upload it with `ltr featureset upload FILE`")
+    return _info(fs, name, store)
+
+
+def _info(fs: dict, name: str, store: str | None) -> dict:
     body = fs.get("featureset", fs)
     names = [f["name"] for f in body["features"]]
     digest = hashlib.sha256(json.dumps(fs, sort_keys=True).encode()).hexdigest()
     return {"name": name, "store": store, "feature_names": names, "sha256": digest,
-            "params": featureset_params(fs)}
+            "params": featureset_params(fs), "features": body["features"]}
+
+
+def file_featureset_info(path) -> dict:
+    """:func:`featureset_info` of a feature set file (validated), without a cluster: the
+    same sha256 as the set's once uploaded (the store keeps it as ``{"name", "type",
+    "featureset"}``), so data logged from the file and from the store compare equal."""
+    body = load_featureset(path)
+    doc = {"name": body["name"], "type": "featureset", "featureset": body}
+    return dict(_info(doc, body["name"], None), source=str(path))
