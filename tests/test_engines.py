@@ -269,3 +269,42 @@ def test_every_command_on_each_engine(engine_cluster, engine_cranfield, cli, tmp
         assert events > 0
     finally:
         engine_cluster.conn().client().indices.delete(index=f"{qi},{ev}", ignore_unavailable=True)
+
+
+# ----------------------------------------------------------------- Elasticsearch's native LTR
+
+@pytest.fixture(scope="module")
+def tree_model(tmp_path_factory):
+    from ltr_toolkit.pipeline.train import train_from_files
+    path = tmp_path_factory.mktemp("native") / "mart.json"
+    data = __import__("pathlib").Path(__file__).parent / "data" / "cranfield-lexical-top100.txt"
+    train_from_files(data, algo="lambdamart", output=path, seed=1, trees=10, depth=3, lr=0.1)
+    return path
+
+
+def test_native_upload_names_what_the_cluster_lacks(engine_cluster, tree_model, cli):
+    """`ltr upload --target elasticsearch` on a node without x-pack-ml (the test
+    distribution) or on OpenSearch: one line naming what is missing, exit 2, nothing
+    created (no trained model: the refusal comes before any PUT; no plugin model either)."""
+    name = f"native-{uuid.uuid4().hex[:6]}"
+    r = cli("--url", engine_cluster.url, "upload", str(tree_model), "--name", name,
+            "--target", "elasticsearch", "--alias", "ranker", "--featureset",
+            str(cranfield.LEXICAL_FEATURE_SET))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    need = ("no machine-learning APIs" if engine_cluster.engine == "elasticsearch"
+            else "is OpenSearch")
+    assert need in lines[0], lines[0]
+    from ltr_toolkit.stores.model_store import get_model
+    assert get_model(engine_cluster.conn(), name, None) is None
+
+
+def test_show_request_prints_the_native_rescorer(cli):
+    r = cli("--url", "http://127.0.0.1:9", "search", "boundary layer", "--model", "ranker",
+            "--target", "elasticsearch", "--window", "50", "--show-request")
+    assert r.returncode == 0, r.stderr
+    body = json.loads(r.stdout)
+    assert body["rescore"] == {"window_size": 50, "learning_to_rank": {
+        "model_id": "ranker", "params": {"keywords": "boundary layer"}}}
+    assert body["query"]["multi_match"]["query"] == "boundary layer"

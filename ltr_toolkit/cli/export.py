@@ -77,3 +77,23 @@ def export_cmd(ctx: typer.Context, model: Path,
     if derived:
         err.print(f"warning: {', '.join(derived)} are computed by the toolkit at logging; your "
                   "search code must pass them in the rescorer's params (see stores/params.py)")
+
+
+def upload_native(ctx, model: Path, name: str, featureset: Optional[Path], alias: Optional[str],
+                  store) -> None:
+    """``ltr upload MODEL --target elasticsearch``: the trained model created from the
+    export's body (for the connected cluster's version) and ``alias`` pointed at it; one
+    line naming what is missing where the cluster cannot serve it (nothing created)."""
+    from ..stores.trained_models import create, native_support
+    from ..transport.engine import detect
+    art, _ = load_model(model)
+    refuse_non_trees(art["algorithm"])
+    conn = ctx.obj
+    why = native_support(conn)       # before anything else is asked of the cluster
+    if why:
+        raise UserError(why, "upload to the LTR plugin instead (ltr upload without --target), "
+                             "or use a cluster with x-pack-ml and a license that has it")
+    features = _features(ctx, art, featureset, store)
+    body = native_body(art, features, detect(conn).version)
+    res = create(conn, name, body, alias)
+    out.print(f"created trained model {res['model_id']}" + (f", alias {alias} points at it" if alias else ""))

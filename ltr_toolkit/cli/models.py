@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
+from .common import choices
 from .common import (FieldsOpt, Statistics, StatsOpt, StoreOpt, TemplateOpt, _conn, _first_stage,
                      _ltr_conn, app, err, model_app, out)
 from ..data.judgments import load_judgments
@@ -29,6 +30,12 @@ from ..clicks import interleaving
 from ..clicks import ubi as ubi_index
 from ..stores.model_store import delete_model, get_model, list_models, prune_versions, upload
 from ..stores.modelcache import cache_warnings
+from .export import upload_native
+from ..models.native import rescorer
+from ..query.requests import Rescore, search_body
+
+
+UploadTarget = choices("UploadTarget", "plugin", "elasticsearch")
 
 
 @app.command("upload")
@@ -37,8 +44,16 @@ def upload_cmd(ctx: typer.Context, model: Path,
                featureset: Annotated[Optional[str], typer.Option("--featureset", help="Feature set (default: the one the training data was logged with).")] = None,
                store: StoreOpt = None,
                index: Annotated[Optional[str], typer.Option("--index", help="Validate the model with a query on this index first, and measure what it takes in the plugin's cache.")] = None,
-               exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False):
-    """Export MODEL.json to the plugin's format, check it, and create it in the store."""
+               exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False,
+               target: Annotated[UploadTarget, typer.Option("--target", help="plugin: the LTR plugin's store; elasticsearch: an Elasticsearch trained model for its native learning_to_rank rescorer (tree models; needs x-pack-ml and a license with it).")] = UploadTarget.plugin,
+               alias: Annotated[Optional[str], typer.Option("--alias", help="With --target elasticsearch: point this model alias at the new model (reassigned from the one it named), so searches that name the alias never change.")] = None):
+    """Export MODEL.json to the plugin's format, check it, and create it in the store (or,
+    with --target elasticsearch, as an Elasticsearch trained model)."""
+    if target is UploadTarget.elasticsearch:
+        fs_file = Path(featureset) if featureset and Path(featureset).is_file() else None
+        return upload_native(ctx, model, name, fs_file, alias, store)
+    if alias:
+        raise UserError("--alias goes with --target elasticsearch", "the plugin names versions NAME-vN")
     art, m = load_model(model)
     fs = featureset or art.get("featureset")
     if not fs:
@@ -136,12 +151,16 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                interleave: Annotated[Optional[str], typer.Option("--interleave", help="A,B: the team-draft interleaving of two stored models' results (first-stage: the first stage alone); each hit's team shown.")] = None,
                ubi: Annotated[bool, typer.Option("--ubi", help="With --interleave: write the search's ubi_queries record with its teams, for `ltr evaluate interleaving` to credit the clicks your application logs under the printed query id.")] = False,
                experiment: Annotated[Optional[str], typer.Option("--experiment", help="With --interleave: the experiment's name (default A-vs-B).")] = None,
-               queries_index: Annotated[str, typer.Option("--queries-index", help="With --ubi: the UBI queries index.")] = "ubi_queries"):
+               queries_index: Annotated[str, typer.Option("--queries-index", help="With --ubi: the UBI queries index.")] = "ubi_queries",
+               show_request: Annotated[bool, typer.Option("--show-request", help="Print the search request (first stage and rescore) instead of running it.")] = False,
+               target: Annotated[UploadTarget, typer.Option("--target", help="With --show-request: the rescore of the LTR plugin (sltr) or of Elasticsearch's native learning_to_rank (--model: the trained model's id or alias).")] = UploadTarget.plugin):
     """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
     the hits. When the rescore fails, the first stage's hits, with a warning."""
     params = _params(text, param)
-    conn = _conn(ctx)
     stage = _first_stage(fields, first_stage, statistics)
+    if show_request:
+        return _show_request(stage, params, model, window, size, store, target)
+    conn = _conn(ctx)
     stage.check(conn, index)
     serving = Serving(index, stage, window, store, max_terms, model, (query_weight, rescore_weight))
     if interleave:
@@ -153,6 +172,19 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
     for h in hits:
         table.add_row(str(h["rank"]), h["id"], f"{h['score']:.4f}", h["title"][:70])
     out.print(table)
+
+
+def _show_request(stage: FirstStage, params: dict, model, window: int, size: int, store,
+                  target) -> None:
+    """``ltr search --show-request``: the body a search sends, as JSON on stdout: the first
+    stage, and with ``--model`` the plugin's ``sltr`` rescore or Elasticsearch's native
+    ``learning_to_rank`` rescorer over its top ``window`` (parameters the toolkit derives,
+    such as ``query_vector``, are the caller's to add: see stores/params.py)."""
+    body = search_body(stage, params, size, Rescore(model, window, store) if model and
+                       target is UploadTarget.plugin else None)
+    if model and target is UploadTarget.elasticsearch:
+        body["rescore"] = rescorer(model, params, window)
+    print(json.dumps(body, indent=2))
 
 
 def _interleaved(conn, serving: Serving, params: dict, pair: str, size: int, ubi: bool,
