@@ -98,13 +98,14 @@ ODD = {"odd-1": 'heat "transfer" in \\ slabs', "odd-2": "flow \u00fcber shock \u
 
 
 @pytest.fixture(scope="module")
-def stored(ltr_cluster, cranfield_index):
-    conn = ltr_cluster.conn()
+def stored(engine_cluster, engine_cranfield):
+    """The shipped lexical and feedback sets on each engine's node."""
+    conn = engine_cluster.conn()
     st.init_store(conn, None)
     names = {}
     for path in (LEXICAL, ROOT / "feature_sets" / "cranfield-feedback.json"):
         names[path.name] = st.upload_featureset_versioned(conn, load_featureset(path))[0]
-    return conn, cranfield_index["index"], names
+    return conn, engine_cranfield["index"], names
 
 
 def _fifty_queries() -> JudgmentList:

@@ -216,7 +216,8 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
     i_n = parse_part(part) if part is not None else None
     spec = load_job(job)
     conn = job_connection(spec, ctx.obj, explicit_timeout=ctx.meta.get("timeout_given", False))
-    cl.check_ltr(conn)
+    if spec.via == "plugin":      # named queries log on a cluster without the plugin too
+        cl.check_ltr(conn)
     if i_n is not None:
         manifest = run_part(spec, conn, *i_n, log=lambda m: err.print(m))
     else:

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import (Algo, BudgetOpt, EngineOpt, _engine, _engine_conn, ClicksAsOpt, DaysOpt, EventsIndexOpt, FieldsOpt, Format,
+from .common import (Algo, BudgetOpt, EngineOpt, Via, _engine, _engine_conn, ClicksAsOpt, DaysOpt, EventsIndexOpt, FieldsOpt, Format,
                      JobsOpt, Optimizer, Positions, QueriesIndexOpt, Settings, SinceOpt,
                      Statistics, StatsOpt, StoreOpt, TemplateOpt, UntilOpt, _conn, _event_log,
                      _failed_queries, _first_stage, _ltr_conn, _progress, _report_table,
@@ -59,7 +59,8 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  deploy_anyway: Annotated[Optional[Algo], typer.Option("--deploy-anyway", help="With --deploy: upload this algorithm even when it is not recommended.")] = None,
                  query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="With --model: the first stage's weight in the rescore (1 for a model deployed blended with it; `ltr upload` prints it).")] = 0.0,
                  rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="With --model: the model's weight in the rescore.")] = 1.0,
-                 jobs: JobsOpt = None, budget: BudgetOpt = None):
+                 jobs: JobsOpt = None, budget: BudgetOpt = None,
+                 via: Annotated[Via, typer.Option("--via", help="With --cv: how the candidates' features are logged: plugin (sltr + ltr_log) or named-queries (each feature's template as a named query: what Elasticsearch's native learning to rank computes). Fold models are served by the plugin either way.")] = Via.plugin):
     """Every judged query live: the first stage alone vs each reranker, paired tests.
     With --cv K: every query reranked by a fold model that never saw it, its settings
     chosen without it; the report ends with what to deploy (or: keep the first stage).
@@ -73,7 +74,7 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     if folds:
         report, qids = _cross_validated(ctx, index, jl, stage, featureset, algo, settings, workdir,
                                         folds, k, window, store, seed, keep_fold_models, jobs,
-                                        budget, explain=html is not None)
+                                        budget, explain=html is not None, via=via.value)
     else:
         report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage,
                                         weights=(query_weight, rescore_weight),
@@ -101,14 +102,15 @@ def _check_evaluate_options(folds, featureset, algo, model, settings, deploy, de
 
 
 def _cross_validated(ctx, index, jl, stage, featureset, algo, settings, workdir, folds, k, window,
-                     store, seed, keep_fold_models, jobs, budget, explain) -> tuple[dict, list]:
+                     store, seed, keep_fold_models, jobs, budget, explain,
+                     via: str = "plugin") -> tuple[dict, list]:
     """``ltr evaluate --cv K``: (the cross-validation's report, its queries), each
     algorithm's settings chosen per fold unless ``--settings defaults``."""
     fixed = {} if settings is Settings.defaults else None
     report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
                             workdir, folds, k, window, store, stage, seed,
                             log=lambda m: err.print(m), keep_models=keep_fold_models,
-                            jobs=jobs, budget=budget, explain=explain)
+                            jobs=jobs, budget=budget, explain=explain, via=via)
     return report, list(next(iter(report["per_query"].values())))
 
 

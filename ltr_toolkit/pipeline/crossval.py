@@ -93,7 +93,8 @@ def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, wo
     """(dataset, sidecar, serving with the measured long-query budget, failed queries)
     of the first stage's top ``window`` per judged query, logged into
     ``workdir/candidates.txt``."""
-    budget = query_budget(conn, serving.index, jl, featureset, serving.first_stage, serving.store)
+    budget = query_budget(conn, serving.index, jl, featureset, serving.first_stage, serving.store,
+                          serving.via)
     serving = serving.with_budget(budget)
     data = workdir / "candidates.txt"
     side, info = serving.log_candidates(conn, jl, featureset, data)
@@ -121,7 +122,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    log=lambda msg: None, keep_models: bool = False,
                    evaluate_on: JudgmentList | None = None, jobs: int | None = None,
                    selection: dict | None = None, budget: float | None = None,
-                   explain: bool = False) -> dict:
+                   explain: bool = False, via: str = "plugin") -> dict:
     """Returns the pooled report (see the module docstring). ``algos``: algorithm ->
     fixed ``train_model`` settings, or None to choose them by inner cross-validation.
     Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``. ``evaluate_on``: train on
@@ -132,11 +133,13 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     settings in all folds (each fit gets its share of the workers' time; what a fit left
     out is named in its fold's settings and logged). ``explain``: the report's
     ``explanations`` hold each fold model's per-feature contributions to its queries' top
-    10 (computed while the model is in the store)."""
+    10 (computed while the model is in the store). ``via``: how the candidates' features
+    are logged (``featurelog``: the plugin, or named queries); fold models are served by
+    the plugin either way."""
     _check_settings(folds, algos)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    serving = Serving(index, first_stage or FirstStage.from_fields(), window, store)
+    serving = Serving(index, first_stage or FirstStage.from_fields(), window, store, via=via)
     ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
     truth = jl if evaluate_on is None else evaluate_on
     qids = _usable_queries(jl, truth, failed, folds)
