@@ -6,8 +6,10 @@ each engine with its LTR plugin."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -308,3 +310,37 @@ def test_show_request_prints_the_native_rescorer(cli):
     assert body["rescore"] == {"window_size": 50, "learning_to_rank": {
         "model_id": "ranker", "params": {"keywords": "boundary layer"}}}
     assert body["query"]["multi_match"]["query"] == "boundary layer"
+
+
+def test_elasticsearch_cluster_of_two_nodes_lifecycle(fresh_home, cli):
+    """`ltr cluster start --engine elasticsearch --nodes 2` in a fresh state dir: two real
+    Elasticsearch nodes with the plugin form one green cluster, an index of 2 shards and 1
+    replica spreads over both, the plugin answers; `ltr cluster stop` stops exactly their
+    pids."""
+    zip_path = localnode.supplied_plugin_zip(ELASTICSEARCH_DIST)
+    if zip_path is None:
+        pytest.skip(f"no LTR plugin zip for Elasticsearch in {localnode.plugin_dir()} "
+                    f"(or {ELASTICSEARCH_DIST.zip_env})")
+    env = {"LTR_HOME": str(fresh_home / "home"), "LTR_URL": "", ELASTICSEARCH_DIST.zip_env: str(zip_path)}
+    r = cli("cluster", "start", "--engine", "elasticsearch", "--nodes", "2", env=env, timeout=900)
+    assert r.returncode == 0, r.stderr
+    nodes = json.loads((fresh_home / "home" / ELASTICSEARCH_DIST.state_file("cluster.json")).read_text())["nodes"]
+    try:
+        conn = Connection(url=nodes[0]["url"])
+        assert detect(conn).name == "elasticsearch" and len(nodes) == 2
+        c = conn.client()
+        c.indices.create(index="spread", body={"settings": {"number_of_shards": 2, "number_of_replicas": 1}})
+        # the query string carries `timeout`: opensearch-py takes a `timeout` param as its own
+        health = c.transport.perform_request(
+            "GET", "/_cluster/health/spread?wait_for_status=green&timeout=60s")
+        assert health["status"] == "green" and health["number_of_nodes"] == 2
+        assert len({s["node"] for s in c.cat.shards(index="spread", format="json")}) == 2
+        r = cli("--url", nodes[1]["url"], "store", "init", env=env)
+        assert r.returncode == 0, r.stderr
+    finally:
+        stop = cli("cluster", "stop", "--engine", "elasticsearch", env=env)
+    assert stop.returncode == 0 and all(str(n["pid"]) in stop.stdout for n in nodes), stop.stdout
+    deadline = time.monotonic() + 10      # reaped by init once they exit
+    while any(Path(f"/proc/{n['pid']}").exists() for n in nodes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{n['pid']}").exists() for n in nodes)
