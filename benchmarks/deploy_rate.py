@@ -31,6 +31,7 @@ from ltr_toolkit.pipeline import selection
 from ltr_toolkit.pipeline.crossval import fit_chosen
 from ltr_toolkit.pipeline.train import model_from_artifact
 from ltr_toolkit.rank.metrics import ndcg
+from ltr_toolkit.rank.stats import compare
 
 from ._report import finish, pyplot, write_table
 
@@ -77,20 +78,23 @@ def recommends(ds, algo: str, seed: int) -> bool:
     return R.recommend(R.compare(per_query, "first stage", K))["deploy"] is not None
 
 
-def _plain_best(base, candidates, n=10000, seed=0):
+def _plain_best(per, seed, n_resamples=10000):
     """The gate as it was: the best candidate tested as if it were the only one."""
-    row = int(np.argmax(np.asarray(candidates).mean(axis=1)))
-    return row, R.randomisation_test(base, candidates[row], n=n, seed=seed)
+    per_query = {key: np.concatenate(v) for key, v in per.items()}
+    best = max((k for k in per_query if k != selection.FIRST_STAGE), key=lambda k: per_query[k].mean())
+    found = compare({0: per_query[selection.FIRST_STAGE], 1: per_query[best]}, 0,
+                    n_resamples=n_resamples, seed=seed, confidence_level=None)
+    return best, found.tests[1].p_value
 
 
 @contextmanager
 def gate(kind: str):
-    saved = selection.best_of_test
-    selection.best_of_test = R.best_of_test if kind == "corrected (max-statistic)" else _plain_best
+    saved = selection.gate
+    selection.gate = saved if kind == GATES[0] else _plain_best
     try:
         yield
     finally:
-        selection.best_of_test = saved
+        selection.gate = saved
 
 
 GATES = ("corrected (max-statistic)", "as before (best tested alone)")

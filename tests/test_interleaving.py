@@ -67,7 +67,7 @@ def test_tally_sign_test_and_preference():
 @pytest.mark.parametrize("n", [1, 2, 7, 10, 51, 400, 5001, 200_000])
 def test_sign_test_is_scipys_binomial_test(n):
     from scipy.stats import binomtest
-    from ltr_toolkit.rank.interleave import sign_test
+    from ltr_toolkit.rank.stats import sign_test
     for k in {0, 1, n // 3, n // 2, (n + 1) // 2, n - 1, n, int(n * 0.49)}:
         if 0 <= k <= n:
             assert sign_test(k, n) == pytest.approx(binomtest(k, n).pvalue, rel=1e-6, abs=1e-300), (k, n)

@@ -1,4 +1,6 @@
-"""The paired tests at scale and at their stated level (offline)."""
+"""The statistics of every report, gate and verdict (``rank.stats.compare``), offline: the
+paired tests at scale and at their stated level, the correction for comparing several
+systems, the intervals."""
 
 from __future__ import annotations
 
@@ -8,7 +10,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from ltr_toolkit.evaluation import report as R
+from ltr_toolkit.rank import stats as S
+
+
+def _test(a, b, **kw) -> S.Test:
+    return S.compare({"a": a, "b": b}, "a", confidence_level=None, **kw).tests["b"]
 
 
 def _old_randomisation_test(a, b, n=10000, seed=0):
@@ -27,7 +33,9 @@ def test_the_blocked_test_gives_the_same_p_values(queries, shift):
     a = rng.random(queries)
     b = np.clip(a + shift + rng.normal(scale=0.1, size=queries), 0, 1)
     b[::7] = a[::7]                                         # ties, as real runs have
-    assert R.randomisation_test(a, b, seed=3) == _old_randomisation_test(a, b, seed=3)
+    t = _test(a, b, seed=3)
+    assert t.p_value == _old_randomisation_test(a, b, seed=3)
+    assert t.p_corrected == t.p_value                       # one comparison: nothing to correct
 
 
 def test_the_blocked_test_agrees_with_exact_enumeration():
@@ -35,20 +43,121 @@ def test_the_blocked_test_agrees_with_exact_enumeration():
     d = rng.normal(0.02, 0.1, size=12)
     flips = np.array(list(itertools.product((-1.0, 1.0), repeat=12)))
     exact = float(np.mean(np.abs((flips * d).mean(axis=1)) >= abs(d.mean()) - 1e-15))
-    p = R.randomisation_test(np.zeros(12), d, n=20000, seed=5)
+    p = _test(np.zeros(12), d, n_resamples=20000, seed=5).p_value
     assert abs(p - exact) < 4 * np.sqrt(exact * (1 - exact) / 20000) + 1e-4
+
+
+def test_equal_systems_and_no_queries_give_p_one():
+    a = np.random.default_rng(0).random(60)
+    assert _test(a, a).p_value == 1.0 and _test(a, a).p_corrected == 1.0
+    assert _test(a, a + 0.2).p_value < 0.001
+    with pytest.raises(ValueError, match="no queries"):
+        _test(np.zeros(0), np.zeros(0))
 
 
 def test_twenty_thousand_queries_in_under_50_mb():
     rng = np.random.default_rng(0)
     a, b = rng.random(20000), rng.random(20000)
     tracemalloc.start()
-    R.randomisation_test(a, b)
-    R.best_of_test(a, np.stack([b, a + 0.001, b * 0.5]))
+    S.compare({"a": a, "b": b, "c": a + 0.001, "d": b * 0.5}, "a", pairwise=True)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 50 * 2 ** 20, peak / 2 ** 20          # the old test: ~3 GiB here
 
+
+def _step_down_exact(deltas: np.ndarray) -> np.ndarray:
+    """Westfall and Young's step-down max-T p-values over every sign flip, written out."""
+    n = deltas.shape[1]
+    flips = np.array(list(itertools.product((-1.0, 1.0), repeat=n)))
+
+    def t(x):                                           # |t| of each row of x, per flip
+        m, sd = x.mean(axis=-1), x.std(axis=-1, ddof=1)
+        return np.abs(m / (sd / np.sqrt(n)))
+    observed = t(deltas)
+    flipped = t(flips[:, None, :] * deltas[None, :, :])   # [flips, systems]
+    p, floor = np.empty(len(observed)), 0.0
+    for step, j in enumerate(np.argsort(-observed)):
+        rest = np.argsort(-observed)[step:]
+        floor = max(floor, float(np.mean(flipped[:, rest].max(axis=1) >= observed[j] * (1 - 1e-9))))
+        p[j] = floor
+    return p
+
+
+def test_max_t_is_westfall_and_youngs_step_down():
+    rng = np.random.default_rng(4)
+    base = rng.random(12)
+    scores = {"base": base, "x": base + rng.normal(0.08, 0.1, 12), "y": base + rng.normal(0.03, 0.05, 12),
+              "z": base + rng.normal(0.0, 0.1, 12)}
+    found = S.compare(scores, "base", n_resamples=20000, seed=1, confidence_level=None)
+    exact = _step_down_exact(np.stack([scores[s] - base for s in "xyz"]))
+    for s, e in zip("xyz", exact):
+        t = found.tests[s]
+        assert abs(t.p_corrected - e) < 4 * np.sqrt(e * (1 - e) / 20000) + 2e-4, (s, t, e)
+        assert t.p_corrected >= t.p_value
+
+
+def test_the_corrections_and_their_options():
+    rng = np.random.default_rng(3)
+    base = rng.random(40)
+    scores = {"base": base, **{f"r{i}": base + rng.normal(0.02 * i, 0.05, 40) for i in range(4)}}
+    plain = S.compare(scores, "base", correction="none", confidence_level=None)
+    holm = S.compare(scores, "base", correction="holm", confidence_level=None)
+    p = np.array([plain.tests[s].p_value for s in plain.tests])
+    assert [plain.tests[s].p_corrected for s in plain.tests] == p.tolist()
+    assert np.allclose([holm.tests[s].p_corrected for s in holm.tests], S.holm(p))
+    assert S.holm(np.array([0.01, 0.04, 0.03, 0.5])).tolist() == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert S.compare(scores, "base", confidence_level=None).correction == "max-t"     # the default
+    for bad in ({"correction": "bonferroni"}, {"alternative": "less"}, {"n_resamples": 0},
+                {"confidence_level": 95}, {"statistic": "median"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            S.compare(scores, "base", **bad)
+    with pytest.raises(ValueError, match="baseline"):
+        S.compare(scores, "nope")
+    with pytest.raises(ValueError, match="lengths"):
+        S.compare({"a": [1.0, 2.0], "b": [1.0]}, "a")
+
+
+def test_pairs_compare_the_rerankers_to_each_other():
+    rng = np.random.default_rng(6)
+    base = rng.random(80)
+    found = S.compare({"base": base, "good": base + 0.1 + rng.normal(0, 0.05, 80),
+                       "same": base + rng.normal(0, 0.05, 80)}, "base", pairwise=True)
+    t = found.pairs["good", "same"]
+    assert t.mean_delta < -0.05 and t.p_value < 0.001 and t.wins + t.ties + t.losses == 80
+    assert t.p_corrected == t.p_value                    # one pair: nothing to correct
+
+
+def test_intervals_cover_the_mean_at_their_level():
+    """200 samples of 50 normal values: the 90% percentile-bootstrap interval of the mean
+    holds the true mean in about 90% of them (binomial 99.9% range for 200 at 0.9:
+    0.83-0.96, the bootstrap's slight narrowness on 50 values included)."""
+    rng = np.random.default_rng(8)
+    held = 0
+    for rep in range(200):
+        v = rng.normal(0.3, 0.1, 50)
+        found = S.compare({"zero": np.zeros(50), "v": v}, "zero", n_resamples=2000, seed=rep,
+                          confidence_level=0.9)
+        lo, hi = found.mean_ci["v"]
+        assert found.tests["v"].ci == pytest.approx((lo, hi), abs=0.02)
+        held += lo <= 0.3 <= hi
+    assert 0.83 * 200 <= held <= 0.96 * 200, held
+
+
+def test_groups_are_averaged_then_tested_as_units():
+    rng = np.random.default_rng(9)
+    g = rng.integers(0, 15, 300)
+    a, b = rng.random(300), rng.random(300) + 0.05
+    by_row = S.compare({"a": a, "b": b}, "a", groups=g, n_resamples=3000)
+    means = {s: np.array([v[g == k].mean() for k in range(15)]) for s, v in (("a", a), ("b", b))}
+    by_group = S.compare(means, "a", n_resamples=3000)
+    row, group = by_row.tests["b"], by_group.tests["b"]
+    assert by_row.units == 15 and (row.p_value, row.wins, row.ties, row.losses) == (
+        group.p_value, group.wins, group.ties, group.losses)
+    assert row.mean_delta == pytest.approx(group.mean_delta) and row.ci == pytest.approx(group.ci)
+    assert by_row.mean_ci["b"] == pytest.approx(by_group.mean_ci["b"])
+
+
+# --------------------------------------------------------- the gate's max-statistic test
 
 def test_the_best_of_many_noise_candidates_is_not_significant_after_correction():
     """40 null settings of 30 noise candidates each: the plain test of the best rejects far
@@ -58,9 +167,11 @@ def test_the_best_of_many_noise_candidates_is_not_significant_after_correction()
     for rep in range(40):
         base = rng.random(150)
         cands = base + rng.normal(scale=0.05, size=(30, 150))   # no better than the base
-        row, p = R.best_of_test(base, cands, n=2000, seed=rep)
-        corrected += p < 0.05
-        plain += R.randomisation_test(base, cands[row], n=2000, seed=rep) < 0.05
+        found = S.compare({"base": base, **dict(enumerate(cands))}, "base", alternative="greater",
+                          statistic="mean", n_resamples=2000, seed=rep, confidence_level=None)
+        best = max(found.tests.values(), key=lambda t: t.mean_delta)
+        corrected += best.p_corrected < 0.05
+        plain += best.p_value < 0.05
     assert corrected <= 5          # P(Bin(40, 0.05) > 5) < 0.05
     assert plain >= 10             # what the uncorrected gate let through
 
@@ -70,7 +181,10 @@ def test_a_candidate_that_is_better_is_still_found():
     base = rng.random(150)
     cands = base + rng.normal(scale=0.05, size=(30, 150))
     cands[17] = base + 0.03 + rng.normal(scale=0.02, size=150)
-    row, p = R.best_of_test(base, cands, seed=0)
-    assert row == 17 and p < 0.01
-    row, p = R.best_of_test(base, base[None, :] - 0.01)   # none better: p 1
-    assert p == 1.0
+    found = S.compare({"base": base, **dict(enumerate(cands))}, "base", alternative="greater",
+                      statistic="mean", seed=0, confidence_level=None)
+    best = max(found.tests.values(), key=lambda t: t.mean_delta)
+    assert best.system == 17 and best.p_corrected < 0.01
+    worse = S.compare({"base": base, 0: base - 0.01, 1: base - 0.02}, "base", alternative="greater",
+                      statistic="mean", confidence_level=None)
+    assert min(t.p_corrected for t in worse.tests.values()) == 1.0       # none better

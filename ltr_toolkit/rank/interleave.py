@@ -6,8 +6,7 @@ team that placed it. A click credits that team; an impression whose clicks favou
 team is a win for it, equal clicks (none included) a tie. The preference over many
 impressions is ``(wins_a + ties / 2) / impressions - 1/2`` (Chapelle et al., TOIS 2012),
 and the sign test on the impressions with a winner (the exact two-sided binomial test,
-as ``scipy.stats.binomtest`` computes it; here in NumPy, so that the base install does
-not take SciPy's 110 MB for one test) says how sure that is.
+``rank.stats.sign_test``) says how sure that is.
 
 Debiased credit (:func:`credit_test`): under position bias a click near the top is far
 likelier than one lower down, so an impression's outcome is mostly settled by its first
@@ -24,23 +23,13 @@ impressions a test rests on), not of wins.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .stats import ALPHA, sign_test, z_test
+
 TEAMS = "ab"
-
-
-def sign_test(k: int, n: int) -> float:
-    """Two-sided exact binomial test of ``k`` successes in ``n`` trials at p = 1/2: the
-    probability of every outcome no more likely than ``k`` (log pmf by the cumulative sum
-    of log ratios ``C(n, j+1) / C(n, j)``: exact in float64, O(n))."""
-    if n <= 0:
-        return 1.0
-    j = np.arange(n, dtype=np.float64)
-    logpmf = np.concatenate([[0.0], np.cumsum(np.log(n - j) - np.log(j + 1))]) - n * np.log(2.0)
-    return float(min(1.0, np.exp(logpmf[logpmf <= logpmf[k] + 1e-7]).sum()))   # scipy's tie tolerance
 
 
 def team_draft(a: list[str], b: list[str], size: int, rng: np.random.Generator) -> tuple[list[str], str]:
@@ -91,13 +80,13 @@ class Tally:
         decided = self.wins_a + self.wins_b
         return sign_test(self.wins_a, decided) if decided else 1.0
 
-    def winner(self, alpha: float = 0.05) -> str | None:
+    def winner(self, alpha: float = ALPHA) -> str | None:
         """``"a"`` / ``"b"`` when the sign test rejects no preference at ``alpha``."""
         if self.p_value >= alpha:
             return None
         return "a" if self.wins_a > self.wins_b else "b"
 
-    def to_dict(self, alpha: float = 0.05) -> dict:
+    def to_dict(self, alpha: float = ALPHA) -> dict:
         return {"impressions": self.impressions, "wins_a": self.wins_a, "ties": self.ties,
                 "wins_b": self.wins_b, "preference": round(self.preference, 6),
                 "p_value": self.p_value, "winner": self.winner(alpha)}
@@ -136,12 +125,12 @@ class CreditTest:
     credit_b: float
     p_value: float | None
 
-    def winner(self, alpha: float = 0.05) -> str | None:
+    def winner(self, alpha: float = ALPHA) -> str | None:
         if self.p_value is None or self.p_value >= alpha:
             return None
         return "a" if self.credit_a > self.credit_b else "b"
 
-    def to_dict(self, alpha: float = 0.05) -> dict:
+    def to_dict(self, alpha: float = ALPHA) -> dict:
         return {"impressions": self.impressions, "credit_a": round(self.credit_a, 6),
                 "credit_b": round(self.credit_b, 6), "p_value": self.p_value, "winner": self.winner(alpha)}
 
@@ -154,8 +143,5 @@ def credit_test(credit_a: np.ndarray, credit_b: np.ndarray) -> CreditTest:
     if n == 0:
         return CreditTest(0, 0.0, 0.0, None)
     d = a - b
-    p = None
-    if n >= MIN_IMPRESSIONS:
-        se = d.std(ddof=1) / math.sqrt(n)
-        p = float(d.mean() == 0) if se == 0 else math.erfc(abs(d.mean()) / se / math.sqrt(2))
+    p = z_test(d) if n >= MIN_IMPRESSIONS else None
     return CreditTest(n, float(a.mean()), float(b.mean()), p)
