@@ -90,17 +90,22 @@ ALPHA = stats.ALPHA
 
 def recommend(report: dict, alpha: float = ALPHA) -> dict:
     """What to deploy, from a :func:`compare` report: among the rerankers better than the
-    baseline on the tested metric with p < ``alpha``, the one with the highest mean; none
-    ("keep the first stage") when no reranker is. A reranker significantly worse than the
-    baseline is named as such."""
+    baseline on the tested metric with a corrected p < ``alpha`` (max-T over all the
+    rerankers compared: the best of several is not deployed because one of them was
+    lucky), the one with the highest mean; none ("keep the first stage") when no reranker
+    is. A reranker significantly worse than the baseline is named as such. A report
+    written before the correction (no ``p_corrected``) is read by its plain p-values."""
     tests = report["tests"]
-    better = [n for n, t in tests.items() if t["mean_delta"] > 0 and t["p_value"] < alpha]
-    worse = sorted(n for n, t in tests.items() if t["mean_delta"] < 0 and t["p_value"] < alpha)
+    p = {n: t.get("p_corrected", t["p_value"]) for n, t in tests.items()}
+    better = [n for n, t in tests.items() if t["mean_delta"] > 0 and p[n] < alpha]
+    worse = sorted(n for n, t in tests.items() if t["mean_delta"] < 0 and p[n] < alpha)
+    many = f", corrected for {len(tests)} rerankers" if len(tests) > 1 else ""
     if not better:
         return {"deploy": None, "worse": worse, "alpha": alpha,
-                "reason": f"no reranker beats {report['baseline']} with p < {alpha}: keep the first stage"}
+                "reason": f"no reranker beats {report['baseline']} with p < {alpha}{many}: "
+                          "keep the first stage"}
     best = max(better, key=lambda n: tests[n]["mean_delta"])
     t = tests[best]
     return {"deploy": best, "worse": worse, "alpha": alpha,
             "reason": f"{best}: {t['metric']} {t['mean_delta']:+.4f} vs {report['baseline']} "
-                      f"(p {t['p_value']:.4f}, W/T/L {t['wins']}/{t['ties']}/{t['losses']})"}
+                      f"(p {p[best]:.4f}{many}, W/T/L {t['wins']}/{t['ties']}/{t['losses']})"}
