@@ -78,7 +78,7 @@ def recommends(ds, algo: str, seed: int) -> bool:
     return R.recommend(R.compare(per_query, "first stage", K))["deploy"] is not None
 
 
-def _plain_best(per, seed, n_resamples=10000):
+def _plain_best(per, seed, halving, n_resamples=10000):
     """The gate as it was: the best candidate tested as if it were the only one."""
     per_query = {key: np.concatenate(v) for key, v in per.items()}
     best = max((k for k in per_query if k != selection.FIRST_STAGE), key=lambda k: per_query[k].mean())

@@ -33,7 +33,8 @@ every other system to the baseline, and with ``pairwise=True`` every pair of the
 
 ``groups`` (one label per row) turns it into a clustered test: rows are averaged per
 group first and the groups are the units flipped and resampled (interleaving's
-impressions of one query; per-user scores).
+impressions of one query; per-user scores). ``pruning`` (:class:`Halving`) makes the test
+of a successive-halving search valid by replaying its pruning inside every draw.
 
 scikit-learn's conventions: keyword-only options validated up front (``ValueError``
 naming the option), a seed for every random draw, a frozen result with ``to_dict()``.
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Hashable, Iterator, Mapping, Sequence
+from typing import Callable, Hashable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -59,6 +60,8 @@ CONFIDENCE = 0.95
 TIE = 1e-12
 #: sign-flip (and bootstrap) cells drawn at once: memory does not grow with the draws
 BLOCK_CELLS = 1 << 19
+#: with ``pruning``, draws at most this many times ``n_resamples`` to keep ``n_resamples``
+REPLAY_DRAWS = 10
 
 CORRECTIONS = ("max-t", "holm", "none")
 ALTERNATIVES = ("two-sided", "greater")
@@ -93,7 +96,7 @@ class Test:
 class Comparison:
     """What :func:`compare` found. ``tests``: per system vs the baseline; ``pairs``: per
     (a, b) of the other systems, b minus a (empty unless ``pairwise``). ``draws``: the
-    sign flips the p-values rest on."""
+    sign flips the p-values rest on (with ``pruning``: those that replayed its path)."""
 
     baseline: Hashable
     units: int
@@ -118,9 +121,46 @@ class Comparison:
                 "confidence_level": self.confidence_level}
 
 
+@dataclass(frozen=True)
+class Halving:
+    """The path of a successive-halving search, for :func:`compare` to replay in every
+    sign flip. ``rungs[r]``: each setting scored at rung r (rung 0 in the order it was
+    scored) mapped to the names of its systems scored there. The search kept, after
+    rung r, the settings of rung r with the best mean over their systems there (sorted
+    by that, stably, in the order of rung r, which after rung 0 is that sort's order), as
+    many as it scored at rung r + 1. A draw whose flipped means would have kept other
+    settings is set aside: the test is conditional on the path, which makes it exact
+    (the data the search never computed, the pruned settings' later rungs, are needed
+    only by draws that are set aside)."""
+
+    rungs: tuple
+
+    def accept(self, signs: np.ndarray, deltas: np.ndarray, row: Mapping[Hashable, int]) -> np.ndarray:
+        """Per draw (a row of ``signs``; ``deltas``: [systems, units], ``row`` names a
+        system's row): did it keep, at every rung, the settings the search kept? The flipped
+        means are computed rung by rung, only for the draws still in."""
+        first = list(self.rungs[0])
+        at = {s: i for i, s in enumerate(first)}
+        order = np.tile(np.arange(len(first)), (len(signs), 1))
+        live = np.arange(len(signs))
+        for now, nxt in zip(self.rungs, self.rungs[1:]):
+            cols = [[row[n] for n in names] for names in now.values()]
+            means = signs[live] @ deltas[np.concatenate(cols)].T / deltas.shape[1]
+            best = np.full((len(live), len(first)), -np.inf)
+            starts = np.cumsum([0] + [len(c) for c in cols[:-1]])
+            best[:, [at[s] for s in now]] = np.maximum.reduceat(means, starts, axis=1)
+            rank = np.argsort(-np.take_along_axis(best, order, axis=1), axis=1, kind="stable")
+            order = np.take_along_axis(order, rank[:, :len(nxt)], axis=1)
+            same = (np.sort(order, axis=1) == np.sort([at[s] for s in nxt])).all(axis=1)
+            live, order = live[same], order[same]
+        ok = np.zeros(len(signs), bool)
+        ok[live] = True
+        return ok
+
+
 def compare(scores: Mapping[Hashable, Sequence[float]], baseline: Hashable, *,
             pairwise: bool = False, correction: str = "max-t", alternative: str = "two-sided",
-            statistic: str = "t", groups: Sequence | None = None,
+            statistic: str = "t", groups: Sequence | None = None, pruning: Halving | None = None,
             n_resamples: int = N_RESAMPLES, confidence_level: float | None = CONFIDENCE,
             seed: int = 0) -> Comparison:
     """Compare every system of ``scores`` to ``baseline`` (and, with ``pairwise``, to each
@@ -128,12 +168,14 @@ def compare(scores: Mapping[Hashable, Sequence[float]], baseline: Hashable, *,
     comparisons of each family, bootstrap intervals, wins/ties/losses. See the module's
     docstring for the options."""
     _check(scores, baseline, correction, alternative, statistic, n_resamples, confidence_level)
+    if pruning is not None and pairwise:
+        raise ValueError("pruning tests the systems against the baseline: not with pairwise")
     names = [baseline] + [s for s in scores if s != baseline]
     values = _units(np.stack([np.asarray(scores[s], np.float64) for s in names]), groups)
     others = range(1, len(names))
     family = [(0, j) for j in others]
     pairs = [(i, j) for i in others for j in others if i < j] if pairwise else []
-    tests, draws = _tests(values, family + pairs, len(family), names, correction=correction,
+    tests, draws = _tests(values, family + pairs, len(family), names, pruning, correction=correction,
                           alternative=alternative, statistic=statistic, n_resamples=n_resamples,
                           seed=seed, level=confidence_level)
     return Comparison(
@@ -178,14 +220,18 @@ def _units(values: np.ndarray, groups) -> np.ndarray:
     return sums / np.bincount(code, minlength=len(labels))
 
 
-def _tests(values, comparisons, first, names, *, correction, alternative, statistic,
+def _tests(values, comparisons, first, names, pruning, *, correction, alternative, statistic,
            n_resamples, seed, level) -> tuple[dict, int]:
     """{"tests": a :class:`Test` per (i, j) comparison (j minus i), "means": each system's
     mean's interval}, and the draws. Comparisons ``[:first]`` are one family, the rest
     another: all tested on the same flips, each family corrected on its own."""
     deltas = np.stack([values[j] - values[i] for i, j in comparisons])
     families = [np.arange(first), np.arange(first, len(comparisons))]
-    plain, maxt, draws = flip_test(deltas, n_resamples, seed, alternative, statistic, families)
+    accept = None
+    if pruning is not None:
+        row = {names[j]: r for r, (_, j) in enumerate(comparisons)}
+        accept = lambda signs: pruning.accept(signs, deltas, row)       # noqa: E731
+    plain, maxt, draws = flip_test(deltas, n_resamples, seed, alternative, statistic, accept, families)
     corrected = plain.copy()
     for f in families:
         if len(f) > 1 and correction != "none":
@@ -225,10 +271,13 @@ def _studentise(means: np.ndarray, sumsq: np.ndarray, n: int) -> np.ndarray:
 
 def flip_test(deltas: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0,
               alternative: str = "two-sided", statistic: str = "t",
+              accept: Callable[[np.ndarray], np.ndarray] | None = None,
               families: Sequence[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """(plain p-values, step-down max-T p-values, draws) of the rows of ``deltas``
     ([comparisons, units]), from the same sign flips; max-T within each of ``families``
-    (row indices; default: all rows one family)."""
+    (row indices; default: all rows one family). ``accept(signs)``: which draws to keep (a
+    conditional test; the identity is always kept, as the +1); then draws go on until
+    ``n_resamples`` are kept or ``REPLAY_DRAWS`` times as many were drawn."""
     c, n = deltas.shape
     if n == 0 or not deltas.any():
         return np.ones(c), np.ones(c), 0
@@ -240,13 +289,17 @@ def flip_test(deltas: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0,
     bar = top - 1e-9 * np.maximum(1.0, np.abs(top))
     orders = [f[np.argsort(-top[f], kind="stable")] for f in families or [np.arange(c)] if len(f)]
     plain, step, kept = np.zeros(c), np.zeros(c), 0
-    for signs in flip_blocks(n_resamples, n, seed):
+    for signs in flip_blocks(n_resamples * (REPLAY_DRAWS if accept else 1), n, seed):
+        if accept is not None:
+            signs = signs[accept(signs)]
         flipped = signs @ deltas.T / n
         kept += len(flipped)
         plain += (_side(flipped, alternative) >= obs - 1e-15).sum(axis=0)
         flipped = stat(flipped)
         for o in orders:            # the largest over the comparisons not stepped past yet
             step[o] += (np.maximum.accumulate(flipped[:, o[::-1]], axis=1)[:, ::-1] >= bar[o]).sum(axis=0)
+        if accept is not None and kept >= n_resamples:
+            break
     maxt = np.empty(c)
     for o in orders:
         maxt[o] = np.maximum.accumulate((step[o] + 1) / (kept + 1))
