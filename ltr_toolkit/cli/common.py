@@ -210,11 +210,14 @@ EXIT_PARTIAL = 3
 def _report_table(report: dict) -> Table:
     """An evaluation report (see ``evaluation.compare``) as a table: a row per system."""
     metrics = list(next(iter(report["systems"].values())))
-    table = Table("system", *metrics, f"p (vs {report['baseline']})", "W/T/L")
+    many = len(report["tests"]) > 1 and all("p_corrected" in t for t in report["tests"].values())
+    table = Table("system", *metrics, f"p (vs {report['baseline']})",
+                  *(["p corrected (max-T)"] if many else []), "W/T/L")
     for n, vals in report["systems"].items():
         t = report["tests"].get(n)
-        table.add_row(n, *(f"{vals[m]:.4f}" for m in metrics),
-                      f"{t['p_value']:.4f}" if t else "", f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
+        table.add_row(n, *(f"{vals[m]:.4f}" for m in metrics), f"{t['p_value']:.4f}" if t else "",
+                      *([f"{t['p_corrected']:.4f}" if t else ""] if many else []),
+                      f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
     return table
 
 

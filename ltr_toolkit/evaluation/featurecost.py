@@ -32,9 +32,10 @@ from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
 from ..query.requests import restrict_to, search_body
 from ..stores.store import sltr
 from ..rank.metrics import ndcg
-from .report import randomisation_test
+from ..rank.stats import compare
 
 FEEDBACK = "feedback group (features using first-stage ids)"
+_ALL = object()           # the model on all features, in the tests (no row's name)
 
 
 def _body(serving, params: dict, top: list[str] | None, active: list[str] | None,
@@ -129,20 +130,22 @@ def feature_contributions(ds, make, groups: dict[str, list[str]] | None = None, 
     """Drop-one ablation under ``folds``-fold cross-validation over ds's queries.
     ``make()``: a fresh estimator. ``groups``: more rows, each dropping several features.
     Returns {"all": mean NDCG@k, "first_stage": the logged order's, "rows": {row:
-    {"ndcg", "delta", "p_value"}}}."""
+    {"ndcg", "delta", "p_value", "p_corrected"}}}: the paired randomisation test of each
+    row against all features, corrected for the number of rows (``rank.stats.compare``)."""
     names = list(ds.feature_names)
     where = np.random.default_rng(seed).permutation(ds.n_queries) % folds
     every = list(range(len(names)))
     full = _cv_ndcg(ds, every, make, where, k)
-    rows = {}
+    scores = {}
     drops = {n: [n] for n in names}
     drops.update({g: m for g, m in (groups or {}).items() if m and len(m) < len(names)})
     for row, dropped in drops.items():
         cols = [i for i in every if names[i] not in dropped]
-        if not cols:
-            continue
-        s = _cv_ndcg(ds, cols, make, where, k)
-        rows[row] = {"ndcg": float(s.mean()), "delta": float(s.mean() - full.mean()),
-                     "p_value": randomisation_test(s, full)}
+        if cols:
+            scores[row] = _cv_ndcg(ds, cols, make, where, k)
+    tests = compare({_ALL: full, **scores}, _ALL, confidence_level=None).tests
+    rows = {row: {"ndcg": float(s.mean()), "delta": float(s.mean() - full.mean()),
+                  "p_value": tests[row].p_value, "p_corrected": tests[row].p_corrected}
+            for row, s in scores.items()}
     first = ndcg(-np.arange(ds.n_docs, dtype=np.float64), ds.y, ds.offsets, k)
     return {"all": float(full.mean()), "first_stage": float(first.mean()), "rows": rows}
