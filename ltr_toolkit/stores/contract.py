@@ -181,12 +181,19 @@ def record(conn: Connection, model: str, store: str | None, contract: Contract) 
 
 def recorded(conn: Connection, model: str, store: str | None = None) -> Contract | None:
     """The stored model's contract, None when it has none (uploaded by other means or
-    before contracts existed; a record written for another model of that name is ignored,
-    with a warning). Read once per process and kept a while (``transport.lookups``)."""
+    before contracts existed; a record written for another model of that name, or one
+    the cluster denies reading, is not applied, with a warning). Read once per process and
+    kept a while (``transport.lookups``)."""
     def read() -> dict:
         try:
             doc = conn.client().get(index=INDEX, id=_id(model, store))
         except E.NotFoundError:              # no such index, or no record of the model
+            return {}
+        except E.AuthorizationException:     # a user who may search but not read it
+            warnings.warn(ContractOverrideWarning(
+                f"the cluster denies reading {INDEX} (HTTP 403): model {model} is served with "
+                "the toolkit's defaults, not its serving contract (grant read on the index, or "
+                "pass the settings)"))
             return {}
         except (E.TransportError, E.ConnectionError) as exc:
             raise translate(exc, conn, store) from None
