@@ -52,6 +52,7 @@ from ltr_toolkit.pipeline.crossval import fit_chosen
 from ltr_toolkit.pipeline.train import model_from_artifact
 from ltr_toolkit.rank.metrics import ndcg
 from ltr_toolkit.rank.stats import compare
+from ltr_toolkit.stores.contract import of_artifact
 
 from ._report import finish, pyplot, write_table
 
@@ -79,7 +80,7 @@ def _served(art, ds) -> np.ndarray:
     if art["model"] is None:
         return -np.arange(ds.n_docs, dtype=np.float64)             # the first stage's order
     s = plugin_scores(art, model_from_artifact(art), ds.X).astype(np.float64)
-    qw, rw = art["rescore"]["query_weight"], art["rescore"]["rescore_query_weight"]
+    qw, rw = of_artifact(art).weights
     return qw * np.nan_to_num(ds.X[:, 0]) + rw * s
 
 

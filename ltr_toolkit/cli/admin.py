@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from ..errors import ClusterError, UserError
+from ..stores.contract import forget_store
 from .common import (Algo, EXIT_PARTIAL, EngineOpt, FieldsOpt, Format, Statistics, StatsOpt,
                      StoreOpt, TemplateOpt, _conn, _engine, _engine_conn, _first_stage, _ltr_conn,
                      _writable, cluster_app, err, featureset_app, job_app, out, store_app)
@@ -117,6 +118,7 @@ def store_drop(ctx: typer.Context, store: StoreOpt = None,
                         "pass --yes to confirm")
     conn = _ltr_conn(ctx)
     dropped = st.drop_store(conn, store)
+    forget_store(conn, store)            # its models' serving contracts go with them
     out.print(f"store {store or '(default)'} {'dropped' if dropped else 'did not exist'}")
 
 

@@ -22,6 +22,7 @@ from ..clicks.ubi import read_event_log, time_range
 from ..transport.client import Connection, InsecureTLSWarning
 from ..transport.localnode import running_node
 from ..serving.rerank import RescoreFallbackWarning
+from ..stores.contract import ContractOverrideWarning
 import warnings
 from ..transport import client as cl
 from ..query.firststage import FirstStage
@@ -92,7 +93,7 @@ def _global(ctx: typer.Context,
             timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None,
             encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None,
             engine: Annotated[Optional[EngineName], typer.Option("--engine", envvar="LTR_ENGINE", help="Without --url: the local node of this engine (default: the OpenSearch node when one runs, else the Elasticsearch one).")] = None):
-    _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning)
+    _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning, ContractOverrideWarning)
     if url and ctx.get_parameter_source("url").name == "COMMANDLINE" and "@" in urlsplit(url).netloc:
         raise UserError("--url carries credentials: every process on this machine can read argv",
                         "put them in LTR_USER / LTR_PASSWORD (or in LTR_URL) and pass --url without them")
@@ -180,7 +181,35 @@ StatsOpt = Annotated[Statistics, typer.Option("--statistics", help="Term statist
 
 def _first_stage(fields: Optional[str], template: Optional[Path], statistics: Statistics = Statistics.dfs):
     return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None,
-                              statistics.value)
+                              (statistics or Statistics.dfs).value)
+
+
+#: --statistics of the commands that serve a stored model: its serving contract's when not given
+ServedStatsOpt = Annotated[Optional[Statistics], typer.Option("--statistics", help="Term statistics of the first stage and the rescore: dfs or shard. Default: the model's serving contract's (the statistics it was logged with), else dfs.")]
+
+
+def _given_first_stage(fields: Optional[str], template: Optional[Path],
+                       statistics: Optional[Statistics]) -> FirstStage | None:
+    """The first stage the options give; None when none of --fields, --first-stage and
+    --statistics is given (a stored model is then served with its contract's)."""
+    if fields is None and template is None and statistics is None:
+        return None
+    return _first_stage(fields, template, statistics)
+
+
+def _weights(query_weight: Optional[float], rescore_weight: Optional[float]):
+    """The rescore weights the options give (None: the model's contract's; one of the
+    two: the other is the contract's)."""
+    if query_weight is None and rescore_weight is None:
+        return None
+    return (query_weight, rescore_weight)
+
+
+#: the rescore weights' options: the model's serving contract's when not given
+QueryWeightOpt = Annotated[Optional[float], typer.Option("--query-weight", min=0, help="The first stage's weight in the rescore. Default: the model's serving contract's (1 for a model chosen blended with the first stage), else 0.")]
+RescoreWeightOpt = Annotated[Optional[float], typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore. Default: the model's serving contract's, else 1.")]
+WindowOpt = Annotated[Optional[int], typer.Option("--window", min=1, help="Rerank exactly the first stage's global top WINDOW, whatever the number of shards. Default: the model's serving contract's (the candidates it was trained on), else 100.")]
+MaxTermsOpt = Annotated[Optional[int], typer.Option("--max-terms", min=1, help="Send a long query as its first N distinct words. Default: the model's serving contract's, else measured on the cluster.")]
 
 
 def _event_log(ctx, file: Optional[Path], clicks_as: str, since: Optional[str], until: Optional[str],

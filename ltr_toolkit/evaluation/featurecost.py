@@ -27,8 +27,9 @@ import numpy as np
 
 from ..transport.client import call
 from ..transport.lookups import shard_count
-from ..stores.params import derived_depth, with_first_stage_ids, with_window_ids
-from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
+from ..stores.params import derived_depth
+from ..indexing.vectors import uses_vector, vector_source
+from ..query.prepare import QueryPlan
 from ..query.requests import restrict_to, search_body
 from ..stores.store import sltr
 from ..rank.metrics import ndcg
@@ -61,8 +62,10 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     used = [p for ps in param_names.values() for p in ps]
     depth = derived_depth(used)
     encoder_ms = _encoder_ms(conn, serving, param_list) if uses_vector(used) else None
-    param_list = with_query_vectors(conn, serving.index, param_list, used, serving.encoder)
-    tops = serving.first_ids(conn, param_list)
+    plan = QueryPlan(serving.index, serving.first_stage, tuple(dict.fromkeys(used)),
+                     serving.max_terms, serving.window, serving.store, serving.encoder)
+    tops = [ids or [] for ids in serving.first_ids(conn, param_list)]
+    prepared = plan.params(conn, param_list, first_ids=tops)       # as serving prepares them
     restrict = shard_count(conn, serving.index) > 1
     client = conn.client()
     variants: dict[str, object] = {"plain": None, "all features": list(names)}
@@ -72,15 +75,12 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     times = {v: [] for v in variants}
     rng = random.Random(seed)
     for rep in range(passes + 1):            # the first pass warms the caches up
-        for params, top in zip(param_list, tops):
-            top = top or []
-            full = with_window_ids(with_first_stage_ids(params, top, depth),
-                                   top[:serving.window], used)
+        for full, top in zip(prepared, tops):
             order = list(variants)
             rng.shuffle(order)
             for v in order:
                 if variants[v] == "ids":
-                    body = search_body(serving.first_stage, params, depth, source=None)
+                    body = search_body(serving.first_stage, full, depth, source=None)
                 else:
                     body = _body(serving, full, top[:serving.window] if restrict else None,
                                  variants[v], featureset)

@@ -47,16 +47,15 @@ from ..data.svmlight import MISSING_ABSENT, read_sidecar
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
 from ..io.atomic import atomic_write, check_writable, write_json
-from ..data.querytext import distinct_words, fit_keywords, fit_params
+from ..data.querytext import distinct_words, fit_keywords
 from ..query.clauses import term_budget
+from ..query.prepare import QueryPlan
 from ..transport.client import Connection, item_error, msearch_items
 from ..query.firststage import FirstStage
-from ..stores.params import (check_params, derived_depth, featureset_info, file_featureset_info,
-                             with_first_stage_ids, with_window_ids)
+from ..stores.params import check_params, derived_depth, featureset_info, file_featureset_info
 from ..query.named import named_body, named_values, search_each
-from ..query.requests import search_body
 from ..stores.store import sltr
-from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
+from ..indexing.vectors import uses_vector, vector_source
 from concurrent.futures import ThreadPoolExecutor
 
 LOG_NAME = "ltr_toolkit"
@@ -212,6 +211,8 @@ class _Rounds:
             first_stage.check(conn, index)
         self.semantic = vector_source(conn, index, encoder)[0] \
             if uses_vector(self.fsinfo["params"]) else None
+        col = first_stage.feature_column({"features": self.fsinfo["features"]})
+        self.first_feature = None if col is None else self.fsinfo["feature_names"][col]
         self.by_q = jl.by_query()
         self.stats = {"retried": 0}
 
@@ -223,45 +224,43 @@ class _Rounds:
              self.max_terms, self.semantic] + ([self.via] if self.via != "plugin" else []),
             sort_keys=True).encode()).hexdigest()
 
-    def log_round(self, group: list[str]) -> tuple[str, list, list, int]:
-        """(rows text, missing docs, failed queries, pairs of failed queries) of a round."""
-        raw = with_query_vectors(self.conn, self.index, [self.jl.query_params(q) for q in group],
-                                 self.fsinfo["params"], self.encoder)
-        params = {q: fit_params(p, self.max_terms) for q, p in zip(group, raw)}
-        failed: dict[str, str] = {}
-        if self.depth:
-            self._first_ids(group, params, failed)
-        todo = [q for q in group if q not in failed]
-        return self._rows(group, dict(zip(todo, self._search(todo, params))), failed)
+    @property
+    def plan(self) -> QueryPlan:
+        """How this run's queries are prepared: the one path serving uses too."""
+        return QueryPlan(self.index, self.first_stage, tuple(self.fsinfo["params"]),
+                         self.max_terms, 0, self.store, self.encoder)
 
-    def _search(self, todo: list[str], params: dict) -> list[dict]:
-        """The logging searches' items of the queries ``todo``, the way ``via`` logs."""
-        docs = {q: [d for d, _ in self.by_q[q]] for q in todo}
-        params = {q: with_window_ids(params[q], docs[q], self.fsinfo["params"]) for q in todo}
+    def log_round(self, group: list[str]) -> tuple[str, list, list, int]:
+        """(rows text, missing docs, failed queries, pairs of failed queries) of a round:
+        each query prepared as served (``query.prepare``: its vector from the full text,
+        the keywords shortened, the first stage's top ids where the features use them,
+        its logged documents as the scored ones), then logged the way ``via`` logs."""
+        docids = {q: [d for d, _ in self.by_q[q]] for q in group}
+        firsts: dict[int, str] = {}
+        prepared = self.plan.params(self.conn, [self.jl.query_params(q) for q in group],
+                                    scored=[docids[q] for q in group], failures=firsts,
+                                    stats=self.stats)
+        failed = {group[i]: "first stage: " + why for i, why in firsts.items()}
+        todo = [(q, p) for q, p in zip(group, prepared) if q not in failed]
+        items = self._search(todo, docids)
+        return self._rows(group, dict(zip([q for q, _ in todo], items)), failed)
+
+    def _search(self, todo: list[tuple[str, dict]], docs: dict) -> list[dict]:
+        """The logging searches' items of the prepared queries ``todo``, the way ``via``
+        logs."""
+        if not todo:
+            return []
         if self.via == "plugin":
-            bodies = [log_body(params[q], docs[q], self.featureset, self.store) for q in todo]
+            bodies = [log_body(p, docs[q], self.featureset, self.store) for q, p in todo]
             return msearch_items(self.conn, self.index, bodies, stats=self.stats,
-                                 search_type=self.first_stage.search_type) if todo else []
+                                 search_type=self.first_stage.search_type)
         features = self.fsinfo["features"]
-        bodies = [named_body(features, params[q], docs[q]) for q in todo]
+        bodies = [named_body(features, p, docs[q]) for q, p in todo]
         return search_each(self.conn, self.index, bodies, self.first_stage.search_type, self.stats)
 
     def values(self, hit: dict) -> list[float | None]:
         names = self.fsinfo["feature_names"]
         return logged_values(hit, len(names)) if self.via == "plugin" else named_values(hit, names)
-
-    def _first_ids(self, group, params, failed) -> None:
-        """The first stage's top ids into each query's parameters, as serving computes
-        them (a query whose first stage fails goes into ``failed``)."""
-        firsts = msearch_items(self.conn, self.index, [
-            search_body(self.first_stage, params[q], self.depth, source=None) for q in group],
-            stats=self.stats, search_type=self.first_stage.search_type)
-        for q, item in zip(group, firsts):
-            if "error" in item:
-                failed[q] = "first stage: " + _query_failure(item, self.conn, self.store)
-            else:
-                ids = [h["_id"] for h in item["hits"]["hits"]]
-                params[q] = with_first_stage_ids(params[q], ids, self.depth)
 
     def _rows(self, group, responses, failed) -> tuple[str, list, list, int]:
         rows, missing, failures, failed_pairs = [], [], [], 0
@@ -300,6 +299,7 @@ class _Rounds:
             "missing_features": MISSING_ABSENT,
             "logged_via": self.via,
             "max_query_terms": self.max_terms,
+            "first_stage_feature": self.first_feature,
             "encoder": semantic and semantic["encoder"],
             "vector_field": semantic and semantic["field"],
             "fitted_queries": sum(fit_keywords(jl.queries[q], self.max_terms) != jl.queries[q]

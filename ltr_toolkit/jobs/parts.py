@@ -49,7 +49,7 @@ MERGE_WORK = ".work-merge"
 #: sidecar entries every part must share: what was logged, from where, and how
 SAME_IN_EVERY_PART = ("featureset", "featureset_sha256", "store", "feature_names",
                       "featureset_params", "index", "first_stage", "max_query_terms",
-                      "missing_features", "encoder", "vector_field")
+                      "missing_features", "encoder", "vector_field", "first_stage_feature")
 #: parts logged further apart than this are not one snapshot: an older part is logged
 #: again when its part runs, and refused at the merge
 PART_SPREAD_SECONDS = 12 * 3600
