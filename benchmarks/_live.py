@@ -18,23 +18,33 @@ INDEX = "bench-cranfield"
 STAGE = FirstStage.from_fields(("title", "abstract"))
 
 
-def connect() -> cl.Connection:
-    url = os.environ.get("LTR_URL")
+def connect(engine: str | None = None) -> cl.Connection:
+    """The benchmark's node: ``LTR_URL``, else the local node (started when none runs).
+    With ``engine`` ("opensearch" | "elasticsearch"): ``LTR_<ENGINE>_URL``, else that
+    engine's local node (a running one is used as it is, never restarted); the node is
+    checked to be of that engine."""
+    url = os.environ.get(f"LTR_{engine.upper()}_URL" if engine else "LTR_URL")
     if not url:
         from ltr_toolkit.transport import localnode
-        info, _ = localnode.start()
+        info, _ = localnode.start(engine=engine)
         url = info.url
     conn = cl.Connection(url=url, timeout=120)
     cl.check_ltr(conn)
+    if engine:
+        from ltr_toolkit.transport.engine import detect
+        found = detect(conn)
+        if found.name != engine:
+            raise SystemExit(f"{conn.display_url} is {found.label}, not {engine}")
     return conn
 
 
-def prepare(conn) -> str:
-    """Index (re-made when older), default store, feature set; returns the set's name."""
+def prepare(conn, store: str | None = None) -> str:
+    """Index (re-made when older), the store (None: the default one), feature set; returns
+    the set's name."""
     if corpus_version(conn, INDEX) != CORPUS_VERSION or stale_vectors(conn, INDEX):
         index_documents(conn, INDEX, cranfield.documents(), recreate=True)
-    st.init_store(conn, None)
-    name, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.FEATURE_SET))
+    st.init_store(conn, store)
+    name, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.FEATURE_SET), store)
     return name
 
 

@@ -1,4 +1,4 @@
-"""The one place where the pinned OpenSearch and LTR plugin versions live."""
+"""The one place where the pinned engine and LTR plugin versions live."""
 
 #: OpenSearch core, as ``org.opensearch.distribution.integ-test-zip:opensearch:<v>:zip``.
 OPENSEARCH_VERSION = "3.6.0"
@@ -17,3 +17,16 @@ KNN_PLUGIN_ARTIFACT = ("org.opensearch.plugin", "opensearch-knn", OPENSEARCH_VER
 DOCKER_IMAGE = f"opensearchproject/opensearch:{OPENSEARCH_VERSION}"
 #: The plugin's limit of features per feature set (and so of feature ids in a model).
 PLUGIN_MAX_FEATURES = 10_000
+
+#: Elasticsearch for the local node: 8.17.0, an 8.x release (what most Elasticsearch users
+#: run) that the community LTR plugin (o19s/elasticsearch-learning-to-rank) has a tag for
+#: (v1.5.10-es8.17.0; 8.x tags run from 8.15.5 to 8.18.6, 9.x from 9.0.1 to 9.0.8), whose
+#: test distribution Maven Central serves, and on which the plugin's REST API was checked
+#: live before the toolkit supported it. It has everything the toolkit uses (dense_vector,
+#: the knn query, named queries' scores, native LTR from 8.15). It needs Java 17-24: its
+#: launcher passes a security-manager flag that Java 25 refuses.
+ELASTICSEARCH_VERSION = "8.17.0"
+ES_LTR_PLUGIN_VERSION = "1.5.10-es" + ELASTICSEARCH_VERSION
+ES_MIN_JAVA, ES_MAX_JAVA = 17, 24
+ELASTICSEARCH_ARTIFACT = (
+    "org.elasticsearch.distribution.integ-test-zip", "elasticsearch", ELASTICSEARCH_VERSION, "zip")

@@ -1,6 +1,9 @@
 """Test fixtures. The cluster fixture starts ONE real local OpenSearch node for the
 session (provisioned by the project's own code from Maven Central), or uses
-``LTR_TEST_URL`` when set. Nothing in this suite mocks the cluster."""
+``LTR_TEST_URL`` when set; ``es_cluster`` likewise ONE real Elasticsearch node with the
+community LTR plugin (``LTR_TEST_ES_URL``), and ``engine_cluster`` runs a test on each
+engine in turn (the nodes are shared by every test of the session). Nothing in this
+suite mocks the cluster."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ class TestCluster:
     ltr_version: str | None
     why_no_ltr: str | None
     started: bool
+    engine: str = "opensearch"
 
     def conn(self):
         from ltr_toolkit.transport.client import Connection
@@ -62,6 +66,57 @@ def ltr_cluster(cluster):
     if cluster.ltr_version is None:
         pytest.skip(cluster.why_no_ltr)
     return cluster
+
+
+ENGINES = ("opensearch", "elasticsearch")
+
+
+@pytest.fixture(scope="session")
+def es_cluster():
+    """A real Elasticsearch node with the community LTR plugin (provisioned by the
+    project's code: the test distribution from Maven Central, the plugin zip from
+    ``$LTR_HOME/plugins`` or ``LTR_ES_PLUGIN_ZIP``), or ``LTR_TEST_ES_URL``; the tests
+    that need it skip, naming the missing zip, when there is none."""
+    from ltr_toolkit.transport import client as cl
+    from ltr_toolkit.transport import localnode
+    from ltr_toolkit.transport.distributions import ELASTICSEARCH_DIST as dist
+
+    url, started = os.environ.get("LTR_TEST_ES_URL"), False
+    if not url:
+        if localnode.supplied_plugin_zip(dist) is None:
+            pytest.skip(f"no LTR plugin zip for {dist.label} {dist.version}: put {dist.zip_name} in "
+                        f"{localnode.plugin_dir()} or set {dist.zip_env}")
+        info, started = localnode.start(require_plugin=True, engine=dist.engine)
+        url = info.url
+    version = cl.ltr_plugin_version(cl.Connection(url=url))
+    if version is None:
+        pytest.skip(f"the Elasticsearch node at {url} has no LTR plugin")
+    yield TestCluster(url=url, ltr_version=version, why_no_ltr=None, started=started,
+                      engine=dist.engine)
+    if started:
+        localnode.stop(dist.engine)
+
+
+@pytest.fixture(scope="session", params=ENGINES)
+def engine_cluster(request):
+    """Each engine's node with the LTR plugin in turn (tests get [opensearch] and
+    [elasticsearch] ids)."""
+    return request.getfixturevalue("ltr_cluster" if request.param == "opensearch" else "es_cluster")
+
+
+@pytest.fixture(scope="session")
+def engine_cranfield(engine_cluster, request):
+    """The bundled Cranfield collection (with its vectors) in ``engine_cluster``'s node:
+    the OpenSearch one is ``cranfield_index``."""
+    if engine_cluster.engine == "opensearch":
+        return request.getfixturevalue("cranfield_index")
+    from ltr_toolkit.indexing.documents import index_documents
+    from ltr_toolkit.datasets import cranfield
+    conn = engine_cluster.conn()
+    res = index_documents(conn, "cranfield-test", cranfield.documents(), recreate=True)
+    request.addfinalizer(lambda: conn.client().indices.delete(index="cranfield-test",
+                                                               ignore_unavailable=True))
+    return res
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from ltr_toolkit.query.requests import msearch_ids
 from ltr_toolkit.serving.rerank import search
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.evaluation.live import evaluate_live
-from ltr_toolkit.evaluation.report import randomisation_test
+from ltr_toolkit.rank.stats import compare
 
 pytestmark = pytest.mark.cluster
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -83,9 +83,12 @@ def test_evaluate_with_model_needs_plugin(cluster, cli, tmp_path, index):
 def test_randomisation_test():
     rng = np.random.default_rng(0)
     a = rng.random(60)
-    assert randomisation_test(a, a) == 1.0
-    assert randomisation_test(a, a + 0.2) < 0.001
-    assert randomisation_test(a, a + rng.normal(scale=0.01, size=60)) > 0.01
+
+    def p(b):
+        return compare({"a": a, "b": b}, "a", confidence_level=None).tests["b"].p_value
+    assert p(a) == 1.0
+    assert p(a + 0.2) < 0.001
+    assert p(a + rng.normal(scale=0.01, size=60)) > 0.01
 
 
 def test_cli_search_baseline_table(cluster, cli, index):

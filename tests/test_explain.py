@@ -172,7 +172,16 @@ def test_a_thousand_query_report_opens_quickly(report_file, tmp_path):
 
 
 def test_report_intervals_hold_the_mean():
-    from ltr_toolkit.evaluation.html import bootstrap_ci
-    v = np.random.default_rng(1).normal(0.3, 0.1, 500)
-    lo, hi = bootstrap_ci(v)
-    assert lo < v.mean() < hi and hi - lo < 0.05
+    from ltr_toolkit.evaluation.html import report_data
+    from ltr_toolkit.data.judgments import JudgmentList
+    rng = np.random.default_rng(1)
+    v = {"bm25": rng.normal(0.3, 0.1, 500)}
+    v["model"] = v["bm25"] + rng.normal(0.02, 0.05, 500)
+    qids = [str(i) for i in range(500)]
+    report = {"baseline": "bm25", "k": 10, "tests": {"model": {"metric": "ndcg@10"}},
+              "per_query": {s: {q: {"ndcg@10": float(x)} for q, x in zip(qids, vals)} for s, vals in v.items()}}
+    rows = {r["name"]: r for r in report_data(report, JudgmentList())["systems"]}
+    lo, hi = rows["bm25"]["ci"]
+    assert lo < v["bm25"].mean() < hi and hi - lo < 0.05
+    lo, hi = rows["model"]["delta_ci"]
+    assert lo < (v["model"] - v["bm25"]).mean() < hi and 0 < lo

@@ -12,7 +12,7 @@ import pytest
 from ltr_toolkit.clicks import files, interleaving
 from ltr_toolkit.clicks.simulate import UserModel, sample_clicks
 from ltr_toolkit.errors import UserError
-from ltr_toolkit.rank.interleave import Tally, credit_test, team_draft
+from ltr_toolkit.rank.interleave import Tally, credit_test, outcomes, query_test, tally, team_draft
 
 from conftest import run_cli
 
@@ -67,7 +67,7 @@ def test_tally_sign_test_and_preference():
 @pytest.mark.parametrize("n", [1, 2, 7, 10, 51, 400, 5001, 200_000])
 def test_sign_test_is_scipys_binomial_test(n):
     from scipy.stats import binomtest
-    from ltr_toolkit.rank.interleave import sign_test
+    from ltr_toolkit.rank.stats import sign_test
     for k in {0, 1, n // 3, n // 2, (n + 1) // 2, n - 1, n, int(n * 0.49)}:
         if 0 <= k <= n:
             assert sign_test(k, n) == pytest.approx(binomtest(k, n).pvalue, rel=1e-6, abs=1e-300), (k, n)
@@ -209,7 +209,8 @@ def test_debiased_credit_is_calibrated_between_equal_rankers():
 
 
 def test_credit_many_impressions_names_the_better_team(tmp_path):
-    """Simulated users over interleavings of a good and a bad list: the good one wins."""
+    """Simulated users over interleavings of a good and a bad list, 400 searches of 20
+    queries: the good one wins, by the per-query test (queries repeat)."""
     rng = np.random.default_rng(3)
     good, bad = [f"r{i}" for i in range(5)] + [f"n{i}" for i in range(5)], [f"n{i}" for i in range(10)]
     recs, clicks = [], []
@@ -217,7 +218,7 @@ def test_credit_many_impressions_names_the_better_team(tmp_path):
     for i in range(400):
         ids, teams = team_draft(good, bad, 10, rng)
         q = f"s{i}"
-        recs.append(interleaving.record("q", ids, teams, "good", "bad", query_id=q))
+        recs.append(interleaving.record(f"q{i % 20}", ids, teams, "good", "bad", query_id=q))
         grade = np.array([3.0 if d.startswith("r") else 0.0 for d in ids])
         seen = rng.random(10) < user.examination(10)
         clicked = seen & (rng.random(10) < user.attractiveness(grade))
@@ -225,6 +226,83 @@ def test_credit_many_impressions_names_the_better_team(tmp_path):
     _write(tmp_path / "ev.ndjson", recs, clicks)
     r, = interleaving.credit(files.read_file(tmp_path / "ev.ndjson"))
     assert r["impressions"] == 400 and r["winner"] == "a" and r["preference"] > 0.1
+    assert r["verdict"] == "per query" and r["per_query_test"]["queries"] == 20
+
+
+def test_a_head_query_served_again_and_again_is_one_query(tmp_path):
+    """One head query served 60 times, every time won by a (the same users clicking a's
+    document), and 11 queries served once, split 5 to a, 6 to b: the sign test over
+    impressions calls a the winner (65 to 6); over queries it is 6 to 6, no winner. The
+    verdict is the per-query test, as queries repeat."""
+    recs, clicks = [], []
+    for i in range(60):
+        recs.append(interleaving.record("head", ["x", "y"], "ab", "A", "B", query_id=f"h{i}"))
+        clicks.append((f"h{i}", "x"))
+    for i in range(11):
+        recs.append(interleaving.record(f"tail {i}", ["x", "y"], "ab", "A", "B", query_id=f"t{i}"))
+        clicks.append((f"t{i}", "x" if i < 5 else "y"))
+    _write(tmp_path / "ev.ndjson", recs, clicks)
+    r, = interleaving.credit(files.read_file(tmp_path / "ev.ndjson"), propensity=None)
+    assert (r["wins_a"], r["wins_b"]) == (65, 6) and r["p_value"] < 1e-10     # per impression
+    q = r["per_query_test"]
+    assert (q["queries"], q["wins_a"], q["wins_b"]) == (12, 6, 6) and q["p_value"] > 0.5
+    assert r["verdict"] == "per query" and r["winner"] is None
+    cli = run_cli("evaluate", "interleaving", "--events", str(tmp_path / "ev.ndjson"), "--top", "0",
+                  "--propensity", "none")
+    assert cli.returncode == 0 and "no winner yet (by the per query test" in cli.stdout, cli.stdout
+
+
+def _head_heavy(rng, queries=30, impressions=600, spread=0.15):
+    """One A/A-like interleaving experiment: queries served with Zipf traffic (the head
+    query about a quarter of the impressions), each query with its own preference drawn
+    around 0 (over queries, neither ranker is better), wins and losses per impression
+    drawn from it. Returns (outcome per impression, query per impression)."""
+    traffic = 1 / np.arange(1, queries + 1)
+    query = rng.choice(queries, size=impressions, p=traffic / traffic.sum())
+    lean = rng.normal(0, spread, queries).clip(-0.35, 0.35)
+    u = rng.random(impressions)
+    win_a, win_b = u < 0.35 + lean[query], u > 0.65 + lean[query]
+    return win_a.astype(int) - win_b.astype(int), query
+
+
+def test_repeated_head_queries_no_longer_give_too_small_p_values():
+    """300 experiments whose rankers are equally good over queries but not on each one: the
+    per-impression sign test (the verdict before) names a winner in far more than 5% of
+    them, as its impressions are not independent; the per-query test, at most about 5%
+    (P(Bin(300, 0.05) > 24) < 1%)."""
+    rng = np.random.default_rng(17)
+    runs, by_query, by_impression = 300, 0, 0
+    for _ in range(runs):
+        won, query = _head_heavy(rng)
+        by_impression += tally(won).winner() is not None
+        by_query += query_test(won, query).winner() is not None
+    assert by_query <= 24, by_query
+    assert by_impression > 3 * 0.05 * runs, by_impression
+
+
+def test_the_per_query_test_is_the_randomisation_test_of_query_means():
+    rng = np.random.default_rng(2)
+    won, query = _head_heavy(rng, impressions=200)
+    t = query_test(won, query)
+    labels = np.unique(query)
+    means = np.array([won[query == q].mean() / 2 for q in labels])
+    from ltr_toolkit.rank.stats import compare
+    ref = compare({"b": np.zeros(len(labels)), "a": means}, "b", confidence_level=None).tests["a"]
+    assert (t.queries, t.p_value, t.wins_a, t.ties, t.wins_b) == (len(labels), ref.p_value, ref.wins, ref.ties, ref.losses)
+    assert t.preference == pytest.approx(means.mean())
+    one_each = query_test(outcomes(np.array([1, 0, 1, 1]), np.array([0, 1, 0, 0])), np.arange(4))
+    assert one_each.queries == 4 and one_each.preference == pytest.approx(0.25)
+
+
+def test_the_debiased_credit_is_tested_per_query_when_queries_repeat():
+    rng = np.random.default_rng(5)
+    won, query = _head_heavy(rng)
+    a, b = (won > 0) * rng.exponential(1.0, len(won)), (won < 0) * rng.exponential(1.0, len(won))
+    t = credit_test(a, b, query)
+    assert t.verdict == "per query" and t.queries == len(np.unique(query))
+    assert t.p_per_query > t.p_value                       # the head query no longer decides
+    assert credit_test(a, b).verdict == "per impression"
+    assert credit_test(a, b, np.arange(len(a))).verdict == "per impression"
 
 
 def test_cli_evaluate_interleaving(tmp_path):

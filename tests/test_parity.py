@@ -58,15 +58,23 @@ def _logged(ltr_cluster, cranfield_index, tmp_path_factory, featureset):
 
 
 @pytest.fixture(scope="module")
-def logged(ltr_cluster, cranfield_index, tmp_path_factory):
-    """The shipped feature set (served in one request)."""
-    return _logged(ltr_cluster, cranfield_index, tmp_path_factory, cranfield.FEATURE_SET)
+def logged(engine_cluster, engine_cranfield, tmp_path_factory):
+    """The shipped feature set, with the semantic feature (on OpenSearch served in one
+    request; on Elasticsearch the first stage's window ids, then the rescore), on each
+    engine."""
+    return _logged(engine_cluster, engine_cranfield, tmp_path_factory, cranfield.FEATURE_SET)
 
 
 @pytest.fixture(scope="module")
-def logged_feedback(ltr_cluster, cranfield_index, tmp_path_factory):
+def logged_lexical(engine_cluster, engine_cranfield, tmp_path_factory):
+    """The shipped lexical set (no semantic feature), on each engine."""
+    return _logged(engine_cluster, engine_cranfield, tmp_path_factory, cranfield.LEXICAL_FEATURE_SET)
+
+
+@pytest.fixture(scope="module")
+def logged_feedback(engine_cluster, engine_cranfield, tmp_path_factory):
     """The shipped set plus query-time feedback (the first stage's top ids, then the rescore)."""
-    return _logged(ltr_cluster, cranfield_index, tmp_path_factory, FEEDBACK_SET)
+    return _logged(engine_cluster, engine_cranfield, tmp_path_factory, FEEDBACK_SET)
 
 
 def test_serving_rows_have_features_that_do_not_match(logged):
@@ -89,15 +97,18 @@ def _served(conn, index, model, jl, q):
     return hits, np.array([h["_score"] for h in hits])
 
 
+@pytest.mark.parametrize("setup", ["shipped", "lexical"])
 @pytest.mark.parametrize("algo", list(ALGOS))
-def test_node_scores_equal_ltr_predict(logged, algo):
+def test_node_scores_equal_ltr_predict(request, engine_cluster, algo, setup):
+    """Every model type, with and without the semantic feature, on each engine."""
+    logged = request.getfixturevalue("logged" if setup == "shipped" else "logged_lexical")
     conn, index, fs_name, train, serve, test_jl, d = logged
     kw, rtol = ALGOS[algo]
-    path = d / f"{algo}.json"
+    path = d / f"{algo}-{setup}.json"
     train_from_files(train, algo=algo, output=path, seed=1, **kw)
     art, model = load_model(path)
-    res = upload(conn, art, model, f"parity-{algo}", fs_name, index=index)
-    scores_path = d / f"{algo}.scores"
+    res = upload(conn, art, model, f"parity-{algo}-{setup}", fs_name, index=index)
+    scores_path = d / f"{algo}-{setup}.scores"
     predict_file(path, serve, scores_path)
     local = np.loadtxt(scores_path)
     ds = load_logged(serve)
@@ -165,11 +176,12 @@ def _create(conn, fs, name, model):
             body={"model": {"name": name, "model": model}})
 
 
-def test_plugin_rule_tree_sends_missing_right_whatever_missing_says(ltr_cluster):
-    """3.6: a feature that does not match is NaN in a tree, and NaN takes the "no" branch,
-    even where the node's ``missing`` names "yes". (3.8+ follows ``missing``; the
-    toolkit's exports set ``missing`` = ``no``, so both agree.)"""
-    conn = ltr_cluster.conn()
+def test_plugin_rule_tree_missing_branch(engine_cluster):
+    """Where a tree sends a feature that does not match (NaN). OpenSearch's 3.6: the "no"
+    branch, even where the node's ``missing`` names "yes" (3.8+ follows ``missing``).
+    Elasticsearch's 1.5.10: the branch ``missing`` names. The toolkit's exports set
+    ``missing`` = ``no``, so every one of these agrees with ``ltr predict``."""
+    conn = engine_cluster.conn()
     st.init_store(conn, None)
     c = conn.client()
     index, fs = _tiny(conn, c, ["f"])
@@ -182,13 +194,14 @@ def test_plugin_rule_tree_sends_missing_right_whatever_missing_says(ltr_cluster)
     try:
         got = _scores(c, index, name)
         assert got["1"] == 1.0     # present and < threshold: "yes"
-        assert got["2"] == 2.0     # missing: "no", although the node's missing names "yes"
+        follows_missing = engine_cluster.engine == "elasticsearch"
+        assert got["2"] == (1.0 if follows_missing else 2.0)   # missing names "yes"
     finally:
         c.indices.delete(index=index, ignore_unavailable=True)
 
 
-def test_plugin_rule_linear_sees_missing_as_zero_before_its_normaliser(ltr_cluster):
-    conn = ltr_cluster.conn()
+def test_plugin_rule_linear_sees_missing_as_zero_before_its_normaliser(engine_cluster):
+    conn = engine_cluster.conn()
     st.init_store(conn, None)
     c = conn.client()
     index, fs = _tiny(conn, c, ["f"])
@@ -202,7 +215,7 @@ def test_plugin_rule_linear_sees_missing_as_zero_before_its_normaliser(ltr_clust
         c.indices.delete(index=index, ignore_unavailable=True)
 
 
-def test_evaluate_twice_with_a_network_gives_identical_per_query_results(logged, cli, ltr_cluster):
+def test_evaluate_twice_with_a_network_gives_identical_per_query_results(logged, cli, engine_cluster):
     conn, index, fs_name, train, serve, test_jl, d = logged
     path = d / "repeat.json"
     train_from_files(train, algo="lambdarank-nn", output=path, epochs=10, hidden=(16, 4), seed=5)
@@ -214,7 +227,7 @@ def test_evaluate_twice_with_a_network_gives_identical_per_query_results(logged,
     reports = []
     for run in range(2):
         out = d / f"eval-{run}.json"
-        r = cli("--url", ltr_cluster.url, "evaluate", str(jfile), "--index", index,
+        r = cli("--url", engine_cluster.url, "evaluate", str(jfile), "--index", index,
                 "--model", name, "--json", str(out))
         assert r.returncode == 0, r.stderr
         reports.append(json.loads(out.read_text()))
@@ -256,7 +269,7 @@ def test_plugin_defect_ranklib_networks_are_not_thread_safe(logged):
 
 @pytest.mark.parametrize("algo,setup", [("lambdamart", "shipped"), ("linear", "shipped"),
                                         ("lambdamart", "feedback")])
-def test_served_scores_equal_ltr_predict_under_four_concurrent_clients(request, algo, setup):
+def test_served_scores_equal_ltr_predict_under_four_concurrent_clients(request, engine_cluster, algo, setup):
     """Four threads query through the helper users call (rerank.search: one request for the
     shipped set; the first stage's top ids, then the rescore, with query-time feedback) at
     the same time; every served score equals ltr predict's for that query's row."""

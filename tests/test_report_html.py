@@ -38,7 +38,7 @@ def _hostile_report(hostile=HOSTILE):
     for i, q in enumerate(qids):
         jl.add_query(q, texts[q])
         jl.add(q, docs[i % 10], 2.0)
-    per_q = {s: {q: {"ndcg@10": round(0.1 * (i % 7) + (0.05 if s == SYSTEM else 0), 3)}
+    per_q = {s: {q: {"ndcg@10": round(0.1 * (i % 7) + (0.05 + 0.01 * (i % 3) if s == SYSTEM else 0), 3)}
                  for i, q in enumerate(qids)} for s in ("bm25", SYSTEM)}
     report = {
         "baseline": "bm25", "k": 10, "per_query": per_q,
@@ -47,7 +47,8 @@ def _hostile_report(hostile=HOSTILE):
         "recommendation": {"deploy": SYSTEM, "reason": SYSTEM + ": " + hostile[-1]},
         "top": {s: {q: docs for q in qids} for s in ("bm25", SYSTEM)},
         "explanations": {"features": [hostile[0], "f2", "f3"],
-                         "baselines": {SYSTEM: {"document": hostile[-1], "score": 0.5}},
+                         "baselines": {SYSTEM: {"document": hostile[-1], "score": 0.5,
+                                                "by_query": {hostile[0]: 0.25}}},   # its fold's
                          "systems": {SYSTEM: {q: {d: [0.3, -0.2, 0.1] for d in docs} for q in qids}}},
     }
     titles = {d: "title " + hostile[(i + 2) % len(hostile)] for i, d in enumerate(docs)}
@@ -81,6 +82,7 @@ def _check(browser, path, report, jl, titles):
     assert len(rows) == len(jl.queries)                         # the page rendered every query
     shown = {text(r.find_elements(By.TAG_NAME, "td")[0]): r for r in rows}
     assert set(shown) == set(jl.queries)                        # ids shown literally
+    qids = list(jl.queries)
     for qid, row in shown.items():
         assert text(row.find_elements(By.TAG_NAME, "td")[1]) == jl.queries[qid]
         ActionChains(browser).move_to_element(row).perform()
@@ -88,9 +90,12 @@ def _check(browser, path, report, jl, titles):
         assert text(browser.find_element(By.ID, "detail-title")) == f"Query {qid}: {jl.queries[qid]}"
         cells = browser.find_elements(By.CSS_SELECTOR, "#list-reranked > table > tbody > tr > td")
         assert [text(c) for c in cells[3::5]] == [titles[d] for d in report["top"][SYSTEM][qid]]
-    detail = text(browser.find_element(By.ID, "detail"))
     explained = report["explanations"]
-    assert explained["baselines"][SYSTEM]["document"] in detail and explained["features"][0] in detail
+    for qid, score in ((qids[0], "0.2500"), (qids[-1], "0.5000")):      # the fold's, else the last
+        shown[qid].click()
+        detail = text(browser.find_element(By.ID, "detail"))
+        assert f"(scored {score} by {SYSTEM})" in detail
+        assert explained["baselines"][SYSTEM]["document"] in detail and explained["features"][0] in detail
     reason = report["recommendation"]["reason"]
     assert text(browser.find_element(By.ID, "recommendation")) == "Recommendation: " + reason
     assert browser.find_element(By.ID, "system").get_attribute("value") == SYSTEM

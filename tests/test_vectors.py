@@ -269,7 +269,7 @@ def test_a_cluster_without_the_knn_plugin_keeps_the_lexical_path(fresh_home, cli
     url = json.loads((fresh_home / "home" / "node.json").read_text())["url"]
     try:
         r = cli("--url", url, "cluster", "status", env=env)
-        assert "not installed (lexical features only)" in r.stdout
+        assert "no k-NN plugin (lexical features only)" in r.stdout
         r = cli("--url", url, "index", "cranfield", "--index", "lex", env=env)
         assert r.returncode == 0 and "no k-NN plugin" in r.stderr, r.stderr
         assert cli("--url", url, "store", "init", env=env).returncode == 0

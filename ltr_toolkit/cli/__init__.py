@@ -1,5 +1,6 @@
 """The ``ltr`` command line: a thin layer over the library, one module per group of
-commands (``admin``, ``documents``, ``logs``, ``models``, ``learning``) over ``common``.
+commands (``admin``, ``documents``, ``logs``, ``models``, ``export``, ``learning``) over
+``common``.
 
 User errors (bad files, no node, no plugin, no store) end with one line on stderr and
 exit code 2; no traceback.
@@ -13,7 +14,7 @@ import typer
 
 from ..errors import UserError
 # the command modules register their commands on import, in the order `ltr --help` lists them
-from . import admin, documents, logs, models, learning, online  # noqa: F401,I001
+from . import admin, documents, logs, models, export, learning, online  # noqa: F401,I001
 from .common import app, err, out
 import sys
 import tempfile

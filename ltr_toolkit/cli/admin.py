@@ -12,9 +12,12 @@ import typer
 from rich.table import Table
 
 from ..errors import ClusterError, UserError
-from .common import (Algo, EXIT_PARTIAL, FieldsOpt, Format, Statistics, StatsOpt, StoreOpt,
-                     TemplateOpt, _conn, _first_stage, _ltr_conn, _writable, cluster_app, err,
-                     featureset_app, job_app, out, store_app)
+from ..stores.contract import forget_store
+from .common import (Algo, EXIT_PARTIAL, EngineOpt, FieldsOpt, Format, Statistics, StatsOpt,
+                     StoreOpt, TemplateOpt, _conn, _engine, _engine_conn, _first_stage, _ltr_conn,
+                     _writable, cluster_app, err, featureset_app, job_app, out, store_app)
+from ..transport.distributions import DISTRIBUTIONS, distribution
+from ..transport.engine import detect
 from ..transport import localnode
 from ..transport.localcluster import stop_all
 from ..transport import client as cl
@@ -32,59 +35,64 @@ from ..transport.localcluster import start_cluster
 
 
 @cluster_app.command("start")
-def cluster_start(no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start plain OpenSearch when the LTR plugin cannot be provisioned (diagnostics only).")] = False,
+def cluster_start(ctx: typer.Context, engine: EngineOpt = None,
+                  no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start the engine without the LTR plugin when it cannot be provisioned (diagnostics only).")] = False,
                   nodes: Annotated[int, typer.Option("--nodes", min=1, help="Start a cluster of N local nodes (each 512 MiB heap).")] = 1,
-                  no_knn: Annotated[bool, typer.Option("--no-knn", help="Without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False):
-    """Provision (cached) and start a local node, or a cluster of N nodes; return when it
-    is healthy."""
+                  no_knn: Annotated[bool, typer.Option("--no-knn", help="OpenSearch: without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False):
+    """Provision (cached) and start a local node of --engine (OpenSearch 3.6.0 or
+    Elasticsearch 8.17.0, from Maven Central), or a cluster of N nodes; return when it is
+    healthy."""
     t0 = time.monotonic()
+    dist = distribution(_engine(ctx, engine))
     if nodes > 1:
-        started = start_cluster(nodes, require_plugin=not no_ltr, log=lambda m: err.print(m))
-        out.print(f"{nodes} nodes healthy at {', '.join(s.url for s in started)} (pids "
+        started = start_cluster(nodes, require_plugin=not no_ltr, log=lambda m: err.print(m),
+                                engine=dist.engine)
+        out.print(f"{nodes} {dist.label} nodes healthy at {', '.join(s.url for s in started)} (pids "
                   f"{', '.join(str(s.pid) for s in started)}) in {time.monotonic() - t0:.1f}s")
         return
     info, started = localnode.start(require_plugin=not no_ltr, knn=not no_knn,
-                                    log=lambda m: err.print(m))
+                                    log=lambda m: err.print(m), engine=dist.engine)
     if not started:
-        out.print(f"a node already runs: {info.url} (pid {info.pid}); nothing started")
+        out.print(f"a {dist.label} node already runs: {info.url} (pid {info.pid}); nothing started")
         return
     plugin = "with LTR plugin" if info.plugin else "WITHOUT the LTR plugin"
-    out.print(f"OpenSearch {info.version} {plugin} healthy at {info.url} "
+    out.print(f"{dist.label} {info.version} {plugin} healthy at {info.url} "
               f"(pid {info.pid}) in {time.monotonic() - t0:.1f}s")
 
 
 @cluster_app.command("stop")
-def cluster_stop():
-    """Stop the node(s) `ltr cluster start` started (by their pids)."""
-    many = stop_all()
-    info = localnode.stop()
+def cluster_stop(ctx: typer.Context, engine: EngineOpt = None):
+    """Stop the node(s) `ltr cluster start` started (by their pids): of --engine, else all."""
+    name = _engine(ctx, engine)
+    many = stop_all(name)
+    single = [localnode.stop(d.engine) for d in DISTRIBUTIONS if not name or d.engine == name]
     if many:
         out.print(f"stopped pids {', '.join(str(n.pid) for n in many)}")
-    elif info is None:
-        out.print("no local node runs")
-    else:
+    for info in filter(None, single):
         out.print(f"stopped pid {info.pid} ({info.url})")
+    if not many and not any(single):
+        out.print("no local node runs")
 
 
 @cluster_app.command("status")
-def cluster_status(ctx: typer.Context):
-    """URL, OpenSearch version, LTR plugin version and health; exit 1 when no node answers."""
-    conn = _conn(ctx)
+def cluster_status(ctx: typer.Context, engine: EngineOpt = None):
+    """URL, engine and version, LTR plugin version, vectors and health; exit 1 when no
+    node answers."""
+    conn = _engine_conn(ctx, engine)
     try:
-        info = cl.cluster_info(conn)
+        found = detect(conn)
         health = cl.request(conn, "GET", "/_cluster/health")
         ltr = cl.ltr_plugin_version(conn)
-        from ..transport.lookups import has_knn
-        knn = has_knn(conn)
     except ClusterError as exc:   # nothing (usable) answers: exit 1; bad settings stay exit 2
         err.print(f"error: {exc}")
         raise typer.Exit(1)
     table = Table(show_header=False)
     table.add_row("url", conn.display_url)
-    table.add_row("opensearch", info.get("version", {}).get("number", "?"))
+    table.add_row("engine", found.label)
     table.add_row("ltr plugin", ltr or "not installed")
-    table.add_row("k-NN plugin", "installed (semantic features)" if knn else
-                  "not installed (lexical features only)")
+    vectors = found.vectors
+    table.add_row("vectors", f"{vectors.field_type} (semantic features; score {vectors.score})"
+                  if vectors else "none: no k-NN plugin (lexical features only)")
     table.add_row("health", health.get("status", "?"))
     out.print(table)
 
@@ -110,6 +118,7 @@ def store_drop(ctx: typer.Context, store: StoreOpt = None,
                         "pass --yes to confirm")
     conn = _ltr_conn(ctx)
     dropped = st.drop_store(conn, store)
+    forget_store(conn, store)            # its models' serving contracts go with them
     out.print(f"store {store or '(default)'} {'dropped' if dropped else 'did not exist'}")
 
 
@@ -209,7 +218,8 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
     i_n = parse_part(part) if part is not None else None
     spec = load_job(job)
     conn = job_connection(spec, ctx.obj, explicit_timeout=ctx.meta.get("timeout_given", False))
-    cl.check_ltr(conn)
+    if spec.via == "plugin":      # named queries log on a cluster without the plugin too
+        cl.check_ltr(conn)
     if i_n is not None:
         manifest = run_part(spec, conn, *i_n, log=lambda m: err.print(m))
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 import json
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from ..clicks.ubi import read_event_log, time_range
 from ..transport.client import Connection, InsecureTLSWarning
 from ..transport.localnode import running_node
 from ..serving.rerank import RescoreFallbackWarning
+from ..stores.contract import ContractOverrideWarning
 import warnings
 from ..transport import client as cl
 from ..query.firststage import FirstStage
@@ -30,7 +32,7 @@ from rich.progress import Progress
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, add_completion=False,
                   help="Learning to rank for OpenSearch/Elasticsearch with the LTR plugin.")
-cluster_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The local OpenSearch node with the LTR plugin.")
+cluster_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The local node (OpenSearch or Elasticsearch) with the LTR plugin.")
 store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="LTR feature stores.")
 featureset_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Feature sets in a store.")
 app.add_typer(cluster_app, name="cluster")
@@ -72,6 +74,15 @@ Optimizer = choices("Optimizer", "adam", "sgd")
 ClickModel = choices("ClickModel", "ctr", "coec", "sdbn", "pbm", "ubm", "auto")
 Grading = choices("Grading", "levels", "estimate")
 Positions = choices("Positions", "auto", zero="0", one="1")
+Via = choices("Via", "plugin", "named-queries")
+EngineName = choices("EngineName", "opensearch", "elasticsearch")
+#: the local node's engine: a command's own --engine, else the global one (LTR_ENGINE)
+EngineOpt = Annotated[Optional[EngineName], typer.Option("--engine", help="The local node's engine (default: the global --engine / LTR_ENGINE, else opensearch).")]
+
+
+def _engine(ctx: typer.Context, given) -> str | None:
+    """The engine a command names, else the global ``--engine`` / ``LTR_ENGINE``."""
+    return given.value if given is not None else ctx.find_root().meta.get("engine")
 
 
 @app.callback()
@@ -80,13 +91,16 @@ def _global(ctx: typer.Context,
             ca_certs: Annotated[Optional[Path], typer.Option("--ca-certs", help="CA bundle for TLS.")] = None,
             insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS certificates.")] = False,
             timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None,
-            encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None):
-    _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning)
+            encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None,
+            engine: Annotated[Optional[EngineName], typer.Option("--engine", envvar="LTR_ENGINE", help="Without --url: the local node of this engine (default: the OpenSearch node when one runs, else the Elasticsearch one).")] = None):
+    _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning, ContractOverrideWarning)
     if url and ctx.get_parameter_source("url").name == "COMMANDLINE" and "@" in urlsplit(url).netloc:
         raise UserError("--url carries credentials: every process on this machine can read argv",
                         "put them in LTR_USER / LTR_PASSWORD (or in LTR_URL) and pass --url without them")
+    ctx.meta["engine"] = engine.value if engine else None
+    ctx.meta["url_given"] = bool(url)
     if not url:                 # no --url / LTR_URL: the local node, when one runs
-        node = running_node()
+        node = running_node(ctx.meta["engine"])
         url = node.url if node else None
     ctx.meta["timeout_given"] = timeout is not None
     if encoder:                 # read by every step that encodes (ltr_toolkit.encoders.load_encoder)
@@ -137,6 +151,16 @@ def _conn(ctx: typer.Context):
     return ctx.obj
 
 
+def _engine_conn(ctx: typer.Context, engine) -> Connection:
+    """The connection; without --url / LTR_URL, to the local node of the engine this
+    command names (``--engine``), when it names one."""
+    root = ctx.find_root()
+    if engine is None or root.meta.get("url_given"):
+        return ctx.obj
+    node = running_node(engine.value)
+    return replace(ctx.obj, url=node.url if node else None, _client=None)
+
+
 def _ltr_conn(ctx: typer.Context):
     """The connection, after checking that the cluster answers and has the LTR plugin."""
     conn = ctx.obj
@@ -157,7 +181,35 @@ StatsOpt = Annotated[Statistics, typer.Option("--statistics", help="Term statist
 
 def _first_stage(fields: Optional[str], template: Optional[Path], statistics: Statistics = Statistics.dfs):
     return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None,
-                              statistics.value)
+                              (statistics or Statistics.dfs).value)
+
+
+#: --statistics of the commands that serve a stored model: its serving contract's when not given
+ServedStatsOpt = Annotated[Optional[Statistics], typer.Option("--statistics", help="Term statistics of the first stage and the rescore: dfs or shard. Default: the model's serving contract's (the statistics it was logged with), else dfs.")]
+
+
+def _given_first_stage(fields: Optional[str], template: Optional[Path],
+                       statistics: Optional[Statistics]) -> FirstStage | None:
+    """The first stage the options give; None when none of --fields, --first-stage and
+    --statistics is given (a stored model is then served with its contract's)."""
+    if fields is None and template is None and statistics is None:
+        return None
+    return _first_stage(fields, template, statistics)
+
+
+def _weights(query_weight: Optional[float], rescore_weight: Optional[float]):
+    """The rescore weights the options give (None: the model's contract's; one of the
+    two: the other is the contract's)."""
+    if query_weight is None and rescore_weight is None:
+        return None
+    return (query_weight, rescore_weight)
+
+
+#: the rescore weights' options: the model's serving contract's when not given
+QueryWeightOpt = Annotated[Optional[float], typer.Option("--query-weight", min=0, help="The first stage's weight in the rescore. Default: the model's serving contract's (1 for a model chosen blended with the first stage), else 0.")]
+RescoreWeightOpt = Annotated[Optional[float], typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore. Default: the model's serving contract's, else 1.")]
+WindowOpt = Annotated[Optional[int], typer.Option("--window", min=1, help="Rerank exactly the first stage's global top WINDOW, whatever the number of shards. Default: the model's serving contract's (the candidates it was trained on), else 100.")]
+MaxTermsOpt = Annotated[Optional[int], typer.Option("--max-terms", min=1, help="Send a long query as its first N distinct words. Default: the model's serving contract's, else measured on the cluster.")]
 
 
 def _event_log(ctx, file: Optional[Path], clicks_as: str, since: Optional[str], until: Optional[str],
@@ -187,11 +239,14 @@ EXIT_PARTIAL = 3
 def _report_table(report: dict) -> Table:
     """An evaluation report (see ``evaluation.compare``) as a table: a row per system."""
     metrics = list(next(iter(report["systems"].values())))
-    table = Table("system", *metrics, f"p (vs {report['baseline']})", "W/T/L")
+    many = len(report["tests"]) > 1 and all("p_corrected" in t for t in report["tests"].values())
+    table = Table("system", *metrics, f"p (vs {report['baseline']})",
+                  *(["p corrected (max-T)"] if many else []), "W/T/L")
     for n, vals in report["systems"].items():
         t = report["tests"].get(n)
-        table.add_row(n, *(f"{vals[m]:.4f}" for m in metrics),
-                      f"{t['p_value']:.4f}" if t else "", f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
+        table.add_row(n, *(f"{vals[m]:.4f}" for m in metrics), f"{t['p_value']:.4f}" if t else "",
+                      *([f"{t['p_corrected']:.4f}" if t else ""] if many else []),
+                      f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
     return table
 
 

@@ -12,9 +12,12 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import (Algo, BudgetOpt, ClicksAsOpt, DaysOpt, EventsIndexOpt, FieldsOpt, Format,
+from ..stores.contract import Contract, describe
+from .common import (QueryWeightOpt, RescoreWeightOpt, ServedStatsOpt, WindowOpt,
+                     _given_first_stage, _weights)
+from .common import (Algo, BudgetOpt, EngineOpt, Via, _engine, _engine_conn, ClicksAsOpt, DaysOpt, EventsIndexOpt, FieldsOpt, Format,
                      JobsOpt, Optimizer, Positions, QueriesIndexOpt, Settings, SinceOpt,
-                     Statistics, StatsOpt, StoreOpt, TemplateOpt, UntilOpt, _conn, _event_log,
+                     StoreOpt, TemplateOpt, UntilOpt, _conn, _event_log,
                      _failed_queries, _first_stage, _ltr_conn, _progress, _report_table,
                      _writable, app, err, judgments_app, out)
 from ..clicks import debias
@@ -39,10 +42,10 @@ from ..pipeline.dask_train import train_from_files_dask
 def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  index: Annotated[str, typer.Option("--index")] = "cranfield",
                  model: Annotated[Optional[List[str]], typer.Option("--model", help="Stored model(s) to rerank with.")] = None,
-                 k: Annotated[int, typer.Option("--k", min=1)] = 10, window: Annotated[int, typer.Option("--window", min=1, help="Rerank exactly the first stage's global top WINDOW, whatever the number of shards.")] = 100,
+                 k: Annotated[int, typer.Option("--k", min=1)] = 10, window: WindowOpt = None,
                  store: StoreOpt = None,
                  fields: FieldsOpt = None, first_stage: TemplateOpt = None,
-                 statistics: StatsOpt = Statistics.dfs,
+                 statistics: ServedStatsOpt = None,
                  folds: Annotated[Optional[int], typer.Option("--cv", min=2, help="Cross-validate: K folds over all judged queries; needs --featureset and --algo.")] = None,
                  featureset: Annotated[Optional[str], typer.Option("--featureset", help="With --cv: the feature set to log.")] = None,
                  algo: Annotated[Optional[List[Algo]], typer.Option("--algo", help="With --cv: algorithm(s) to train per fold.")] = None,
@@ -57,26 +60,27 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
                  keep_fold_models: Annotated[bool, typer.Option("--keep-fold-models", help="With --cv: keep the fold models in the store (deleted when the run ends otherwise).")] = False,
                  deploy: Annotated[Optional[str], typer.Option("--deploy", help="With --cv: train the recommended reranker on all judged queries and upload it as NAME-vN, only if one is recommended.")] = None,
                  deploy_anyway: Annotated[Optional[Algo], typer.Option("--deploy-anyway", help="With --deploy: upload this algorithm even when it is not recommended.")] = None,
-                 query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="With --model: the first stage's weight in the rescore (1 for a model deployed blended with it; `ltr upload` prints it).")] = 0.0,
-                 rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="With --model: the model's weight in the rescore.")] = 1.0,
-                 jobs: JobsOpt = None, budget: BudgetOpt = None):
+                 query_weight: QueryWeightOpt = None, rescore_weight: RescoreWeightOpt = None,
+                 jobs: JobsOpt = None, budget: BudgetOpt = None,
+                 via: Annotated[Via, typer.Option("--via", help="With --cv: how the candidates' features are logged: plugin (sltr + ltr_log) or named-queries (each feature's template as a named query: what Elasticsearch's native learning to rank computes). Fold models are served by the plugin either way.")] = Via.plugin):
     """Every judged query live: the first stage alone vs each reranker, paired tests.
     With --cv K: every query reranked by a fold model that never saw it, its settings
     chosen without it; the report ends with what to deploy (or: keep the first stage).
     Exit 3 when some queries failed (named; the others are evaluated)."""
     _writable(json_out, plot, html)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
-    stage = _first_stage(fields, first_stage, statistics)
     conn = _conn(ctx)
     _check_evaluate_options(folds, featureset, algo, model, settings, deploy, deploy_anyway,
-                            keep_fold_models, jobs, budget)
+                            keep_fold_models, jobs, budget, _weights(query_weight, rescore_weight))
     if folds:
-        report, qids = _cross_validated(ctx, index, jl, stage, featureset, algo, settings, workdir,
-                                        folds, k, window, store, seed, keep_fold_models, jobs,
-                                        budget, explain=html is not None)
+        report, qids = _cross_validated(ctx, index, jl, _first_stage(fields, first_stage, statistics),
+                                        featureset, algo, settings, workdir, folds, k,
+                                        window or 100, store, seed, keep_fold_models, jobs,
+                                        budget, explain=html is not None, via=via.value)
     else:
-        report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store, first_stage=stage,
-                                        weights=(query_weight, rescore_weight),
+        report, _, qids = evaluate_live(conn, index, jl, model or [], k, window, store,
+                                        first_stage=_given_first_stage(fields, first_stage, statistics),
+                                        weights=_weights(query_weight, rescore_weight),
                                         explain=html is not None)
     _show_report(report, k)
     _write_report(conn, index, report, qids, jl, fields, json_out, plot, html)
@@ -86,8 +90,11 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
 
 
 def _check_evaluate_options(folds, featureset, algo, model, settings, deploy, deploy_anyway,
-                            keep_fold_models, jobs, budget) -> None:
+                            keep_fold_models, jobs, budget, weights) -> None:
     """``ltr evaluate``'s options that go with --cv only, or with each other."""
+    if weights is not None and not model:
+        raise UserError("--query-weight and --rescore-weight go with --model (a cross-validation "
+                        "serves each fold model as its selection chose)")
     if (deploy or deploy_anyway or keep_fold_models or settings or jobs or budget is not None) and not folds:
         raise UserError("--settings, --deploy, --deploy-anyway, --keep-fold-models, --jobs and "
                         "--budget go with --cv")
@@ -101,14 +108,15 @@ def _check_evaluate_options(folds, featureset, algo, model, settings, deploy, de
 
 
 def _cross_validated(ctx, index, jl, stage, featureset, algo, settings, workdir, folds, k, window,
-                     store, seed, keep_fold_models, jobs, budget, explain) -> tuple[dict, list]:
+                     store, seed, keep_fold_models, jobs, budget, explain,
+                     via: str = "plugin") -> tuple[dict, list]:
     """``ltr evaluate --cv K``: (the cross-validation's report, its queries), each
     algorithm's settings chosen per fold unless ``--settings defaults``."""
     fixed = {} if settings is Settings.defaults else None
     report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
                             workdir, folds, k, window, store, stage, seed,
                             log=lambda m: err.print(m), keep_models=keep_fold_models,
-                            jobs=jobs, budget=budget, explain=explain)
+                            jobs=jobs, budget=budget, explain=explain, via=via)
     return report, list(next(iter(report["per_query"].values())))
 
 
@@ -146,10 +154,9 @@ def _deploy(ctx, report, workdir, featureset, name, store, k, seed, anyway) -> N
         out.print(f"nothing uploaded: on all judged queries, {done['algorithm']} does not beat "
                   "the first stage in inner cross-validation: keep the first stage")
         return
-    r = done["rescore"]
     out.print(f"uploaded {done['name']}: {done['algorithm']} trained on all judged queries, "
-              f"{done['settings']}; serve it with query_weight {r['query_weight']:g}, "
-              f"rescore_query_weight {r['rescore_query_weight']:.6g}")
+              f"{done['settings']}; served as its serving contract says: "
+              f"{describe(Contract.from_dict(done['contract']))}")
 
 
 
@@ -271,14 +278,15 @@ def demo(ctx: typer.Context,
          json_out: Annotated[Optional[Path], typer.Option("--json")] = None,
          folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds.")] = 5,
          recreate: Annotated[bool, typer.Option("--recreate", help="Re-index the demo's index when an older version exists.")] = False,
-         jobs: JobsOpt = None, budget: BudgetOpt = None):
+         jobs: JobsOpt = None, budget: BudgetOpt = None, engine: EngineOpt = None):
     """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
-    linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25."""
+    linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25
+    (on the local node of --engine unless --url / LTR_URL names a cluster)."""
     _writable(json_out)
-    conn = _conn(ctx)
+    conn = _engine_conn(ctx, engine)
     t0 = time.monotonic()
     if not conn.url:
-        info, started = localnode.start(log=lambda m: err.print(m))
+        info, started = localnode.start(log=lambda m: err.print(m), engine=_engine(ctx, engine))
         conn.url = info.url
         out.print(f"local node {'started' if started else 'running'} at {info.url}")
     report = run_demo(conn, workdir, log=lambda m: out.print(m), folds=folds,

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from .common import (EXIT_PARTIAL, FieldsOpt, Format, JudgedOutside, Statistics, StatsOpt, StoreOpt,
-                     TemplateOpt, Unjudged, _first_stage, _ltr_conn, _progress, _writable, app, err,
-                     out)
+                     TemplateOpt, Unjudged, Via, _conn, _first_stage, _ltr_conn, _progress,
+                     _writable, app, err, out)
 from ..features.candidates import judged_candidates
 from ..features.featurelog import log_features, log_incremental
 from ..data.judgments import load_judgments
@@ -17,7 +17,7 @@ from ..data.judgments import load_judgments
 
 @app.command("log")
 def log_cmd(ctx: typer.Context, judgments: Path,
-            featureset: Annotated[str, typer.Option("--featureset")],
+            featureset: Annotated[str, typer.Option("--featureset", help="A stored feature set; with --via named-queries also a feature set file (.json).")],
             output: Annotated[Path, typer.Option("-o", "--output")],
             index: Annotated[str, typer.Option("--index")] = "cranfield",
             store: StoreOpt = None,
@@ -29,17 +29,19 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="With --candidates: judged documents outside the top K.")] = JudgedOutside.exclude,
             fields: FieldsOpt = None, first_stage: TemplateOpt = None,
             statistics: StatsOpt = Statistics.dfs,
-            incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False):
+            incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False,
+            via: Annotated[Via, typer.Option("--via", help="plugin: sltr + ltr_log (the LTR plugin); named-queries: each feature's template as a named query, its score from matched_queries (no plugin needed: what Elasticsearch's native learning to rank computes).")] = Via.plugin):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
     _writable(output)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     fs_stage = _first_stage(fields, first_stage, statistics)
-    conn = _ltr_conn(ctx)
+    conn = _ltr_conn(ctx) if via is Via.plugin else _conn(ctx)
     info = budget = None
     if candidates or not incremental:       # an increment keeps its file's budget
         jl, info, budget = judged_candidates(conn, index, jl, featureset, fs_stage, store,
-                                             candidates, unjudged.value, judged_outside.value)
+                                             candidates, unjudged.value, judged_outside.value,
+                                             via=via.value)
     if candidates:
         err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
                   f"{info['unjudged']} unjudged{' (grade 0)' if unjudged is Unjudged.zero else ' (dropped)'}, "
@@ -47,10 +49,11 @@ def log_cmd(ctx: typer.Context, judgments: Path,
     with _progress("logging rounds") as update:
         if incremental:
             side = log_incremental(conn, jl, featureset, index, output, store, batch,
-                                   lambda d, t: update(d, t), fs_stage, info)
+                                   lambda d, t: update(d, t), fs_stage, info, via=via.value)
         else:
             side = log_features(conn, jl, featureset, index, output, store, batch,
-                                lambda d, t: update(d, t), fs_stage, info, max_terms=budget)
+                                lambda d, t: update(d, t), fs_stage, info, max_terms=budget,
+                                via=via.value)
     out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
               f"{len(side['missing_docs'])} documents not in {index}")
     if side.get("fitted_queries"):

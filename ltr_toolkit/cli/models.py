@@ -13,8 +13,10 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import (FieldsOpt, Statistics, StatsOpt, StoreOpt, TemplateOpt, _conn, _first_stage,
-                     _ltr_conn, app, err, model_app, out)
+from .common import choices
+from .common import (FieldsOpt, MaxTermsOpt, QueryWeightOpt, RescoreWeightOpt, ServedStatsOpt,
+                     StoreOpt, TemplateOpt, WindowOpt, _conn, _given_first_stage, _ltr_conn,
+                     _weights, app, err, model_app, out)
 from ..data.judgments import load_judgments
 from ..data.svmlight import load_logged
 from ..io.atomic import write_json
@@ -23,12 +25,21 @@ from ..models.served import ServedModel
 from ..models.shapley import contributions, summary
 from ..pipeline.train import load_model
 from ..query.firststage import FirstStage
+from ..stores.contract import DEFAULT_WINDOW, describe
 from ..serving.explain import BASELINE, explain_query, served_model
 from ..serving.serving import FIRST_STAGE_NAME, Serving
 from ..clicks import interleaving
 from ..clicks import ubi as ubi_index
 from ..stores.model_store import delete_model, get_model, list_models, prune_versions, upload
 from ..stores.modelcache import cache_warnings
+from .export import upload_native
+from ..models.native import rescorer
+from ..query.requests import Rescore, search_body
+from ..query.prepare import contracted
+from ..data.querytext import fit_params
+
+
+UploadTarget = choices("UploadTarget", "plugin", "elasticsearch")
 
 
 @app.command("upload")
@@ -37,8 +48,16 @@ def upload_cmd(ctx: typer.Context, model: Path,
                featureset: Annotated[Optional[str], typer.Option("--featureset", help="Feature set (default: the one the training data was logged with).")] = None,
                store: StoreOpt = None,
                index: Annotated[Optional[str], typer.Option("--index", help="Validate the model with a query on this index first, and measure what it takes in the plugin's cache.")] = None,
-               exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False):
-    """Export MODEL.json to the plugin's format, check it, and create it in the store."""
+               exact: Annotated[bool, typer.Option("--exact", help="Use NAME as is; fail if it exists.")] = False,
+               target: Annotated[UploadTarget, typer.Option("--target", help="plugin: the LTR plugin's store; elasticsearch: an Elasticsearch trained model for its native learning_to_rank rescorer (tree models; needs x-pack-ml and a license with it).")] = UploadTarget.plugin,
+               alias: Annotated[Optional[str], typer.Option("--alias", help="With --target elasticsearch: point this model alias at the new model (reassigned from the one it named), so searches that name the alias never change.")] = None):
+    """Export MODEL.json to the plugin's format, check it, and create it in the store (or,
+    with --target elasticsearch, as an Elasticsearch trained model)."""
+    if target is UploadTarget.elasticsearch:
+        fs_file = Path(featureset) if featureset and Path(featureset).is_file() else None
+        return upload_native(ctx, model, name, fs_file, alias, store)
+    if alias:
+        raise UserError("--alias goes with --target elasticsearch", "the plugin names versions NAME-vN")
     art, m = load_model(model)
     fs = featureset or art.get("featureset")
     if not fs:
@@ -46,21 +65,19 @@ def upload_cmd(ctx: typer.Context, model: Path,
     conn = _ltr_conn(ctx)
     res = upload(conn, art, m, name, fs, store, index, versioned=not exact)
     out.print(f"uploaded {res['name']} ({res['type']}) for feature set {fs}")
-    if art.get("rescore"):
-        r = art["rescore"]
-        out.print(f"serve it with query_weight {r['query_weight']:g}, rescore_query_weight "
-                  f"{r['rescore_query_weight']:.6g} (ltr search --query-weight/--rescore-weight)")
-    if art.get("first_stage"):
-        stage = FirstStage.from_dict(art["first_stage"])
-        out.print(f"term statistics: {stage.statistics} (ltr search/evaluate --statistics "
-                  f"{stage.statistics}; search_type {stage.search_type})")
-    if art.get("max_query_terms"):
-        out.print(f"long queries: send at most {art['max_query_terms']} distinct words, as "
-                  "logging did (ltr search --max-terms; ltr_toolkit.data.querytext.fit_keywords)")
-    if art.get("encoder"):
-        e = art["encoder"]
+    contract = res["contract"]
+    out.print(f"serving contract stored with it ({describe(contract)}): ltr search, evaluate, "
+              "explain and interleaving serve it so unless a flag says otherwise")
+    if contract.first_stage:
+        stage = FirstStage.from_dict(contract.first_stage)
+        out.print(f"term statistics: {stage.statistics} (search_type {stage.search_type})")
+    if contract.max_terms:
+        out.print(f"long queries: at most {contract.max_terms} distinct words, as logging did "
+                  "(in your own code: ltr_toolkit.data.querytext.fit_keywords)")
+    if contract.encoder:
+        e = contract.encoder
         out.print(f"query vectors: {e['name']} ({e['sha256'][:12]}, {e['dim']} dimensions), the "
-                  f"encoder of the index's '{art.get('vector_field') or 'vector'}' field: serve "
+                  f"encoder of the index's '{contract.vector_field or 'vector'}' field: serve "
                   "with that model (--encoder / LTR_ENCODER), or pass query_vector yourself")
     cache, warns = cache_warnings(conn, res["name"], store, index)
     if cache["model_bytes"] is not None:
@@ -124,26 +141,32 @@ def model_prune(ctx: typer.Context, base: Annotated[str, typer.Argument(help="Th
 
 @app.command("search")
 def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option("--index")] = "cranfield",
-               model: Annotated[Optional[str], typer.Option("--model", help="Rerank with this stored model.")] = None,
-               window: Annotated[int, typer.Option("--window", min=1, help="Rerank exactly the first stage's global top WINDOW, whatever the number of shards.")] = 100, size: Annotated[int, typer.Option("--size", min=1)] = 10,
+               model: Annotated[Optional[str], typer.Option("--model", help="Rerank with this stored model, served as its serving contract says unless the options below say otherwise.")] = None,
+               window: WindowOpt = None, size: Annotated[int, typer.Option("--size", min=1)] = 10,
                store: StoreOpt = None,
                param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
                fields: FieldsOpt = None, first_stage: TemplateOpt = None,
-               statistics: StatsOpt = Statistics.dfs,
-               max_terms: Annotated[Optional[int], typer.Option("--max-terms", min=1, help="Send a long query as its first N distinct words: the model's max_query_terms (`ltr upload` prints it). Default: measured on the cluster.")] = None,
-               query_weight: Annotated[float, typer.Option("--query-weight", min=0, help="The first stage's weight in the rescore (1 for a model blended with it; `ltr upload` prints the model's).")] = 0.0,
-               rescore_weight: Annotated[float, typer.Option("--rescore-weight", min=0, help="The model's weight in the rescore.")] = 1.0,
+               statistics: ServedStatsOpt = None,
+               max_terms: MaxTermsOpt = None,
+               query_weight: QueryWeightOpt = None, rescore_weight: RescoreWeightOpt = None,
                interleave: Annotated[Optional[str], typer.Option("--interleave", help="A,B: the team-draft interleaving of two stored models' results (first-stage: the first stage alone); each hit's team shown.")] = None,
                ubi: Annotated[bool, typer.Option("--ubi", help="With --interleave: write the search's ubi_queries record with its teams, for `ltr evaluate interleaving` to credit the clicks your application logs under the printed query id.")] = False,
                experiment: Annotated[Optional[str], typer.Option("--experiment", help="With --interleave: the experiment's name (default A-vs-B).")] = None,
-               queries_index: Annotated[str, typer.Option("--queries-index", help="With --ubi: the UBI queries index.")] = "ubi_queries"):
+               queries_index: Annotated[str, typer.Option("--queries-index", help="With --ubi: the UBI queries index.")] = "ubi_queries",
+               show_request: Annotated[bool, typer.Option("--show-request", help="Print the search request (first stage and rescore) instead of running it.")] = False,
+               target: Annotated[UploadTarget, typer.Option("--target", help="With --show-request: the rescore of the LTR plugin (sltr) or of Elasticsearch's native learning_to_rank (--model: the trained model's id or alias).")] = UploadTarget.plugin):
     """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
     the hits. When the rescore fails, the first stage's hits, with a warning."""
     params = _params(text, param)
+    stage = _given_first_stage(fields, first_stage, statistics)
+    if show_request:
+        return _show_request(ctx, stage, params, model, window, size, store, target,
+                             _weights(query_weight, rescore_weight), max_terms)
     conn = _conn(ctx)
-    stage = _first_stage(fields, first_stage, statistics)
-    stage.check(conn, index)
-    serving = Serving(index, stage, window, store, max_terms, model, (query_weight, rescore_weight))
+    serving = Serving(index, stage, window, store, max_terms, model,
+                      _weights(query_weight, rescore_weight))
+    serving = serving.served(conn) if model else serving      # the model's contract, settled
+    serving.stage.check(conn, index)
     if interleave:
         return _interleaved(conn, serving, params, interleave, size, ubi, experiment, queries_index)
     if ubi or experiment:
@@ -153,6 +176,24 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
     for h in hits:
         table.add_row(str(h["rank"]), h["id"], f"{h['score']:.4f}", h["title"][:70])
     out.print(table)
+
+
+def _show_request(ctx, stage: FirstStage | None, params: dict, model, window, size: int, store,
+                  target, weights, max_terms) -> None:
+    """``ltr search --show-request``: the body a search sends, as JSON on stdout: the first
+    stage, and with ``--model`` the plugin's ``sltr`` rescore -- the stored model's serving
+    contract read from the cluster, the options overriding it -- or Elasticsearch's native
+    ``learning_to_rank`` rescorer over its top ``window`` (parameters the toolkit derives,
+    such as ``query_vector``, are the caller's to add: see stores/params.py)."""
+    rescore = None
+    if model and target is UploadTarget.plugin:
+        rescore, stage, max_terms = contracted(_conn(ctx), Rescore(model, window, store, weights),
+                                               stage, max_terms)
+    stage = stage or FirstStage.from_fields()
+    body = search_body(stage, fit_params(params, max_terms), size, rescore)
+    if model and target is UploadTarget.elasticsearch:
+        body["rescore"] = rescorer(model, params, window or DEFAULT_WINDOW)
+    print(json.dumps(body, indent=2))
 
 
 def _interleaved(conn, serving: Serving, params: dict, pair: str, size: int, ubi: bool,
@@ -193,17 +234,18 @@ def explain_cmd(ctx: typer.Context, text: str,
                 model: Annotated[str, typer.Option("--model", help="The stored model to explain.")],
                 index: Annotated[str, typer.Option("--index")] = "cranfield",
                 judgments: Annotated[Optional[Path], typer.Option("--judgments", help="Judgments (a query with this text gets its grades shown).")] = None,
-                window: Annotated[int, typer.Option("--window", min=1)] = 100,
+                window: WindowOpt = None,
                 size: Annotated[int, typer.Option("--size", min=1)] = 10,
                 store: StoreOpt = None,
                 param: Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")] = None,
                 fields: FieldsOpt = None, first_stage: TemplateOpt = None,
-                statistics: StatsOpt = Statistics.dfs,
-                max_terms: Annotated[Optional[int], typer.Option("--max-terms", min=1)] = None,
+                statistics: ServedStatsOpt = None, max_terms: MaxTermsOpt = None,
+                query_weight: QueryWeightOpt = None, rescore_weight: RescoreWeightOpt = None,
                 as_json: Annotated[bool, typer.Option("--json", help="Print the explanation as JSON.")] = False):
-    """The reranked top SIZE of a live query: each document's rank under the first stage
-    and the model, its grade, its logged feature values, and per-feature contributions
-    that add up (with the stated baseline) to the score the plugin served."""
+    """The reranked top SIZE of a live query, served as the model's serving contract says:
+    each document's rank under the first stage and the model, its grade, its logged
+    feature values, and per-feature contributions that add up (with the stated baseline)
+    to the score the plugin served (a blend's: first stage + beta x model)."""
     params = _params(text, param)
     grades = None
     if judgments is not None:
@@ -211,10 +253,11 @@ def explain_cmd(ctx: typer.Context, text: str,
         qid = next((q for q, t in jl.queries.items() if t == text), None)
         grades = {d: g for (q, d), g in jl.grades.items() if q == qid} if qid else None
     conn = _ltr_conn(ctx)
-    stage = _first_stage(fields, first_stage, statistics)
-    stage.check(conn, index)
-    rep = explain_query(conn, Serving(index, stage, window, store, max_terms, model), params,
-                        size, grades)
+    stage = _given_first_stage(fields, first_stage, statistics)
+    serving = Serving(index, stage, window, store, max_terms, model,
+                      _weights(query_weight, rescore_weight)).served(conn)
+    serving.first_stage.check(conn, index)
+    rep = explain_query(conn, serving, params, size, grades)
     if as_json:
         out.print_json(json.dumps(rep))
         return
@@ -231,8 +274,11 @@ def _explain_table(rep: dict, judged: bool) -> None:
                       f"{d['served_score']:.6g}", f"{d['contributions_sum']:.6g}",
                       ", ".join(f"{n} {c:+.3g}" for n, c in top))
     out.print(table)
+    q, beta = rep["rescore"]["query_weight"], rep["rescore"]["rescore_query_weight"]
+    how = f"{q:g} x first stage + {beta:.6g} x {rep['model']}" if q else (
+        rep["model"] if beta == 1 else f"{beta:.6g} x {rep['model']}")
     out.print(f"baseline: {rep['baseline']['document']}, scored {rep['baseline']['score']:.6g} "
-              f"by {rep['model']} ({rep['model_type']})")
+              f"by {how} ({rep['model_type']})")
 
 
 @model_app.command("explain")

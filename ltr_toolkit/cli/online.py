@@ -68,9 +68,13 @@ def _print(rep: dict, top: int) -> None:
         out.print(table)
     name = {"a": a, "b": b}.get(rep["winner"])
     verdict = f"{name} wins" if name else "no winner yet"
+    q = rep["per_query_test"]
     out.print(f"overall: {rep['wins_a']} won by {a}, {rep['ties']} tied, {rep['wins_b']} won by {b}; "
-              f"preference {rep['preference']:+.4f} (> 0 favours {a}), sign test p = {rep['p_value']:.3g}: "
-              f"{verdict}")
+              f"preference {rep['preference']:+.4f} (> 0 favours {a}), sign test p = {rep['p_value']:.3g} "
+              f"over impressions; per query {q['preference']:+.4f}, p = {q['p_value']:.3g} over "
+              f"{q['queries']} queries ({q['wins_a']}/{q['ties']}/{q['wins_b']}): {verdict} "
+              f"(by the {rep['verdict']} test"
+              + ("; queries repeat, so impressions are not independent)" if rep["verdict"] == "per query" else ")"))
     if "debiased" in rep:
         _print_debiased(rep["debiased"], a, b)
         if rep["winner"] and rep["debiased"]["winner"] not in (None, rep["winner"]):
@@ -82,6 +86,8 @@ def _print(rep: dict, top: int) -> None:
 def _print_debiased(d: dict, a: str, b: str) -> None:
     name = {"a": a, "b": b}.get(d["winner"])
     p = "too few impressions to test" if d["p_value"] is None else f"z-test p = {d['p_value']:.3g}"
+    if d["verdict"] == "per query":
+        p += f"; per query p = {d['p_value_per_query']:.3g} over {d['queries']} queries, the verdict's"
     theta = ", ".join(f"{x:.3g}" for x in d["examination"][:10])
     out.print(f"debiased ({d['propensity']} examination by rank {theta}; clip {d['clip']:g}): credit per "
               f"impression {d['credit_a']:.4f} to {a}, {d['credit_b']:.4f} to {b}; {p}: "

@@ -21,7 +21,7 @@ import uuid
 
 import numpy as np
 
-from ..rank.interleave import Tally, credit_test, outcomes, tally, tally_by
+from ..rank.interleave import Tally, credit_test, outcomes, query_test, tally, tally_by
 from .debias import DEFAULT_CLIP, row_propensities
 from .events import CLICK, EventLog
 from .problems import Problems
@@ -97,15 +97,19 @@ def credit(log: EventLog, experiment: str | None = None, alpha: float = 0.05,
            propensity: str | None = "pbm", clip: float = DEFAULT_CLIP) -> list[dict]:
     """One report per experiment found (or only ``experiment``): the impressions (the
     interleaved searches), their wins, ties and losses for a against b, the preference
-    and the sign test (a winner named when p < ``alpha``), overall and per query text;
-    and, unless ``propensity`` is None, the debiased credit
-    (:func:`~ltr_toolkit.rank.interleave.credit_test`) with those propensities."""
+    and the sign test, overall and per query text; the per-query test over query texts
+    (``per_query_test``, :func:`~ltr_toolkit.rank.interleave.query_test`); the winner
+    (p < ``alpha``) by the per-query test when a query text was served more than once,
+    else by the sign test (``verdict`` names it); and, unless ``propensity`` is None, the
+    debiased credit (:func:`~ltr_toolkit.rank.interleave.credit_test`, per query too)
+    with those propensities."""
     qs, keys, rec, doc, team_b = _records(log)
     if not len(qs):
         return []
     hit, outside = clicked_rows(log, qs, rec, doc)
     counts = team_sums(rec, team_b, hit, len(qs)).astype(np.int64)
     text = np.array([log.record_text.get(int(q), -1) for q in qs], np.int64)
+    query = np.where(text >= 0, text, -1 - np.arange(len(text)))   # no text: a query of its own
     weighted, theta = (None, None) if propensity is None or not hit.any() else \
         debiased_credit(text, rec, doc, team_b, hit, propensity, clip)
     won = outcomes(counts[:, 0], counts[:, 1])
@@ -114,18 +118,18 @@ def credit(log: EventLog, experiment: str | None = None, alpha: float = 0.05,
         if experiment is not None and key[0] != experiment:
             continue
         mask = np.fromiter((k == key for k in keys), bool, len(keys))
-        rep = _report(log, key, won[mask], text[mask], counts[mask], alpha)
+        rep = _report(log, key, won[mask], text[mask], query[mask], counts[mask], alpha)
         if weighted is not None:
             rep["debiased"] = {"propensity": propensity if isinstance(propensity, str) else "given", "clip": clip, "examination": theta,
-                               **credit_test(weighted[mask, 0], weighted[mask, 1]).to_dict(alpha)}
+                               **credit_test(weighted[mask, 0], weighted[mask, 1], query[mask]).to_dict(alpha)}
         reports.append(rep)
     if reports:
         reports[0]["clicks_outside_lists"] = outside
     return reports
 
 
-def _report(log: EventLog, key, won: np.ndarray, text: np.ndarray, counts: np.ndarray,
-            alpha: float) -> dict:
+def _report(log: EventLog, key, won: np.ndarray, text: np.ndarray, query: np.ndarray,
+            counts: np.ndarray, alpha: float) -> dict:
     names, code = np.unique(text, return_inverse=True)
     per = tally_by(won, code, len(names))
     rows = []
@@ -133,7 +137,11 @@ def _report(log: EventLog, key, won: np.ndarray, text: np.ndarray, counts: np.nd
         t = Tally(*map(int, per[i]))
         label = log.texts.names[names[i]] if names[i] >= 0 else "(no query text)"
         rows.append({"query": label, **t.to_dict(alpha)})
-    overall = tally(won)
+    overall, by_query = tally(won), query_test(won, query)
+    repeats = by_query.queries < overall.impressions
     return {"experiment": key[0], "a": key[1], "b": key[2], **overall.to_dict(alpha),
+            "per_query_test": by_query.to_dict(alpha),
+            "verdict": "per query" if repeats else "per impression",
+            "winner": (by_query if repeats else overall).winner(alpha),
             "clicks_a": int(counts[:, 0].sum()), "clicks_b": int(counts[:, 1].sum()),
             "queries": len(rows), "per_query": rows}

@@ -25,6 +25,7 @@ import json
 
 from ..errors import ClusterError, UserError
 from ..transport.client import Connection, call, request
+from ..transport.engine import detect
 from ..transport.lookups import shard_count
 from ..transport.pit import PAGE, NoPit, pages
 from opensearchpy import helpers
@@ -64,9 +65,11 @@ QUERIES_MAPPING = {"dynamic": False, "properties": {
 
 def create_indices(conn: Connection, queries: str = QUERIES, events: str = EVENTS,
                    recreate: bool = False) -> None:
-    """Create both indices with the UBI mappings (an existing one is kept unless ``recreate``)."""
+    """Create both indices with the UBI mappings (an existing one is kept unless
+    ``recreate``), in the connected engine's types (``transport.engine``)."""
     c = conn.client()
-    for index, mapping in ((queries, QUERIES_MAPPING), (events, EVENTS_MAPPING)):
+    props = dict(QUERIES_MAPPING["properties"], query_attributes={"type": detect(conn).flat_object})
+    for index, mapping in ((queries, dict(QUERIES_MAPPING, properties=props)), (events, EVENTS_MAPPING)):
         if call(conn, c.indices.exists, index=index):
             if not recreate:
                 continue

@@ -88,3 +88,73 @@ def validate_featureset(doc, path="<featureset>", text: str = "") -> dict:
             if undeclared:
                 raise InputError(path, line, f'feature "{fname}": template uses undeclared param(s) {undeclared}')
     return {"name": name, "features": feats}
+
+
+# --------------------------------------------------------------------------- what a feature needs
+
+def _parsed(template):
+    """A template as JSON, its ``toJson`` sections and ``{{params}}`` read as null/strings
+    (None when it does not parse even so)."""
+    if not isinstance(template, str):
+        return template
+    text = _MUSTACHE_VAR.sub("x", _TO_JSON.sub("null", template))
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _walk(node):
+    """Every dict inside ``node`` (itself first)."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            yield x
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+
+
+def script_languages(feature: dict) -> list[str]:
+    """The script languages a feature needs the cluster to run, in order: ``expression``
+    for ``derived_expression`` features and ``term_stat`` queries (the plugin compiles
+    both with it), a script's ``lang`` (default ``painless``) for ``script_feature``
+    features and ``script``/``script_score`` clauses in a template."""
+    lang = feature.get("template_language", "mustache")
+    template = feature.get("template")
+    if lang == "derived_expression":
+        return ["expression"]
+    if lang == "script_feature":
+        return [template.get("lang", "painless") if isinstance(template, dict) else "painless"]
+    needed: list[str] = []
+    for d in _walk(_parsed(template)):
+        script = d.get("script")
+        if isinstance(script, dict):
+            needed.append(script.get("lang", "painless"))
+        elif isinstance(script, str):
+            needed.append("painless")
+        if "term_stat" in d:
+            needed.append("expression")
+    return list(dict.fromkeys(needed))
+
+
+def semantic_field(feature: dict) -> str | None:
+    """The vector field of a semantic feature -- the cosine of the query's vector
+    (``query_vector``) and a document vector field, as written for either engine:
+    OpenSearch's ``knn_score`` script (cosinesimil) or Elasticsearch's ``knn`` query --
+    else None."""
+    if "query_vector" not in (feature.get("params") or []):
+        return None
+    parsed = _parsed(feature.get("template"))
+    if not isinstance(parsed, dict) or len(parsed) != 1:
+        return None
+    knn = parsed.get("knn")
+    if isinstance(knn, dict) and isinstance(knn.get("field"), str):
+        return knn["field"]
+    script = (parsed.get("script_score") or {}).get("script") if isinstance(parsed.get("script_score"), dict) else None
+    if isinstance(script, dict) and script.get("source") == "knn_score":
+        params = script.get("params") or {}
+        if params.get("space_type") == "cosinesimil" and isinstance(params.get("field"), str):
+            return params["field"]
+    return None

@@ -23,6 +23,10 @@ STOP_WORDS = frozenset(
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
+#: The name of the rule :func:`fit_keywords` applies, recorded with each model's serving
+#: contract (``stores.contract``): a model is served with the rule it was evaluated with.
+SHORTENING = "first-distinct-words-without-stop-words"
+
 
 def distinct_words(text: str) -> list[str]:
     """Distinct lower-cased words of ``text``, in order of first appearance."""

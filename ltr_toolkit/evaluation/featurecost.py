@@ -27,14 +27,16 @@ import numpy as np
 
 from ..transport.client import call
 from ..transport.lookups import shard_count
-from ..stores.params import derived_depth, with_first_stage_ids
-from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
+from ..stores.params import derived_depth
+from ..indexing.vectors import uses_vector, vector_source
+from ..query.prepare import QueryPlan
 from ..query.requests import restrict_to, search_body
 from ..stores.store import sltr
 from ..rank.metrics import ndcg
-from .report import randomisation_test
+from ..rank.stats import compare
 
 FEEDBACK = "feedback group (features using first-stage ids)"
+_ALL = object()           # the model on all features, in the tests (no row's name)
 
 
 def _body(serving, params: dict, top: list[str] | None, active: list[str] | None,
@@ -60,8 +62,10 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     used = [p for ps in param_names.values() for p in ps]
     depth = derived_depth(used)
     encoder_ms = _encoder_ms(conn, serving, param_list) if uses_vector(used) else None
-    param_list = with_query_vectors(conn, serving.index, param_list, used, serving.encoder)
-    tops = serving.first_ids(conn, param_list)
+    plan = QueryPlan(serving.index, serving.first_stage, tuple(dict.fromkeys(used)),
+                     serving.max_terms, serving.window, serving.store, serving.encoder)
+    tops = [ids or [] for ids in serving.first_ids(conn, param_list)]
+    prepared = plan.params(conn, param_list, first_ids=tops)       # as serving prepares them
     restrict = shard_count(conn, serving.index) > 1
     client = conn.client()
     variants: dict[str, object] = {"plain": None, "all features": list(names)}
@@ -71,14 +75,12 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     times = {v: [] for v in variants}
     rng = random.Random(seed)
     for rep in range(passes + 1):            # the first pass warms the caches up
-        for params, top in zip(param_list, tops):
-            top = top or []
-            full = with_first_stage_ids(params, top, depth)
+        for full, top in zip(prepared, tops):
             order = list(variants)
             rng.shuffle(order)
             for v in order:
                 if variants[v] == "ids":
-                    body = search_body(serving.first_stage, params, depth, source=None)
+                    body = search_body(serving.first_stage, full, depth, source=None)
                 else:
                     body = _body(serving, full, top[:serving.window] if restrict else None,
                                  variants[v], featureset)
@@ -128,20 +130,22 @@ def feature_contributions(ds, make, groups: dict[str, list[str]] | None = None, 
     """Drop-one ablation under ``folds``-fold cross-validation over ds's queries.
     ``make()``: a fresh estimator. ``groups``: more rows, each dropping several features.
     Returns {"all": mean NDCG@k, "first_stage": the logged order's, "rows": {row:
-    {"ndcg", "delta", "p_value"}}}."""
+    {"ndcg", "delta", "p_value", "p_corrected"}}}: the paired randomisation test of each
+    row against all features, corrected for the number of rows (``rank.stats.compare``)."""
     names = list(ds.feature_names)
     where = np.random.default_rng(seed).permutation(ds.n_queries) % folds
     every = list(range(len(names)))
     full = _cv_ndcg(ds, every, make, where, k)
-    rows = {}
+    scores = {}
     drops = {n: [n] for n in names}
     drops.update({g: m for g, m in (groups or {}).items() if m and len(m) < len(names)})
     for row, dropped in drops.items():
         cols = [i for i in every if names[i] not in dropped]
-        if not cols:
-            continue
-        s = _cv_ndcg(ds, cols, make, where, k)
-        rows[row] = {"ndcg": float(s.mean()), "delta": float(s.mean() - full.mean()),
-                     "p_value": randomisation_test(s, full)}
+        if cols:
+            scores[row] = _cv_ndcg(ds, cols, make, where, k)
+    tests = compare({_ALL: full, **scores}, _ALL, confidence_level=None).tests
+    rows = {row: {"ndcg": float(s.mean()), "delta": float(s.mean() - full.mean()),
+                  "p_value": tests[row].p_value, "p_corrected": tests[row].p_corrected}
+            for row, s in scores.items()}
     first = ndcg(-np.arange(ds.n_docs, dtype=np.float64), ds.y, ds.offsets, k)
     return {"all": float(full.mean()), "first_stage": float(first.mean()), "rows": rows}

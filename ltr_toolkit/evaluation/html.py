@@ -1,9 +1,10 @@
 """An evaluation report people can look at: one self-contained HTML file (no network
 request: styles, script and data inline) with the metrics and their 95% confidence
-intervals, the per-query deltas sorted from the largest win to the largest loss, and for
-each query the first stage's and a reranker's top 10 side by side, with grades and, for
-the reranker, each document's per-feature contributions (``models.shapley``). A search
-box finds a query by id or text. Lists are drawn only for the query opened, so a report
+intervals (``rank.stats.compare``, which computes the report's tests), the per-query
+deltas sorted from the largest win to the largest loss, and for each query the first
+stage's and a reranker's top 10 side by side, with grades and, for the reranker, each
+document's per-feature contributions (``models.shapley``). A search box finds a query by
+id or text. Lists are drawn only for the query opened, so a report
 of thousands of queries opens at once.
 
 Every text in the data (query ids and texts, document ids and titles, model and feature
@@ -25,22 +26,7 @@ import numpy as np
 
 from ..data.judgments import JudgmentList
 from ..io.atomic import atomic_write
-
-#: bootstrap resamples for the confidence intervals (percentile method)
-RESAMPLES = 2000
-
-
-def bootstrap_ci(values, resamples: int = RESAMPLES, seed: int = 0, chunk: int = 100) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of the mean of ``values`` (resampled in chunks:
-    memory stays at ``chunk`` x len(values))."""
-    v = np.asarray(values, dtype=np.float64)
-    if len(v) == 0:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    means = np.concatenate([v[rng.integers(0, len(v), (min(chunk, resamples - i), len(v)))].mean(axis=1)
-                            for i in range(0, resamples, chunk)])
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return float(lo), float(hi)
+from ..rank.stats import compare
 
 
 def report_data(report: dict, jl: JudgmentList, titles: dict[str, str] | None = None) -> dict:
@@ -51,13 +37,14 @@ def report_data(report: dict, jl: JudgmentList, titles: dict[str, str] | None = 
     metric = next(iter(report["tests"].values()))["metric"] if report["tests"] else f"ndcg@{k}"
     qids = list(report["per_query"][base])
     vals = {s: np.array([report["per_query"][s][q][metric] for q in qids]) for s in report["per_query"]}
+    found = compare(vals, base)              # the report's tests, with their intervals
     systems = []
     for s, v in vals.items():
-        row = {"name": s, "mean": float(v.mean()), "ci": bootstrap_ci(v)}
+        row = {"name": s, "mean": float(v.mean()), "ci": found.mean_ci[s]}
         if s != base:
-            t = report["tests"][s]
-            row.update(delta=t["mean_delta"], delta_ci=bootstrap_ci(v - vals[base]), p=t["p_value"],
-                       wtl=[t["wins"], t["ties"], t["losses"]])
+            t = found.tests[s]
+            row.update(delta=t.mean_delta, delta_ci=t.ci, p=t.p_value, p_corrected=t.p_corrected,
+                       wtl=[t.wins, t.ties, t.losses])
         systems.append(row)
     by_q = jl.by_query()
     top = report.get("top", {})

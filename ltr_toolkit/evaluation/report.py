@@ -1,10 +1,10 @@
-"""Evaluation maths, pure (no cluster): per-query metrics of ranked lists, the paired
-randomisation test, and the report comparing systems.
+"""Evaluation maths, pure (no cluster): per-query metrics of ranked lists, the report
+comparing systems, and the recommendation.
 
 Metrics follow trec_eval: a run's top ``k`` retrieved documents are scored; unjudged
 documents have gain 0; the ideal ranking uses every judged document of the query,
-retrieved or not. Paired tests per reranker vs the baseline: a two-sided randomisation
-(sign-flip) test on the per-query deltas, seeded, and wins / ties / losses.
+retrieved or not. The statistics (paired randomisation tests corrected for the number of
+rerankers, intervals, wins / ties / losses) are :func:`ltr_toolkit.rank.stats.compare`'s.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import numpy as np
 
 from ..data.judgments import JudgmentList
 from ..rank import metrics as M
+from ..rank import stats
 
 
 
@@ -47,70 +48,34 @@ def run_metrics(ranked: list[list[str]], qids: list[str], jl: JudgmentList, k: i
     }
 
 
-#: sign-flip cells drawn at once: memory is bounded whatever the number of queries
-BLOCK_CELLS = 1 << 19
-
-
-def _flip_blocks(n: int, m: int, seed: int):
-    """``n`` rows of ``m`` random signs, in blocks of at most :data:`BLOCK_CELLS` cells
-    (the same stream as one ``(n, m)`` draw)."""
-    rng = np.random.default_rng(seed)
-    rows = max(1, BLOCK_CELLS // max(m, 1))
-    for start in range(0, n, rows):
-        yield rng.choice(np.array([-1.0, 1.0]), size=(min(rows, n - start), m))
-
-
-def randomisation_test(a: np.ndarray, b: np.ndarray, n: int = 10000, seed: int = 0) -> float:
-    """Two-sided paired randomisation test of mean(b - a) (sign flips), p-value. The flips
-    are drawn in blocks (:data:`BLOCK_CELLS`): memory does not grow with n x queries.
-    Kept over ``scipy.stats.permutation_test`` for its seeded stream, which every earlier
-    report's p-values were computed with."""
-    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    if len(d) == 0 or np.all(d == 0):
-        return 1.0
-    obs = abs(d.mean())
-    hits = sum(int(np.sum(np.abs((signs * d).mean(axis=1)) >= obs - 1e-15))
-               for signs in _flip_blocks(n, len(d), seed))
-    return float((hits + 1) / (n + 1))
-
-
-def best_of_test(base: np.ndarray, candidates: np.ndarray, n: int = 10000, seed: int = 0
-                 ) -> tuple[int, float]:
-    """(the best candidate's row, its p-value corrected for having been picked as the best
-    of all rows): a max-statistic sign-flip test (Westfall and Young). ``candidates``:
-    (C, queries) per-query values of C systems on the queries of ``base``. Each draw flips
-    the same queries' signs in every candidate's deltas (they are paired on the queries)
-    and takes the largest mean over candidates; p is the share of draws at least as large
-    as the best's observed mean delta (one-sided: better than the base)."""
-    deltas = np.asarray(candidates, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-    means = deltas.mean(axis=1)
-    best = int(np.argmax(means))
-    if deltas.shape[1] == 0 or means[best] <= 0:
-        return best, 1.0
-    q = deltas.shape[1]
-    hits = sum(int(np.sum((signs @ deltas.T / q).max(axis=1) >= means[best] - 1e-15))
-               for signs in _flip_blocks(n, q, seed))
-    return best, float((hits + 1) / (n + 1))
-
-
 def compare(per_query: dict[str, dict[str, np.ndarray]], baseline: str, k: int,
-            metric: str = "ndcg") -> dict:
+            metric: str = "ndcg", **options) -> dict:
     """The report: means per system (metrics named with their cut-off: ``ndcg@10``,
-    ``ap@10`` — MAP over the top k — ...), and per reranker the paired test vs the
-    baseline on ``metric@k``."""
+    ``ap@10`` — MAP over the top k — ...), and on ``metric@k`` per reranker the paired
+    test vs the baseline (``p_value``; ``p_corrected``: corrected for the other rerankers,
+    max-T; ``ci``: of the mean delta) and per pair of rerankers the same (``pairs``), all
+    by :func:`ltr_toolkit.rank.stats.compare` with its defaults (``options`` to it)."""
     systems = {name: {m: float(np.mean(v)) for m, v in res.items()}
                for name, res in per_query.items()}
-    tests = {}
     key = f"{metric}@{k}"
-    base = per_query[baseline][key]
-    for name, res in per_query.items():
-        if name == baseline:
-            continue
-        d = res[key] - base
-        tests[name] = {"metric": key, "p_value": randomisation_test(base, res[key]),
-                       "wins": int(np.sum(d > 1e-12)), "ties": int(np.sum(np.abs(d) <= 1e-12)),
-                       "losses": int(np.sum(d < -1e-12)), "mean_delta": float(d.mean())}
-    return {"k": k, "queries": len(base), "baseline": baseline, "systems": systems, "tests": tests}
+    found = stats.compare({name: res[key] for name, res in per_query.items()}, baseline,
+                          pairwise=True, **options)
+    tests = {name: {"metric": key, **t.to_dict()} for name, t in found.tests.items()}
+    pairs = [{"metric": key, **row} for row in found.to_dict()["pairs"]]
+    return {"k": k, "queries": found.units, "baseline": baseline, "systems": systems,
+            "tests": tests, "pairs": pairs, "mean_ci": found.to_dict()["mean_ci"],
+            "statistics": _statistics(found)}
+
+
+def _statistics(found: stats.Comparison) -> dict:
+    """How the report's p-values and intervals were computed."""
+    return {"test": "paired randomisation (sign flips)", "alternative": found.alternative,
+            "draws": found.draws, "seed": found.seed,
+            "correction": f"{found.correction} over the {len(found.tests)} rerankers vs the baseline, "
+                          f"and over the {len(found.pairs)} pairs of rerankers"
+            if len(found.tests) > 1 else "none (one reranker)",
+            "intervals": None if found.confidence_level is None else
+            f"percentile bootstrap of the queries, {found.confidence_level:.0%}"}
 
 
 def per_query_json(per_query: dict[str, dict[str, np.ndarray]], qids: list[str]) -> dict:
@@ -119,23 +84,28 @@ def per_query_json(per_query: dict[str, dict[str, np.ndarray]], qids: list[str])
             for name, res in per_query.items()}
 
 
-#: Significance level of :func:`recommend`.
-ALPHA = 0.05
+#: Significance level of :func:`recommend` (the toolkit's one level)
+ALPHA = stats.ALPHA
 
 
 def recommend(report: dict, alpha: float = ALPHA) -> dict:
     """What to deploy, from a :func:`compare` report: among the rerankers better than the
-    baseline on the tested metric with p < ``alpha``, the one with the highest mean; none
-    ("keep the first stage") when no reranker is. A reranker significantly worse than the
-    baseline is named as such."""
+    baseline on the tested metric with a corrected p < ``alpha`` (max-T over all the
+    rerankers compared: the best of several is not deployed because one of them was
+    lucky), the one with the highest mean; none ("keep the first stage") when no reranker
+    is. A reranker significantly worse than the baseline is named as such. A report
+    written before the correction (no ``p_corrected``) is read by its plain p-values."""
     tests = report["tests"]
-    better = [n for n, t in tests.items() if t["mean_delta"] > 0 and t["p_value"] < alpha]
-    worse = sorted(n for n, t in tests.items() if t["mean_delta"] < 0 and t["p_value"] < alpha)
+    p = {n: t.get("p_corrected", t["p_value"]) for n, t in tests.items()}
+    better = [n for n, t in tests.items() if t["mean_delta"] > 0 and p[n] < alpha]
+    worse = sorted(n for n, t in tests.items() if t["mean_delta"] < 0 and p[n] < alpha)
+    many = f", corrected for {len(tests)} rerankers" if len(tests) > 1 else ""
     if not better:
         return {"deploy": None, "worse": worse, "alpha": alpha,
-                "reason": f"no reranker beats {report['baseline']} with p < {alpha}: keep the first stage"}
+                "reason": f"no reranker beats {report['baseline']} with p < {alpha}{many}: "
+                          "keep the first stage"}
     best = max(better, key=lambda n: tests[n]["mean_delta"])
     t = tests[best]
     return {"deploy": best, "worse": worse, "alpha": alpha,
             "reason": f"{best}: {t['metric']} {t['mean_delta']:+.4f} vs {report['baseline']} "
-                      f"(p {t['p_value']:.4f}, W/T/L {t['wins']}/{t['ties']}/{t['losses']})"}
+                      f"(p {p[best]:.4f}{many}, W/T/L {t['wins']}/{t['ties']}/{t['losses']})"}

@@ -71,18 +71,19 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
 def judged_candidates(conn: Connection, index: str, jl: JudgmentList, featureset: str,
                       first_stage: FirstStage, store: str | None = None, k: int | None = None,
                       unjudged: str = "zero", judged_outside: str = "exclude",
-                      max_terms: int | None = None, budget_of: JudgmentList | None = None
-                      ) -> tuple[JudgmentList, dict | None, int | None]:
+                      max_terms: int | None = None, budget_of: JudgmentList | None = None,
+                      via: str = "plugin") -> tuple[JudgmentList, dict | None, int | None]:
     """What a logging run logs, prepared the same way by ``ltr log``, jobs, job parts and
     ``Serving``: the query-term budget measured once (on ``budget_of``, the whole list a
     part belongs to, else ``jl``; or given as ``max_terms``, e.g. a model's), then, with
     ``k``, the first stage's top ``k`` of each query labelled from ``jl``
     (:func:`candidate_judgments`, its queries fitted to that budget). Returns (the pairs
     to log, the candidates' info or None, the budget): pass the budget on to
-    ``log_features``, which records it."""
+    ``log_features``, which records it. ``via``: how the features will be logged
+    (``featurelog.VIAS``), which the budget is measured with."""
     if max_terms is None:
         max_terms = featurelog.query_budget(conn, index, budget_of or jl, featureset,
-                                            first_stage, store)
+                                            first_stage, store, via)
     info = None
     if k:
         jl, info = candidate_judgments(conn, index, jl, k, first_stage, unjudged, judged_outside,

@@ -27,8 +27,12 @@ models: 0.0 before normalisation), and ``models`` reproduce exactly that.
 Resumable (see ``checkpoint``): kill it at any moment and run it again with the same
 arguments; the output is byte-identical to an uninterrupted run.
 
-NOTE: this module is exercised only against a node WITH the LTR plugin (tests marked
-``ltr``); see the issue notes for where that could not run.
+Two ways to log (``via``): ``"plugin"`` (the above) and ``"named-queries"``: each
+feature's template rendered here and sent as a named query, its value read from the hit's
+``matched_queries`` scores (:mod:`ltr_toolkit.query.named`): what Elasticsearch's native
+learning to rank computes, on any cluster, the plugin not needed (the feature set then
+comes from the store or from a file). Both give the same rows, missing features
+included (``tests/test_named_logging.py``).
 """
 
 from __future__ import annotations
@@ -43,18 +47,37 @@ from ..data.svmlight import MISSING_ABSENT, read_sidecar
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
 from ..io.atomic import atomic_write, check_writable, write_json
-from ..data.querytext import distinct_words, fit_keywords, fit_params
+from ..data.querytext import distinct_words, fit_keywords
 from ..query.clauses import term_budget
+from ..query.prepare import QueryPlan
 from ..transport.client import Connection, item_error, msearch_items
 from ..query.firststage import FirstStage
-from ..stores.params import check_params, derived_depth, featureset_info, with_first_stage_ids
-from ..query.requests import search_body
+from ..stores.params import check_params, derived_depth, featureset_info, file_featureset_info
+from ..query.named import named_body, named_values, search_each
 from ..stores.store import sltr
-from ..indexing.vectors import uses_vector, vector_source, with_query_vectors
+from ..indexing.vectors import uses_vector, vector_source
 from concurrent.futures import ThreadPoolExecutor
 
 LOG_NAME = "ltr_toolkit"
 QUERY_NAME = "ltr_toolkit_logged"
+#: how features are logged: the plugin's ``sltr`` + ``ltr_log``, or named queries
+VIAS = ("plugin", "named-queries")
+
+
+def featureset_source(conn: Connection, featureset: str, store: str | None,
+                      via: str = "plugin") -> dict:
+    """The feature set's info (``stores.params.featureset_info``, templates included) for
+    logging ``via``: the plugin logs a stored set; named queries take a stored one or a
+    feature set file (a path ending in ``.json``)."""
+    if via not in VIAS:
+        raise UserError(f"logging via {via!r}: expected one of {', '.join(VIAS)}")
+    if featureset.endswith(".json") or Path(featureset).is_file():
+        if via == "plugin":
+            raise UserError(f"the plugin logs a stored feature set, not the file {featureset}",
+                            "upload it (ltr featureset upload) and pass its name, or log "
+                            "--via named-queries")
+        return file_featureset_info(featureset)
+    return featureset_info(conn, featureset, store)
 
 
 def log_body(params: dict, docids: list[str], featureset: str, store: str | None) -> dict:
@@ -92,22 +115,26 @@ def logged_values(hit: dict, n_features: int, name: str = LOG_NAME) -> list[floa
 
 
 def query_budget(conn: Connection, index: str, jl: JudgmentList, featureset: str,
-                 first_stage: FirstStage, store: str | None = None) -> int | None:
+                 first_stage: FirstStage, store: str | None = None, via: str = "plugin") -> int | None:
     """The distinct query terms the cluster accepts for this feature set and first stage
     (:func:`ltr_toolkit.query.clauses.term_budget`; None without queries): what candidates, logging and
-    the models trained on them fit long queries to."""
+    the models trained on them fit long queries to. ``via`` named queries: probed with the
+    named queries, not ``sltr``."""
     qids = jl.judged_qids()
     if not qids:
         return None
     longest = max(qids, key=lambda q: len(distinct_words(jl.queries[q])))
+    features = featureset_source(conn, featureset, store, via)["features"] \
+        if via != "plugin" else None
     return term_budget(conn, index, first_stage, jl.query_params(longest),
-                       featureset=featureset, store=store)
+                       featureset=featureset, store=store, features=features)
 
 
 def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
                  store: str | None = None, batch: int = 25, progress=None,
                  first_stage: FirstStage | None = None, candidates: dict | None = None,
-                 parallel: int = 1, max_terms: int | None = None, encoder=None) -> dict:
+                 parallel: int = 1, max_terms: int | None = None, encoder=None,
+                 via: str = "plugin") -> dict:
     """Log every (query, document) pair of ``jl`` (judged pairs, or first-stage candidates
     from ``candidates.candidate_judgments``, whose info goes in as ``candidates``).
 
@@ -120,13 +147,13 @@ def log_features(conn: Connection, jl: JudgmentList, featureset: str, index: str
     (``max_terms``; None: measured, :mod:`ltr_toolkit.query.clauses`), recorded in the
     sidecar. A feature set using ``query_vector`` gets each query's vector by the index's
     encoder (``encoder``: the user's spec; a different model is refused), recorded in the
-    sidecar."""
+    sidecar. ``via``: :data:`VIAS` (see the module docstring)."""
     out = Path(out)
     check_writable(out)         # a directory or a read-only place: before any search
     run = _Rounds(conn, jl, featureset, index, store, first_stage or FirstStage.from_fields(),
-                  encoder)
+                  encoder, via)
     if max_terms is None:
-        max_terms = query_budget(conn, index, jl, featureset, run.first_stage, store)
+        max_terms = query_budget(conn, index, jl, featureset, run.first_stage, store, via)
     run.max_terms = max_terms
     ck = CheckpointedOutput(out, run.key(batch))
     state = _log_rounds(run, ck, batch, parallel, progress)
@@ -172,10 +199,10 @@ class _Rounds:
     queries logged: the first stage's top ids where the features use them, then the
     ``sltr`` + ``ltr_log`` searches, as rows of text."""
 
-    def __init__(self, conn, jl, featureset, index, store, first_stage, encoder):
+    def __init__(self, conn, jl, featureset, index, store, first_stage, encoder, via="plugin"):
         self.conn, self.jl, self.featureset, self.index, self.store = conn, jl, featureset, index, store
-        self.first_stage, self.encoder, self.max_terms = first_stage, encoder, None
-        self.fsinfo = featureset_info(conn, featureset, store)
+        self.first_stage, self.encoder, self.max_terms, self.via = first_stage, encoder, None, via
+        self.fsinfo = featureset_source(conn, featureset, store, via)
         self.depth = derived_depth(self.fsinfo["params"])
         self.qids = jl.judged_qids()
         for q in self.qids:   # before any search
@@ -184,6 +211,8 @@ class _Rounds:
             first_stage.check(conn, index)
         self.semantic = vector_source(conn, index, encoder)[0] \
             if uses_vector(self.fsinfo["params"]) else None
+        col = first_stage.feature_column({"features": self.fsinfo["features"]})
+        self.first_feature = None if col is None else self.fsinfo["feature_names"][col]
         self.by_q = jl.by_query()
         self.stats = {"retried": 0}
 
@@ -192,38 +221,48 @@ class _Rounds:
         return hashlib.sha256(json.dumps(
             [self.jl.content_hash(), self.fsinfo["sha256"], self.index, batch,
              self.first_stage.to_dict() if self.depth else self.first_stage.statistics,
-             self.max_terms, self.semantic], sort_keys=True).encode()).hexdigest()
+             self.max_terms, self.semantic] + ([self.via] if self.via != "plugin" else []),
+            sort_keys=True).encode()).hexdigest()
+
+    @property
+    def plan(self) -> QueryPlan:
+        """How this run's queries are prepared: the one path serving uses too."""
+        return QueryPlan(self.index, self.first_stage, tuple(self.fsinfo["params"]),
+                         self.max_terms, 0, self.store, self.encoder)
 
     def log_round(self, group: list[str]) -> tuple[str, list, list, int]:
-        """(rows text, missing docs, failed queries, pairs of failed queries) of a round."""
-        raw = with_query_vectors(self.conn, self.index, [self.jl.query_params(q) for q in group],
-                                 self.fsinfo["params"], self.encoder)
-        params = {q: fit_params(p, self.max_terms) for q, p in zip(group, raw)}
-        failed: dict[str, str] = {}
-        if self.depth:
-            self._first_ids(group, params, failed)
-        todo = [q for q in group if q not in failed]
-        bodies = [log_body(params[q], [d for d, _ in self.by_q[q]], self.featureset, self.store)
-                  for q in todo]
-        items = msearch_items(self.conn, self.index, bodies, stats=self.stats,
-                              search_type=self.first_stage.search_type) if todo else []
-        return self._rows(group, dict(zip(todo, items)), failed)
+        """(rows text, missing docs, failed queries, pairs of failed queries) of a round:
+        each query prepared as served (``query.prepare``: its vector from the full text,
+        the keywords shortened, the first stage's top ids where the features use them,
+        its logged documents as the scored ones), then logged the way ``via`` logs."""
+        docids = {q: [d for d, _ in self.by_q[q]] for q in group}
+        firsts: dict[int, str] = {}
+        prepared = self.plan.params(self.conn, [self.jl.query_params(q) for q in group],
+                                    scored=[docids[q] for q in group], failures=firsts,
+                                    stats=self.stats)
+        failed = {group[i]: "first stage: " + why for i, why in firsts.items()}
+        todo = [(q, p) for q, p in zip(group, prepared) if q not in failed]
+        items = self._search(todo, docids)
+        return self._rows(group, dict(zip([q for q, _ in todo], items)), failed)
 
-    def _first_ids(self, group, params, failed) -> None:
-        """The first stage's top ids into each query's parameters, as serving computes
-        them (a query whose first stage fails goes into ``failed``)."""
-        firsts = msearch_items(self.conn, self.index, [
-            search_body(self.first_stage, params[q], self.depth, source=None) for q in group],
-            stats=self.stats, search_type=self.first_stage.search_type)
-        for q, item in zip(group, firsts):
-            if "error" in item:
-                failed[q] = "first stage: " + _query_failure(item, self.conn, self.store)
-            else:
-                ids = [h["_id"] for h in item["hits"]["hits"]]
-                params[q] = with_first_stage_ids(params[q], ids, self.depth)
+    def _search(self, todo: list[tuple[str, dict]], docs: dict) -> list[dict]:
+        """The logging searches' items of the prepared queries ``todo``, the way ``via``
+        logs."""
+        if not todo:
+            return []
+        if self.via == "plugin":
+            bodies = [log_body(p, docs[q], self.featureset, self.store) for q, p in todo]
+            return msearch_items(self.conn, self.index, bodies, stats=self.stats,
+                                 search_type=self.first_stage.search_type)
+        features = self.fsinfo["features"]
+        bodies = [named_body(features, p, docs[q]) for q, p in todo]
+        return search_each(self.conn, self.index, bodies, self.first_stage.search_type, self.stats)
+
+    def values(self, hit: dict) -> list[float | None]:
+        names = self.fsinfo["feature_names"]
+        return logged_values(hit, len(names)) if self.via == "plugin" else named_values(hit, names)
 
     def _rows(self, group, responses, failed) -> tuple[str, list, list, int]:
-        nf = len(self.fsinfo["feature_names"])
         rows, missing, failures, failed_pairs = [], [], [], 0
         for q in group:
             resp = responses.get(q)
@@ -238,7 +277,7 @@ class _Rounds:
                 if d not in hits:
                     missing.append([q, d])
                     continue
-                feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(logged_values(hits[d], nf))
+                feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(self.values(hits[d]))
                                 if v is not None)
                 rows.append(f"{_grade_text(g)} qid:{q}{feats} # {d}\n")
         return "".join(rows), missing, failures, failed_pairs
@@ -258,7 +297,9 @@ class _Rounds:
             "failed_queries": (candidates or {}).get("failed_queries", []) + state["failed"],
             "retried_items": state.get("retried", 0),
             "missing_features": MISSING_ABSENT,
+            "logged_via": self.via,
             "max_query_terms": self.max_terms,
+            "first_stage_feature": self.first_feature,
             "encoder": semantic and semantic["encoder"],
             "vector_field": semantic and semantic["field"],
             "fitted_queries": sum(fit_keywords(jl.queries[q], self.max_terms) != jl.queries[q]
@@ -352,7 +393,7 @@ def _same_logging(out: Path, old: dict, fsinfo: dict, stage: FirstStage, feature
 def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,
                     store: str | None = None, batch: int = 25, progress=None,
                     first_stage: FirstStage | None = None, candidates: dict | None = None,
-                    parallel: int = 1) -> dict:
+                    parallel: int = 1, via: str = "plugin") -> dict:
     """Log only the pairs OUT does not hold yet (documents that were missing, and queries
     that failed, before are tried again), and append them to OUT atomically. Rows OUT
     already holds take the current judgments' grades, and rows of pairs the judgments no
@@ -362,12 +403,12 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
     side_path = out.with_suffix(out.suffix + ".json")
     if not out.exists():
         return log_features(conn, jl, featureset, index, out, store, batch, progress,
-                            first_stage, candidates, parallel=parallel)
+                            first_stage, candidates, parallel=parallel, via=via)
     if not side_path.exists():
         raise UserError(f"{out} has no sidecar {side_path.name}: which feature set its rows "
                         "were logged with is unknown", "restore the sidecar, or log to a new file")
     old = read_sidecar(out)
-    fsinfo = featureset_info(conn, featureset, store)
+    fsinfo = featureset_source(conn, featureset, store, via)
     stage = first_stage or FirstStage.from_fields()
     _same_logging(out, old, fsinfo, stage, featureset, candidates)
     done, regraded, dropped = _scan(out, jl.grades)
@@ -377,11 +418,11 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
     inc = out.with_name(out.name + ".increment")
     # the rows already there were fitted to the file's budget: the new ones too
     budget = old.get("max_query_terms") if "max_query_terms" in old else \
-        query_budget(conn, index, jl, featureset, stage, store)
+        query_budget(conn, index, jl, featureset, stage, store, via)
     missing, failed = [], []
     if new.grades:
         log_features(conn, new, featureset, index, inc, store, batch, progress, stage,
-                     candidates, parallel=parallel, max_terms=budget)
+                     candidates, parallel=parallel, max_terms=budget, via=via)
         missing, failed = _increment_outcome(out, old, inc)
     rows = n_done - dropped
     if new.grades or regraded or dropped:

@@ -13,7 +13,8 @@ from opensearchpy import helpers
 
 from ..encoders import load_encoder
 from ..transport.client import Connection, call, request
-from ..transport.lookups import forget, has_knn
+from ..transport.engine import VectorKind, vector_kind
+from ..transport.lookups import forget
 from .neighbours import Expansion, all_neighbour_texts
 from .vectors import DEFAULT_TEXT_FIELDS, FIELD as VECTOR_FIELD, document_text, \
     document_vectors, field_mapping, meta_entry
@@ -51,13 +52,14 @@ TERM_VECTORS = "yes"
 
 def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CORPUS_VERSION,
             shards: int = 1, replicas: int = 0, term_vectors: bool = True,
-            expansion: str | None = None, vectors: dict | None = None) -> dict:
+            expansion: str | None = None, vectors: dict | None = None,
+            vector_kind: VectorKind | None = None) -> dict:
     """BM25 on the text fields; the same text under other similarities as multi-fields,
     and each field's token count. ``fields`` None: Cranfield's (authors and source with
     the standard analyzer, without multi-fields). ``expansion``: a field for the
     neighbours' text, indexed but not kept in ``_source`` (it would slow every fetch).
-    ``vectors``: the vector field's ``_meta`` entry (:func:`.vectors.meta_entry`): a
-    cosine ``knn_vector`` on the lucene engine, also left out of ``_source``."""
+    ``vectors``: the vector field's ``_meta`` entry (:func:`.vectors.meta_entry`): the
+    engine's cosine vector field (``vector_kind``), also left out of ``_source``."""
     text = {"type": "text", "analyzer": analyzer}
     subs = {"lmd": dict(text, similarity="lmd"), "dfr": dict(text, similarity="dfr")}
     stored = dict(text, term_vector=TERM_VECTORS) if term_vectors else text
@@ -76,12 +78,12 @@ def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CO
         props[expansion] = text
         hidden.append(expansion)
     if vectors:
-        props[vectors["field"]] = field_mapping(vectors["encoder"]["dim"])
+        props[vectors["field"]] = field_mapping(vector_kind, vectors["encoder"]["dim"])
         mappings["_meta"]["vectors"] = vectors
         hidden.append(vectors["field"])
     if hidden:
         mappings["_source"] = {"excludes": hidden}
-    index_settings = {"knn": True} if vectors else {}
+    index_settings = vector_kind.index_settings() if vectors else {}
     return {"settings": {"number_of_shards": int(shards), "number_of_replicas": int(replicas),
                          "index": {**index_settings, "similarity": {
                              "lmd": {"type": "LMDirichlet", "mu": 1000},
@@ -151,7 +153,7 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     vector_fields, no_vectors = _vector_support(conn, vector_fields)
     vec_fields, vec_of = _vectors(docs, fields or FIELDS, vector_fields, encoder)
     body = mapping(analyzer, fields, meta, shards, replicas, term_vectors,
-                   expansion.field if expansion else None, vec_fields)
+                   expansion.field if expansion else None, vec_fields, vector_kind(conn))
     if expansion:
         texts = _neighbour_texts(conn, index, docs, expansion,
                                  mapping(analyzer, fields, meta, 1, 0, term_vectors, None), fields)
@@ -182,7 +184,7 @@ def _clear_index(conn: Connection, index: str, recreate: bool) -> None:
 def _vector_support(conn: Connection, vector_fields):
     """(the vector fields to encode, None or why there are none): none on a cluster
     without the k-NN plugin."""
-    if vector_fields and not has_knn(conn):
+    if vector_fields and vector_kind(conn) is None:
         return None, ("the cluster has no k-NN plugin (opensearch-knn): the "
                       "semantic features are not available on this index")
     return vector_fields, None

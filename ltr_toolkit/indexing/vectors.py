@@ -1,16 +1,17 @@
 """Dense vectors in the index, and the query vector as a derived template parameter.
 
 Index side: each document's vector of its text fields (title and abstract by default)
-in a ``knn_vector`` field (:data:`FIELD`; the k-NN plugin's ``lucene`` engine, cosine:
-the Maven Central zip of the k-NN plugin carries no native libraries, and its default
-``faiss`` engine kills the node), and the encoder's identity with the text fields in the
-mapping's ``_meta.vectors``. Vectors the user's own ingest pipeline wrote are used as
+in the engine's vector field (:data:`FIELD`, cosine; ``transport.engine``): on
+OpenSearch a ``knn_vector`` on the k-NN plugin's ``lucene`` engine (the Maven Central zip
+of the k-NN plugin carries no native libraries, and its default ``faiss`` engine kills
+the node), on Elasticsearch a float ``dense_vector``; and the encoder's identity with
+the text fields in the mapping's ``_meta.vectors``. Vectors the user's own ingest pipeline wrote are used as
 they are: :func:`register` names the field and its model (checked on a sample when the
 text fields are given).
 
-Query side: a feature template uses ``query_vector`` (``"query_value":
-{{#toJson}}query_vector{{/toJson}}`` in a ``knn_score`` script: see the shipped feature
-sets); :func:`with_query_vectors` computes it from ``keywords`` with the encoder the index
+Query side: a feature template uses ``query_vector`` (``{{#toJson}}query_vector{{/toJson}}``
+in OpenSearch's ``knn_score`` script or Elasticsearch's ``knn`` query: see the shipped
+feature sets and ``transport.engine``); :func:`with_query_vectors` computes it from ``keywords`` with the encoder the index
 names -- the same way at logging, in cross-validation and at serving -- unless the caller
 passes it (its hybrid first stage computed it already). A different encoder is refused
 in one line.
@@ -28,23 +29,19 @@ from ..errors import ClusterError, UserError
 from ..io.atomic import atomic_write
 from ..io.cache import cache_dir
 from ..transport.client import Connection, call, request
-from ..transport.lookups import fact, forget, require_knn
+from ..transport.engine import QUERY_VECTOR, VectorKind, require_vectors
+from ..transport.lookups import fact, forget
 from opensearchpy import helpers
 
 #: the vector field's name in the toolkit's mappings and shipped feature sets
 FIELD = "vector"
-#: the template parameter a semantic feature takes
-QUERY_VECTOR = "query_vector"
 DEFAULT_TEXT_FIELDS = ("title", "abstract")
 
 
-def field_mapping(dim: int, approximate: bool = True) -> dict:
-    """A cosine ``knn_vector`` of ``dim`` dimensions on the lucene engine (``approximate``
-    False: no HNSW graph, for an index without ``index.knn``: exact scoring only)."""
-    spec = {"type": "knn_vector", "dimension": int(dim)}
-    if approximate:
-        spec["method"] = {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}
-    return spec
+def field_mapping(kind: VectorKind, dim: int, approximate: bool = True) -> dict:
+    """The engine's cosine vector field of ``dim`` dimensions (``approximate`` False, on
+    OpenSearch: no HNSW graph, for an index without ``index.knn``: exact scoring only)."""
+    return kind.mapping(dim, approximate)
 
 
 def meta_entry(encoder: Encoder, text_fields, field: str = FIELD, written_by: str = "ltr-toolkit") -> dict:
@@ -175,10 +172,11 @@ def _prepare_vector_field(conn: Connection, index: str, fields, encoder: Encoder
                             f"not {','.join(fields)}", "pass the same --fields")
     _check_updatable(index, mappings)
     if FIELD not in props:
+        kind = require_vectors(conn, f"vectors in index {index}")
         settings = request(conn, "GET", f"/{index}/_settings")
         knn = next(iter(settings.values()))["settings"]["index"].get("knn") == "true"
         request(conn, "PUT", f"/{index}/_mapping",
-                {"properties": {FIELD: field_mapping(encoder.dim, approximate=knn)}})
+                {"properties": {FIELD: field_mapping(kind, encoder.dim, approximate=knn or not kind.index_settings())}})
     if not recorded:
         _write_meta(conn, index, meta_entry(encoder, fields), mappings)
 
@@ -265,13 +263,14 @@ def register(conn: Connection, index: str, field: str, encoder: Encoder | None =
     own pipeline (nothing is recomputed). With ``text_fields``, up to ``sample`` documents'
     stored vectors are compared with the encoder's (:func:`check_agreement`)."""
     encoder = encoder or load_encoder()
+    kind = require_vectors(conn, "vectors written by your pipeline")
     mappings = _mapping(conn, index)
     spec = mappings.get("properties", {}).get(field)
-    if not spec or spec.get("type") != "knn_vector":
-        raise UserError(f"index {index} has no knn_vector field {field!r}",
+    if not spec or spec.get("type") != kind.field_type:
+        raise UserError(f"index {index} has no {kind.field_type} field {field!r}",
                         "name the field your pipeline writes the vectors to (--field)")
-    if int(spec.get("dimension", 0)) != encoder.dim:
-        raise UserError(f"field {field} of {index} has {spec.get('dimension')} dimensions, "
+    if int(spec.get(kind.dims_key, 0)) != encoder.dim:
+        raise UserError(f"field {field} of {index} has {spec.get(kind.dims_key)} dimensions, "
                         f"encoder {encoder.name} makes {encoder.dim}", "give the model that wrote them with --encoder")
     checked = None
     if text_fields:
@@ -307,7 +306,7 @@ def vector_source(conn: Connection, index: str, encoder: str | Encoder | None = 
     the identity a model artifact recorded. Either mismatch is refused in one line."""
     record = index_vectors(conn, index)
     if not record:
-        require_knn(conn, f"a feature set using {QUERY_VECTOR}")
+        require_vectors(conn, f"a feature set using {QUERY_VECTOR}")
         raise UserError(f"the feature set uses {QUERY_VECTOR} but index {index} has no vectors",
                         f"add them with `ltr index vectors --index {index} --fields F,G`")
     enc = encoder if isinstance(encoder, Encoder) else load_encoder(encoder)

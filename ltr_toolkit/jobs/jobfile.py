@@ -13,6 +13,7 @@ from ..data.judgments import FORMATS as JUDGMENT_FORMATS
 from ..errors import InputError
 from ..io.text import read_text
 from ..features.candidates import JUDGED_OUTSIDE, UNJUDGED
+from ..features.featurelog import VIAS
 from ..transport.client import Connection
 from ..query.firststage import STATISTICS
 from ..clicks.grades import MAPPINGS
@@ -24,7 +25,7 @@ DEFAULT_TIMEOUT = 60.0
 KNOWN = {"cluster": {"url", "ca_certs", "insecure", "timeout"},
          "logging": {"featureset", "index", "judgments", "format", "queries", "store", "fields",
                      "first_stage", "statistics", "candidates", "unjudged", "judged_outside", "batch",
-                     "parallel"},
+                     "parallel", "via"},
          "output": {"directory", "keep", "incremental"},
          # a click job: judgments from the last N days of UBI events (ltr_toolkit.clicks)
          "clicks": {"days", "model", "prior", "min_impressions", "grades", "levels", "positions",
@@ -57,6 +58,7 @@ class Job:
     incremental: bool
     raw: dict = field(default_factory=dict, repr=False)
     clicks: dict | None = None     # [clicks]: judgments from UBI events instead of a file
+    via: str = "plugin"            # how features are logged (features.featurelog.VIAS)
 
 
 class _Checker:
@@ -182,7 +184,8 @@ def load_job(path) -> Job:
         parallel=c.positive("logging", "parallel", lg.get("parallel", 1)),
         directory=c.rel(out["directory"]), keep=c.positive("output", "keep", out.get("keep", 7)),
         incremental=c.flag("output", "incremental", out.get("incremental", False)), raw=raw,
-        clicks=_clicks(raw["clicks"], c) if "clicks" in raw else None)
+        clicks=_clicks(raw["clicks"], c) if "clicks" in raw else None,
+        via=c.one_of("logging", "via", lg.get("via", "plugin"), VIAS))
 
 
 def _clicks(cl: dict, c: _Checker) -> dict:

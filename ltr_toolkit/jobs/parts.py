@@ -49,7 +49,7 @@ MERGE_WORK = ".work-merge"
 #: sidecar entries every part must share: what was logged, from where, and how
 SAME_IN_EVERY_PART = ("featureset", "featureset_sha256", "store", "feature_names",
                       "featureset_params", "index", "first_stage", "max_query_terms",
-                      "missing_features", "encoder", "vector_field")
+                      "missing_features", "encoder", "vector_field", "first_stage_feature")
 #: parts logged further apart than this are not one snapshot: an older part is logged
 #: again when its part runs, and refused at the merge
 PART_SPREAD_SECONDS = 12 * 3600
@@ -113,7 +113,7 @@ def _part_inputs(job: Job, conn, work: Path, i: int, n: int, stage_fs):
     jl = whole.subset(qids[(i - 1) * len(qids) // n: i * len(qids) // n])
     jl, info, budget = judged_candidates(conn, job.index, jl, job.featureset, stage_fs, job.store,
                                          job.candidates, job.unjudged, job.judged_outside,
-                                         budget_of=whole)
+                                         budget_of=whole, via=job.via)
     write_json(frozen, {"judgments": jl.to_dict(), "candidates": info, "max_terms": budget,
                         "whole": whole.content_hash()}, indent=None)
     return jl, info, budget, whole.content_hash()
@@ -126,7 +126,8 @@ def _log_part(job: Job, conn, i: int, n: int, work: Path, done: Path, log) -> No
     jl, info, budget, whole = _part_inputs(job, conn, work, i, n, stage_fs)
     t0 = time.monotonic()
     log_features(conn, jl, job.featureset, job.index, work / "features.txt", job.store,
-                 job.batch, None, stage_fs, info, parallel=job.parallel, max_terms=budget)
+                 job.batch, None, stage_fs, info, parallel=job.parallel, max_terms=budget,
+                 via=job.via)
     stage = work / "stage"
     if stage.exists():
         shutil.rmtree(stage)

@@ -174,7 +174,8 @@ def _inputs(job: Job, conn, work: Path):
                 inputs.get("max_terms"))
     jl = click_judgments(job, conn, work) if job.clicks else load_judgments(job.judgments, job.fmt, job.queries)
     jl, info, budget = judged_candidates(conn, job.index, jl, job.featureset, stage_fs, job.store,
-                                         job.candidates, job.unjudged, job.judged_outside)
+                                         job.candidates, job.unjudged, job.judged_outside,
+                                         via=job.via)
     write_json(frozen, {"judgments": jl.to_dict(), "candidates": info, "max_terms": budget},
                indent=None)
     return jl, info, stage_fs, budget
@@ -224,9 +225,9 @@ def _log(job: Job, conn, work: Path, jl, info, stage_fs, budget, log) -> dict:
     if job.incremental:
         _seed_incremental(job, work, log)
         return log_incremental(conn, jl, job.featureset, job.index, features, job.store,
-                               job.batch, None, stage_fs, info, parallel=job.parallel)
+                               job.batch, None, stage_fs, info, parallel=job.parallel, via=job.via)
     return log_features(conn, jl, job.featureset, job.index, features, job.store, job.batch,
-                        None, stage_fs, info, parallel=job.parallel, max_terms=budget)
+                        None, stage_fs, info, parallel=job.parallel, max_terms=budget, via=job.via)
 
 
 def _stage(work: Path, run_id: str) -> Path:

@@ -25,11 +25,11 @@ import numpy as np
 
 from ..features.featurelog import query_budget
 from ..query.firststage import FirstStage
+from ..stores.contract import of_artifact
 from ..stores.model_store import delete_models, upload
-from ..serving.explain import explain_systems
+from ..serving.explain import explain_systems, merge_explanations
 from ..evaluation.live import top_lists
 from ..stores.params import derived_depth, featureset_params
-from ..query.requests import MODEL_ONLY
 from ..serving.serving import Serving
 from ..stores.store import get_featureset
 from ..data.judgments import JudgmentList
@@ -58,8 +58,9 @@ def fit_chosen(ds, algo: str, k: int, seed: int, params: dict | None, source: st
     """The model artifact of ``algo`` on ``ds``: with ``params`` as given (served alone),
     else with the choice :func:`.selection.select` makes on ``ds`` (recorded in the
     artifact's ``selection``); None when that choice is to keep the first stage. The
-    artifact's ``rescore`` holds the (query_weight, rescore_query_weight) to serve it
-    with. Networks hold a seeded 20% of the queries out for early stopping. ``selection``:
+    artifact's serving contract (``serving``, ``stores.contract``) holds the rescore
+    weights it is served with: the model alone, or the blend chosen (:func:`blended`).
+    Networks hold a seeded 20% of the queries out for early stopping. ``selection``:
     more options of :func:`.selection.select` (e.g. ``{"halving": False}``)."""
     chosen = select(ds, algo, k, seed, first_col=first_col, **(selection or {})) \
         if params is None else None
@@ -73,19 +74,28 @@ def fit_chosen(ds, algo: str, k: int, seed: int, params: dict | None, source: st
         train = ds.subset([q for q in range(ds.n_queries) if q not in held])
         valid = ds.subset(sorted(held))
     art = train_model(train, algo, valid, source=source, k=k, seed=seed, **params)
-    weights = MODEL_ONLY
     if chosen and chosen["blend"] is not None:
-        served = plugin_scores(art, model_from_artifact(art), ds.X)
-        weights = (1.0, blend_beta(chosen["blend"], ds.X[:, first_col], served))
-    art["rescore"] = {"query_weight": weights[0], "rescore_query_weight": weights[1]}
+        art = blended(art, ds.X, first_col, chosen["blend"])
     if chosen:
         art["selection"] = chosen
     return art
 
 
-def _weights(art: dict) -> tuple[float, float]:
-    r = art.get("rescore") or {}
-    return (float(r.get("query_weight", MODEL_ONLY[0])), float(r.get("rescore_query_weight", MODEL_ONLY[1])))
+def blended(art: dict, X: np.ndarray, first_col: int, step: float) -> dict:
+    """The artifact served as a blend with the first stage (the column ``first_col`` of
+    ``X``, the logged rows it was chosen on): its contract's weights become
+    (1, beta) with beta from ``step`` (``selection.blend_beta``)."""
+    served = plugin_scores(art, model_from_artifact(art), X)
+    beta = blend_beta(step, X[:, first_col], served)
+    return dict(art, serving=of_artifact(art).with_weights(1.0, beta).to_dict())
+
+
+def first_stage_column(side: dict) -> int | None:
+    """The column of the logged rows that holds the first stage's score (what a blend
+    adds to the model's), as the logged data's sidecar records it; None: no feature is
+    the first stage."""
+    feature, names = side.get("first_stage_feature"), side.get("feature_names") or []
+    return names.index(feature) if feature in names else None
 
 
 def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, workdir: Path,
@@ -93,7 +103,8 @@ def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, wo
     """(dataset, sidecar, serving with the measured long-query budget, failed queries)
     of the first stage's top ``window`` per judged query, logged into
     ``workdir/candidates.txt``."""
-    budget = query_budget(conn, serving.index, jl, featureset, serving.first_stage, serving.store)
+    budget = query_budget(conn, serving.index, jl, featureset, serving.first_stage, serving.store,
+                          serving.via)
     serving = serving.with_budget(budget)
     data = workdir / "candidates.txt"
     side, info = serving.log_candidates(conn, jl, featureset, data)
@@ -121,7 +132,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    log=lambda msg: None, keep_models: bool = False,
                    evaluate_on: JudgmentList | None = None, jobs: int | None = None,
                    selection: dict | None = None, budget: float | None = None,
-                   explain: bool = False) -> dict:
+                   explain: bool = False, via: str = "plugin") -> dict:
     """Returns the pooled report (see the module docstring). ``algos``: algorithm ->
     fixed ``train_model`` settings, or None to choose them by inner cross-validation.
     Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``. ``evaluate_on``: train on
@@ -132,16 +143,19 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     settings in all folds (each fit gets its share of the workers' time; what a fit left
     out is named in its fold's settings and logged). ``explain``: the report's
     ``explanations`` hold each fold model's per-feature contributions to its queries' top
-    10 (computed while the model is in the store)."""
+    10 (computed while the model is in the store). ``via``: how the candidates' features
+    are logged (``featurelog``: the plugin, or named queries); fold models are served by
+    the plugin either way."""
     _check_settings(folds, algos)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    serving = Serving(index, first_stage or FirstStage.from_fields(), window, store)
+    serving = Serving(index, first_stage or FirstStage.from_fields(), window, store, via=via)
     ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
     truth = jl if evaluate_on is None else evaluate_on
     qids = _usable_queries(jl, truth, failed, folds)
     run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
-               folds, name_prefix, str(workdir), selection, budget, explain)
+               folds, name_prefix, str(workdir), selection, budget, explain,
+               first_col=first_stage_column(side))
     _check_first_stage_again(run, qids, failed)
     per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
     try:
@@ -198,6 +212,7 @@ def _report(run: "_Run", per_query: dict, ranked: dict, baseline_name: str, jl: 
         "models_left": left,
         "settings": run.chosen, "fit_seconds": run.fit_seconds,
         "fixed_settings": {a: v for a, v in algos.items() if v is not None},
+        "selection_options": run.options,
         "candidates": side.get("candidates"), "seed": run.seed,
         "max_query_terms": serving.max_terms, "fitted_queries": side.get("fitted_queries", 0),
         "failed_queries": sorted(failed.items()), "rescore_fallbacks": run.fallbacks,
@@ -215,7 +230,7 @@ class _Run:
     other folds, uploaded, and reranking its fold's queries through ``serving``."""
 
     def __init__(self, conn, serving, jl, qids, ds, featureset, k, seed, where, folds,
-                 name_prefix, source, selection=None, budget=None, explain=False):
+                 name_prefix, source, selection=None, budget=None, explain=False, first_col=None):
         self.conn, self.serving, self.qids, self.ds = conn, serving, qids, ds
         self.featureset, self.k, self.seed, self.where = featureset, k, seed, where
         self.folds, self.name_prefix, self.source = folds, name_prefix, source
@@ -223,7 +238,8 @@ class _Run:
         self.fit_seconds: dict[str, float] = {}
         self.params = [jl.query_params(q) for q in qids]
         fs = get_featureset(conn, featureset, serving.store) or {}
-        self.first_col = serving.first_stage.feature_column(fs)
+        self.first_col = first_col                 # from the logged data's sidecar
+        self.options: dict = dict(selection or {})
         depth = max(k, 10, derived_depth(featureset_params(fs)))
         self.failed: dict[int, str] = {}
         self.first = [ids or [] for ids in serving.first_ids(conn, self.params, depth=depth,
@@ -244,6 +260,7 @@ class _Run:
         options = dict(self.selection or {})
         if self.budget is not None:             # each fit's share of the workers' time
             options["budget"] = self.budget * min(jobs, n_tasks) / n_tasks
+        self.options = options                  # recorded: the deployment chooses alike
         tasks = [(algo, f, frozenset(q for q in self.qids if self.where[q] != f), self.k,
                   self.seed + f, algos[algo], self.source, self.first_col, options)
                  for algo in sorted(algos, key=_cost_rank) for f in range(self.folds)]
@@ -274,18 +291,16 @@ class _Run:
         self.models[algo].append(name)
         idx = [i for i, q in enumerate(self.qids) if self.where[q] == f]
         fell: dict[int, str] = {}
-        got = self.serving.for_model(name, _weights(art)).rerank(
-            self.conn, [self.params[i] for i in idx], max(self.k, 10),
-            first_ids=[self.first[i] for i in idx], fallbacks=fell)
+        serving = self.serving.for_model(name)     # as its contract says (a blend, or alone)
+        got = serving.rerank(self.conn, [self.params[i] for i in idx], max(self.k, 10),
+                             first_ids=[self.first[i] for i in idx], fallbacks=fell)
         self.fallbacks.setdefault(algo, []).extend(self.qids[idx[j]] for j in fell)
         for i, r in zip(idx, got):
             ranked[i] = r
         if self.explain:
-            part = explain_systems(self.conn, {algo: [(self.serving.for_model(name), idx)]},
-                                   self.params, {algo: ranked}, self.qids, self.first)
-            self.explanations["systems"].setdefault(algo, {}).update(part["systems"][algo])
-            self.explanations["features"] = part["features"]
-            self.explanations.setdefault("baselines", {}).update(part["baselines"])
+            merge_explanations(self.explanations, explain_systems(
+                self.conn, {algo: [(serving, idx)]}, self.params, {algo: ranked}, self.qids,
+                self.first))
 
 
 def _cost_rank(algo: str) -> int:
@@ -309,25 +324,37 @@ def _summary(art: dict, fixed) -> dict:
     if sel["first_stage"]:
         return {"first_stage": True, **left}
     return {"settings": sel["params"], "blend": sel["blend"],
-            "rescore_query_weight": art["rescore"]["rescore_query_weight"], **left}
+            "rescore_query_weight": of_artifact(art).weights[1], **left}
 
 
 def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,
-                       store: str | None = None, k: int = 10, seed: int = 42,
+                       store: str | None = None, k: int | None = None, seed: int | None = None,
                        algo: str | None = None) -> dict:
     """Train ``algo`` (default: the report's recommendation) on every judged query's
-    candidates, with settings chosen on all of them, and upload it as ``name-vN``.
-    Returns the upload's answer plus the artifact's settings."""
+    candidates, with settings chosen on all of them as the run's folds chose theirs (its
+    ``selection_options``, its seed and k unless given, the first stage's column as the
+    candidates' sidecar records it), and upload it as ``name-vN`` with its serving
+    contract. Returns the upload's answer plus the artifact's settings and contract."""
     algo = algo or report["recommendation"]["deploy"]
     if not algo:
         raise UserError("the cross-validation recommends keeping the first stage: no reranker "
                         "was better with p < 0.05", "pass --deploy-anyway ALGO to upload one anyway")
-    ds = load_logged(Path(workdir) / "candidates.txt")
-    fixed = report.get("fixed_settings", {}).get(algo)     # None: chosen, as in the folds
-    stage = FirstStage.from_dict(report["first_stage"])
-    first_col = stage.feature_column(get_featureset(conn, featureset, store) or {})
-    art = fit_chosen(ds, algo, k, seed, fixed, str(Path(workdir) / "candidates.txt"), first_col)
+    art, fixed = deploy_artifact(report, workdir, algo, k, seed)
     if art["model"] is None:
-        return {"name": None, "algorithm": algo, "settings": None, "rescore": None}
+        return {"name": None, "algorithm": algo, "settings": None, "contract": None}
     done = upload(conn, art, model_from_artifact(art), name, featureset, store)
-    return dict(done, algorithm=algo, settings=_summary(art, fixed), rescore=art["rescore"])
+    return dict(done, algorithm=algo, settings=_summary(art, fixed),
+                contract=of_artifact(art).to_dict())
+
+
+def deploy_artifact(report: dict, workdir, algo: str, k: int | None = None,
+                    seed: int | None = None) -> tuple[dict, dict | None]:
+    """(the artifact :func:`deploy_recommended` uploads, the fixed settings it used)."""
+    data = Path(workdir) / "candidates.txt"
+    ds = load_logged(data)
+    fixed = report.get("fixed_settings", {}).get(algo)     # None: chosen, as in the folds
+    seed = report.get("seed", 42) if seed is None else seed
+    k = report.get("k", 10) if k is None else k
+    art = fit_chosen(ds, algo, k, seed, fixed, str(data), first_stage_column(ds.meta["sidecar"]),
+                     report.get("selection_options"))
+    return art, fixed

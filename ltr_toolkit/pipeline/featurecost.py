@@ -10,7 +10,6 @@ from ..features.featurelog import query_budget
 from ..stores.params import featureset_info
 from ..stores.params import DERIVED
 from ..stores.store import get_featureset
-from ..data.querytext import fit_params
 from ..data.svmlight import load_logged
 from ..errors import UserError
 from ..evaluation.featurecost import FEEDBACK, feature_contributions, feature_costs
@@ -59,7 +58,7 @@ def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambda
     contribution = feature_contributions(
         ds, lambda: make_estimator(algo, k=k, seed=seed, **settings),
         {FEEDBACK: feedback}, folds, k, seed)
-    params = [fit_params(jl.query_params(q), serving.max_terms) for q in qids[:timing_queries]]
+    params = [jl.query_params(q) for q in qids[:timing_queries]]     # prepared as served
     log(f"timing {len(params)} queries x {passes} passes")
     cost = feature_costs(conn, serving, featureset, info["feature_names"], uses, params, passes,
                          seed)

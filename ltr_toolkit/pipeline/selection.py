@@ -14,9 +14,13 @@ Blends of a model with the first stage (served as OpenSearch's rescore with
 ``query_weight`` 1) are candidates too, and the first stage itself is the default: a
 model is chosen only when it beats the first stage on the training queries' inner folds
 significantly, by a test that knows it is testing the best of all candidates (a
-max-statistic sign-flip test, ``evaluation.report.best_of_test``: the best of 72 noise
-models beats the first stage by chance far more often than one model does); a fold
-that keeps the first stage serves no model at all.
+max-statistic sign-flip test, ``rank.stats.compare`` with ``statistic="mean"``: the best
+of 72 noise models beats the first stage by chance far more often than one model does)
+and, with successive halving, how they were pruned: each sign flip replays the halving
+and counts only when it keeps the settings the search kept (:class:`~ltr_toolkit.rank.
+stats.Halving`; without the replay the gate let the best through more often than its
+level, because the survivors' later rungs are extra chances given to the luckiest); a
+fold that keeps the first stage serves no model at all.
 
 Used inside each outer fold of ``crossval`` (nested cross-validation: the outer fold's
 queries never influence its choice) and on all judged queries for the model deployed.
@@ -28,8 +32,8 @@ import time
 
 import numpy as np
 
-from ..evaluation.report import ALPHA, best_of_test
 from ..rank.metrics import ndcg
+from ..rank.stats import ALPHA, N_RESAMPLES, Halving, compare
 from .train import TREE_ALGOS, make_estimator
 
 #: tree counts read off one model's rounds (at learning rate 0.1: the tree count and the
@@ -141,6 +145,32 @@ def _tree_trials(algo, trials, sets, k, seed, first_col, per, halving: bool, ove
     return []
 
 
+def gate(per: dict, seed: int, halving: bool, n_resamples: int = N_RESAMPLES) -> tuple:
+    """(the best candidate by mean, its p-value against the first stage): ``per`` maps
+    :data:`FIRST_STAGE` and each candidate ``(setting, tree count, blend)`` to its
+    per-fold NDCG arrays, in the order they were scored. One-sided max-statistic test
+    over all candidates (``statistic="mean"``: the question is the best by mean); with
+    ``halving``, conditional on the pruning path (:func:`halving_path`)."""
+    per_query = {key: np.concatenate(v) for key, v in per.items()}
+    path = halving_path(per) if halving else None
+    found = compare(per_query, FIRST_STAGE, alternative="greater", statistic="mean",
+                    pruning=path, n_resamples=n_resamples, confidence_level=None, seed=seed)
+    best = max(found.tests, key=lambda key: found.tests[key].mean_delta)
+    return best, found.tests[best].p_corrected
+
+
+def halving_path(per: dict) -> Halving | None:
+    """The successive-halving path of :func:`_tree_trials`, read off the candidates
+    scored (rung r: the settings scored at the r-th tree count, in the order they were
+    scored, each with its candidates); None when nothing was pruned away."""
+    rungs: dict = {}
+    for key in per:
+        if key != FIRST_STAGE:
+            rungs.setdefault(key[1], {}).setdefault(key[0], []).append(key)
+    path = tuple(rungs[t] for t in sorted(rungs))
+    return Halving(path) if len(path) > 1 else None
+
+
 def _name(params: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in params.items() if k != "trees")
 
@@ -187,11 +217,8 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
         left_out = _tree_trials(algo, trials, sets, k, seed, first_col, per, halving, over)
     else:
         left_out = _network_trials(algo, trials, sets, k, seed, first_col, per, over)
-    per_query = {key: np.concatenate(v) for key, v in per.items()}
-    means = {key: float(v.mean()) for key, v in per_query.items()}
-    models = [key for key in per_query if key != FIRST_STAGE]
-    row, p = best_of_test(per_query[FIRST_STAGE], np.stack([per_query[m] for m in models]), seed=seed)
-    best_model = models[row]
+    best_model, p = gate(per, seed, halving and algo in TREE_ALGOS)
+    means = {key: float(np.concatenate(v).mean()) for key, v in per.items()}
     better = means[best_model] > means[FIRST_STAGE] and p < ALPHA
     best_key = best_model if better else FIRST_STAGE
     tried = [dict(_choice(trials, key), inner_ndcg=round(m, 5)) for key, m in means.items()]

@@ -18,6 +18,7 @@ from ..models.export import output_map, plugin_scores
 from ..models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
 from ..models.trees import ALGOS as TREE_ALGOS, LambdaMART
 from ..rank.metrics import evaluate
+from ..stores.contract import from_sidecar
 
 ALGORITHMS = sorted([*NEURAL_ALGOS, *TREE_ALGOS])
 ARTIFACT_FORMAT = "ltr-toolkit/model@1"
@@ -195,6 +196,8 @@ def model_artifact(model, algo: str, side: dict, nf: int, metrics: dict, *, warn
         "encoder": side.get("encoder"),
         "vector_field": side.get("vector_field"),
         "candidates": side.get("candidates"),
+        # how to serve it as it was evaluated (stores.contract); selection may blend it
+        "serving": from_sidecar(side).to_dict(),
         "warnings": list(warnings),
         "training_data": training_data,
         "metrics": metrics,

@@ -22,7 +22,8 @@ from ..stores.params import QUERY_VECTOR, derived_depth, featureset_params, mode
 from ..stores.store import get_featureset, sltr
 from ..indexing.vectors import placeholder_vector
 from ..data.querytext import fit_params
-from ..stores.params import with_first_stage_ids
+from ..stores.params import NO_DOC, WINDOW_IDS, with_first_stage_ids
+from .named import named_clauses
 
 #: The largest term count probed; queries are cut to it even on a cluster without limit.
 PROBE_MAX = 4096
@@ -42,7 +43,9 @@ def probe_words(n: int) -> str:
     return " ".join(word(i) for i in range(n))
 
 
-def _needed(conn, featureset, model, store) -> list[str]:
+def _needed(conn, featureset, model, store, features=None) -> list[str]:
+    if features is not None:
+        return featureset_params({"features": features})
     if not (model or featureset):
         return []
     if model:
@@ -54,17 +57,21 @@ def _needed(conn, featureset, model, store) -> list[str]:
     return featureset_params(fs)
 
 
-def _bodies(n: int, params: dict, first_stage: FirstStage, featureset, model, store) -> list[dict]:
+def _bodies(n: int, params: dict, first_stage: FirstStage, featureset, model, store,
+            features=None) -> list[dict]:
     p = {**params, "keywords": probe_words(n)}
     bodies = [{"size": 0, "query": first_stage.query(p)}]
-    if model or featureset:
+    if features is not None:            # the named queries of named-query logging
+        bodies.append({"size": 0, "query": {"bool": {"should": named_clauses(features, p)}}})
+    elif model or featureset:
         ranked = sltr(p, featureset=featureset, model=model, store=store)
         bodies.append({"size": 0, "query": {"bool": {"filter": [ranked]}}})
     return bodies
 
 
-def _accepts(conn, index, n, params, first_stage, featureset, model, store) -> bool:
-    items = msearch_items(conn, index, _bodies(n, params, first_stage, featureset, model, store))
+def _accepts(conn, index, n, params, first_stage, featureset, model, store, features=None) -> bool:
+    items = msearch_items(conn, index, _bodies(n, params, first_stage, featureset, model, store,
+                                               features))
     for item in items:
         if "error" in item:
             text = json.dumps(item["error"]).lower()
@@ -99,7 +106,7 @@ def _liked_ids(conn, index, first_stage, params, depth, budget) -> dict:
 
 def term_budget(conn: Connection, index: str, first_stage: FirstStage, params: dict,
                 featureset: str | None = None, model: str | None = None,
-                store: str | None = None) -> int:
+                store: str | None = None, features: list[dict] | None = None) -> int:
     """The most distinct query terms both the first stage and the ``sltr`` query (of the
     feature set or model, when one is given) accept on this cluster, at most
     :data:`PROBE_MAX`. ``params``: one query's template parameters (the longest query is
@@ -107,21 +114,26 @@ def term_budget(conn: Connection, index: str, first_stage: FirstStage, params: d
     kept, and features seeded with first-stage ids get the ids of its own first stage's
     top documents. Measured once per process for a first stage, feature set or model and
     set of parameter names, whatever the query (logging measures it once for all its
-    queries and records it; serving without the record must not measure per query)."""
+    queries and records it; serving without the record must not measure per query).
+    ``features`` (the feature set's, templates included): probed as the named queries of
+    named-query logging instead of ``sltr`` (no plugin needed)."""
     key = json.dumps([conn.display_url, index, first_stage.to_dict(), featureset, model, store,
-                      sorted(k for k in params if k != "keywords")], sort_keys=True, default=str)
+                      sorted(k for k in params if k != "keywords"), features],
+                     sort_keys=True, default=str)
     if key in _cache:
         return _cache[key]
     fs_only = _bisect(lambda n: _accepts(conn, index, n, params, first_stage, None, None, store))
     best = fs_only
-    needed = _needed(conn, featureset, model, store)
+    needed = _needed(conn, featureset, model, store, features)
     depth = derived_depth(needed)
-    if fs_only and (featureset or model):
+    if fs_only and (featureset or model or features is not None):
         liked = _liked_ids(conn, index, first_stage, params, depth, fs_only) if depth else {}
         if QUERY_VECTOR in needed and QUERY_VECTOR not in params:
             liked[QUERY_VECTOR] = placeholder_vector(conn, index)   # no clauses of its own
+        if WINDOW_IDS in needed and WINDOW_IDS not in params:
+            liked[WINDOW_IDS] = [NO_DOC]                            # an ids filter: no terms
         best = _bisect(lambda n: _accepts(conn, index, n, {**params, **liked}, first_stage,
-                                          featureset, model, store))
+                                          featureset, model, store, features))
     if not best:
         what = f"model {model}" if model else (f"feature set {featureset}" if featureset else "")
         raise UserError(f"the cluster rejects even a one-word query with the first stage {what} "

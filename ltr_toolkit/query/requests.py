@@ -10,10 +10,11 @@ and serving build their requests here, so both send the same first stage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..data.querytext import fit_params
 from ..errors import MissingResourceError, PluginMissingError, StoreMissingError
+from ..stores.contract import DEFAULT_WINDOW, MODEL_ONLY, Contract
 from ..stores.params import thread_safe
 from ..stores.store import sltr
 from ..transport.client import Connection, item_error, msearch_items
@@ -38,8 +39,6 @@ def rescore_clause(model: str, params: dict, window: int = 100, query_weight: fl
                       "rescore_query_weight": float(rescore_query_weight)}}
 
 
-#: (query_weight, rescore_query_weight) of a model served alone: its score orders the window
-MODEL_ONLY = (0.0, 1.0)
 #: the name the first stage's query carries in a rescored request (its score per hit)
 FIRST_STAGE = "first_stage"
 
@@ -48,15 +47,28 @@ FIRST_STAGE = "first_stage"
 class Rescore:
     """What reranks the first stage's top ``window``: a model of the store, with its
     rescore weights (``(query_weight, rescore_query_weight)``; :data:`MODEL_ONLY`, or a
-    blend with the first stage's score chosen in cross-validation)."""
+    blend with the first stage's score chosen in cross-validation). ``window`` and
+    ``weights`` None: the model's serving contract's (``stores.contract``), settled by
+    ``query.prepare.contracted`` on the way to the cluster (``resolved``, with the
+    ``contract`` read, or None when the model has none)."""
     model: str
-    window: int = 100
+    window: int | None = None
     store: str | None = None
-    weights: tuple[float, float] = MODEL_ONLY
+    weights: tuple | None = None
+    resolved: bool = field(default=False, compare=False)
+    contract: Contract | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def window_size(self) -> int:
+        return int(self.window) if self.window is not None else DEFAULT_WINDOW
+
+    @property
+    def rescore_weights(self) -> tuple[float, float]:
+        return tuple(self.weights) if self.weights is not None else MODEL_ONLY
 
     def clause(self, params: dict, window: int | None = None) -> dict:
-        return rescore_clause(self.model, params, self.window if window is None else window,
-                              *self.weights, store=self.store)
+        return rescore_clause(self.model, params, self.window_size if window is None else window,
+                              *self.rescore_weights, store=self.store)
 
 
 def restrict_to(query: dict, ids: list[str]) -> dict:
@@ -74,7 +86,7 @@ def search_body(first_stage: FirstStage, params: dict, size: int = 10,
     stage's query named :data:`FIRST_STAGE` (with ``include_named_queries_score`` each hit
     carries its first-stage score: :func:`tie_ordered`)."""
     query = first_stage.query(params)
-    window = rescore.window if rescore else 0
+    window = rescore.window_size if rescore else 0
     if rescore and top_ids is not None:
         query, window = restrict_to(query, top_ids), max(1, len(top_ids))
     if named:
@@ -110,13 +122,13 @@ def tie_ordered(hits: list[dict], size: int, window: int,
 
 def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int,
              concurrency: int | None = None, failures: dict | None = None,
-             search_type: str | None = None) -> list[dict | None]:
+             search_type: str | None = None, stats: dict | None = None) -> list[dict | None]:
     """Responses in order; a failed item raises, or with ``failures`` is recorded there
     (position -> reason) and answered None."""
     out: list[dict | None] = []
     for start in range(0, len(bodies), batch):
         items = msearch_items(conn, index, bodies[start:start + batch], concurrency=concurrency,
-                              search_type=search_type)
+                              search_type=search_type, stats=stats)
         for i, r in enumerate(items, start=start):
             if "error" in r:
                 exc = item_error(r, conn, store)
@@ -134,30 +146,30 @@ def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stag
                 model_param_list: list[dict] | None = None,
                 first_ids: list[list[str]] | None = None, restrict: bool = False,
                 max_terms: int | None = None, failures: dict | None = None,
-                batch: int = 50) -> list[list[str] | None]:
+                batch: int = 50, stats: dict | None = None) -> list[list[str] | None]:
     """Ranked doc ids for many queries, ``batch`` queries per ``_msearch`` round trip (run
     one at a time by the node for models that are not thread-safe in the plugin).
     ``max_terms``: long queries fitted to the cluster's clause budget
-    (:mod:`ltr_toolkit.data.querytext`). ``failures``: see :func:`_msearch`. With
-    ``rescore``: ``first_ids`` (each query's first-stage order, at least its window) break
+    (:mod:`ltr_toolkit.data.querytext`); ``model_param_list``: the model's parameters,
+    prepared (``query.prepare.QueryPlan.params``). ``failures``: see :func:`_msearch`;
+    ``stats``: see ``msearch_items``. With ``rescore``: ``first_ids`` (each query's first-stage order, at least its window) break
     the model's ties (:func:`tie_ordered`; a tie across the cut fetches that query's
     window); ``restrict``: exactly the first ``window`` of them are reranked."""
     store = rescore.store if rescore else store
     n = len(param_list)
-    windows = [len(first_ids[i][:rescore.window]) if restrict else rescore.window
-               for i in range(n)] if rescore else [0] * n
+    wsize = rescore.window_size if rescore else 0
+    windows = [len(first_ids[i][:wsize]) if restrict else wsize for i in range(n)]
 
     def send(rows, depth):
         bodies = [search_body(first_stage, fit_params(param_list[i], max_terms),
                               depth(i), rescore, source=None,
-                              model_params=(fit_params(model_param_list[i], max_terms)
-                                            if model_param_list else None),
-                              top_ids=first_ids[i][:rescore.window] if restrict else None)
+                              model_params=model_param_list[i] if model_param_list else None,
+                              top_ids=first_ids[i][:wsize] if restrict else None)
                   for i in rows]
         concurrency = None if not rescore or thread_safe(conn, rescore.model, store) else 1
         failed = None if failures is None else {}
         resp = _msearch(conn, index, bodies, store, batch, concurrency, failed,
-                        first_stage.search_type)
+                        first_stage.search_type, stats)
         if failed:
             failures.update({rows[j]: why for j, why in failed.items()})
         return resp

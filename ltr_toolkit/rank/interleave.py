@@ -6,8 +6,15 @@ team that placed it. A click credits that team; an impression whose clicks favou
 team is a win for it, equal clicks (none included) a tie. The preference over many
 impressions is ``(wins_a + ties / 2) / impressions - 1/2`` (Chapelle et al., TOIS 2012),
 and the sign test on the impressions with a winner (the exact two-sided binomial test,
-as ``scipy.stats.binomtest`` computes it; here in NumPy, so that the base install does
-not take SciPy's 110 MB for one test) says how sure that is.
+``rank.stats.sign_test``) says how sure that is, if impressions were independent.
+
+They are not when queries repeat: a head query served a thousand times, often to the
+same users, is one query's evidence a thousand times over, and the per-impression tests
+give p-values far too small for a claim about queries. :func:`query_test` aggregates per
+query first (each query's mean outcome) and tests over queries (the paired sign-flip test
+of ``rank.stats.compare``, clustered by query); it is the verdict whenever a query was
+served more than once (``clicks.interleaving`` reports both). With one impression per
+query it is the per-impression randomisation test.
 
 Debiased credit (:func:`credit_test`): under position bias a click near the top is far
 likelier than one lower down, so an impression's outcome is mostly settled by its first
@@ -17,30 +24,20 @@ its inverse examination probability (1 / theta of its rank: the inverse propensi
 scoring of unbiased learning to rank, Joachims et al., WSDM 2017) and comparing the
 teams' mean weighted credit per impression counts a click at a rank seen by one user in
 five as five clicks' worth of evidence. The weights change no impression's winner when
-one team alone was clicked, so the comparison is of means (a z-test over impressions:
-the per-impression differences are independent, their mean normal for the many
-impressions a test rests on), not of wins.
+one team alone was clicked, so the comparison is of means (a z-test over impressions,
+their mean normal for the many impressions a test rests on; per query, as above, when
+queries repeat), not of wins.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .stats import ALPHA, compare, sign_test, z_test
+
 TEAMS = "ab"
-
-
-def sign_test(k: int, n: int) -> float:
-    """Two-sided exact binomial test of ``k`` successes in ``n`` trials at p = 1/2: the
-    probability of every outcome no more likely than ``k`` (log pmf by the cumulative sum
-    of log ratios ``C(n, j+1) / C(n, j)``: exact in float64, O(n))."""
-    if n <= 0:
-        return 1.0
-    j = np.arange(n, dtype=np.float64)
-    logpmf = np.concatenate([[0.0], np.cumsum(np.log(n - j) - np.log(j + 1))]) - n * np.log(2.0)
-    return float(min(1.0, np.exp(logpmf[logpmf <= logpmf[k] + 1e-7]).sum()))   # scipy's tie tolerance
 
 
 def team_draft(a: list[str], b: list[str], size: int, rng: np.random.Generator) -> tuple[list[str], str]:
@@ -91,13 +88,13 @@ class Tally:
         decided = self.wins_a + self.wins_b
         return sign_test(self.wins_a, decided) if decided else 1.0
 
-    def winner(self, alpha: float = 0.05) -> str | None:
+    def winner(self, alpha: float = ALPHA) -> str | None:
         """``"a"`` / ``"b"`` when the sign test rejects no preference at ``alpha``."""
         if self.p_value >= alpha:
             return None
         return "a" if self.wins_a > self.wins_b else "b"
 
-    def to_dict(self, alpha: float = 0.05) -> dict:
+    def to_dict(self, alpha: float = ALPHA) -> dict:
         return {"impressions": self.impressions, "wins_a": self.wins_a, "ties": self.ties,
                 "wins_b": self.wins_b, "preference": round(self.preference, 6),
                 "p_value": self.p_value, "winner": self.winner(alpha)}
@@ -129,33 +126,81 @@ MIN_IMPRESSIONS = 30
 
 @dataclass(frozen=True)
 class CreditTest:
-    """Mean debiased credit per impression of each team, and the z-test of their difference."""
+    """Mean debiased credit per impression of each team, the z-test of their difference
+    over impressions and, when queries repeat, the per-query test (:func:`query_test`'s,
+    on the credit): the verdict's."""
 
     impressions: int
     credit_a: float
     credit_b: float
     p_value: float | None
+    queries: int | None = None
+    p_per_query: float | None = None
 
-    def winner(self, alpha: float = 0.05) -> str | None:
-        if self.p_value is None or self.p_value >= alpha:
+    @property
+    def verdict(self) -> str:
+        """Which test decides: "per query" when queries repeat, else "per impression"."""
+        return "per query" if self.queries is not None and self.queries < self.impressions \
+            else "per impression"
+
+    def winner(self, alpha: float = ALPHA) -> str | None:
+        p = self.p_per_query if self.verdict == "per query" else self.p_value
+        if p is None or p >= alpha:
             return None
         return "a" if self.credit_a > self.credit_b else "b"
 
-    def to_dict(self, alpha: float = 0.05) -> dict:
+    def to_dict(self, alpha: float = ALPHA) -> dict:
         return {"impressions": self.impressions, "credit_a": round(self.credit_a, 6),
-                "credit_b": round(self.credit_b, 6), "p_value": self.p_value, "winner": self.winner(alpha)}
+                "credit_b": round(self.credit_b, 6), "p_value": self.p_value,
+                "queries": self.queries, "p_value_per_query": self.p_per_query,
+                "verdict": self.verdict, "winner": self.winner(alpha)}
 
 
-def credit_test(credit_a: np.ndarray, credit_b: np.ndarray) -> CreditTest:
+def credit_test(credit_a: np.ndarray, credit_b: np.ndarray, query: np.ndarray | None = None) -> CreditTest:
     """Per impression each team's credit (clicks weighted by inverse propensities): the
-    two-sided z-test of the mean difference (p None below :data:`MIN_IMPRESSIONS`)."""
+    two-sided z-test of the mean difference (p None below :data:`MIN_IMPRESSIONS`) and,
+    given each impression's ``query``, the per-query test of the credit difference."""
     a, b = np.asarray(credit_a, np.float64), np.asarray(credit_b, np.float64)
     n = len(a)
     if n == 0:
         return CreditTest(0, 0.0, 0.0, None)
-    d = a - b
-    p = None
-    if n >= MIN_IMPRESSIONS:
-        se = d.std(ddof=1) / math.sqrt(n)
-        p = float(d.mean() == 0) if se == 0 else math.erfc(abs(d.mean()) / se / math.sqrt(2))
-    return CreditTest(n, float(a.mean()), float(b.mean()), p)
+    p = z_test(a - b) if n >= MIN_IMPRESSIONS else None
+    per = None if query is None else compare({"b": b, "a": a}, "b", groups=query, confidence_level=None)
+    return CreditTest(n, float(a.mean()), float(b.mean()), p, None if per is None else per.units,
+                      None if per is None else per.tests["a"].p_value)
+
+
+@dataclass(frozen=True)
+class QueryTest:
+    """The per-query (clustered) test of an interleaving: each query's impressions
+    averaged into its preference (mean outcome / 2, in [-1/2, 1/2]), then the paired
+    sign-flip test over queries (``rank.stats.compare`` with ``groups``). A head query
+    served a thousand times counts once: its impressions are not independent evidence
+    (the same query, often the same users), which the per-impression tests assume.
+    ``wins_a`` / ``ties`` / ``wins_b``: queries."""
+
+    queries: int
+    preference: float
+    wins_a: int
+    ties: int
+    wins_b: int
+    p_value: float
+
+    def winner(self, alpha: float = ALPHA) -> str | None:
+        if self.p_value >= alpha:
+            return None
+        return "a" if self.preference > 0 else "b"
+
+    def to_dict(self, alpha: float = ALPHA) -> dict:
+        return {"queries": self.queries, "preference": round(self.preference, 6),
+                "wins_a": self.wins_a, "ties": self.ties, "wins_b": self.wins_b,
+                "p_value": self.p_value, "winner": self.winner(alpha)}
+
+
+def query_test(outcome: np.ndarray, query: np.ndarray) -> QueryTest:
+    """:class:`QueryTest` of per-impression outcomes (+1 a won, 0 tie, -1 b won) and each
+    impression's query (any labels; give impressions of unknown query labels of their own)."""
+    half = np.asarray(outcome, np.float64) / 2
+    found = compare({"b": np.zeros_like(half), "a": half}, "b", groups=query, confidence_level=None)
+    t = found.tests["a"]
+    return QueryTest(found.units, t.mean_delta, t.wins, t.ties, t.losses, t.p_value)

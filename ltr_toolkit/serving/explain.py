@@ -4,24 +4,31 @@ values as the plugin logged them in the serving request itself (``ltr_log`` on t
 rescore), and per-feature contributions that add up, with the stated baseline, to the
 score the plugin served (``models.shapley`` over the plugin's own scoring of the stored
 model, ``models.served``). The plugin's score of each document is shown beside the sum.
+
+What is explained is what ranked: the model served as its serving contract says
+(``stores.contract``), with the query prepared by the one path (``query.prepare``: the
+query vector from the full text, then the long query shortened). A model served blended
+with the first stage (``query_weight`` q, ``rescore_query_weight`` beta) scored
+q x first stage + beta x model: its contributions are those of that function (the
+model's scaled by beta, and the first stage's feature adding q x its value), and its
+baseline beta x the model's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..data.querytext import fit_params
 from ..errors import UserError
 from ..features.featurelog import logged_values
 from ..models.served import ServedModel
 from ..models.shapley import contributions
-from ..query.clauses import term_budget
-from ..query.requests import MODEL_ONLY, Rescore, search_body, tie_ordered
+from ..query.prepare import QueryPlan
+from ..query.requests import Rescore, search_body, tie_ordered
 from ..stores.model_store import get_model
 from ..stores.store import sltr
 from ..transport.client import Connection, msearch_items
 from ..transport.lookups import shard_count
-from .rerank import _search, serving_params
+from .rerank import _search
 from .serving import Serving
 
 LOG = "ltr_toolkit_explain"
@@ -37,41 +44,63 @@ def served_model(conn: Connection, model: str, store: str | None = None) -> tupl
     return ServedModel.from_stored(stored), stored
 
 
+def served_scorer(served: ServedModel, rescore: Rescore, model: str):
+    """The served score of rows X (columns: ``served.names``) under ``rescore``'s weights:
+    q x the first stage's feature + beta x the model (see the module docstring)."""
+    q, beta = rescore.rescore_weights
+    if q == 0.0:
+        return served.score if beta == 1.0 else (lambda X: beta * served.score(X))
+    feature = rescore.contract.first_stage_feature if rescore.contract else None
+    if feature not in served.names:
+        raise UserError(f"model {model} is served blended with the first stage (query_weight "
+                        f"{q:g}), whose score is not one of its features: the explanation "
+                        "would not add up to the served score",
+                        "explain it served alone (--query-weight 0 --rescore-weight 1)")
+    col = served.names.index(feature)
+    return lambda X: q * np.nan_to_num(np.asarray(X, dtype=np.float64)[:, col]) + beta * served.score(X)
+
+
+def _plan(conn: Connection, serving: Serving, sample: dict | None = None) -> tuple[Serving, QueryPlan]:
+    if not serving.model:
+        raise UserError("explaining needs a model", "pass --model NAME")
+    s = serving.served(conn)
+    return s, QueryPlan.for_model(conn, s.index, s.first_stage, s.rescore, s.max_terms,
+                                  s.encoder, sample=sample)
+
+
 def explain_query(conn: Connection, serving: Serving, params: dict, size: int = 10,
                   grades: dict[str, float] | None = None) -> dict:
     """The explanation of one query's reranked top ``size`` (see the module docstring).
-    ``serving``: with its model; its rescore weights are ignored (the model's own score is
-    what is explained). ``grades``: doc id -> grade of this query, when judged."""
-    if not serving.model:
-        raise UserError("explaining needs a model", "pass --model NAME")
-    served, stored = served_model(conn, serving.model, serving.store)
-    rescore = Rescore(serving.model, serving.window, serving.store, MODEL_ONLY)
-    max_terms = serving.max_terms or term_budget(conn, serving.index, serving.first_stage,
-                                                 params, model=serving.model, store=serving.store)
-    params = fit_params(params, max_terms)
-    first = serving.with_budget(max_terms).first_ids(conn, [params])[0] or []
-    top = first[:serving.window]
+    ``serving``: with its model, served as its contract says where ``serving`` leaves a
+    setting None. ``grades``: doc id -> grade of this query, when judged."""
+    s, plan = _plan(conn, serving, sample=params)
+    served, stored = served_model(conn, s.model, s.store)
+    scorer = served_scorer(served, s.rescore, s.model)
+    first = plan.first_ids(conn, [params], max(plan.window, size, plan.first_depth))[0] or []
+    top = first[:plan.window]
     if not top:
         raise UserError(f"the first stage finds nothing for {params.get('keywords', '')!r} "
-                        f"in index {serving.index}", "try another query or check --fields")
-    mp = serving_params(conn, serving.index, [params], serving.first_stage, rescore,
-                        first_ids=[first], encoder=serving.encoder)[0]
-    body = search_body(serving.first_stage, params, len(top), rescore, model_params=mp,
-                       top_ids=top if shard_count(conn, serving.index) > 1 else None)
+                        f"in index {s.index}", "try another query or check --fields")
+    mp = plan.params(conn, [params], first_ids=[first])[0]
+    body = search_body(s.first_stage, plan.keywords(params), len(top), s.rescore, model_params=mp,
+                       top_ids=top if shard_count(conn, s.index) > 1 else None)
     body["ext"] = {"ltr_log": {"log_specs": [{"name": LOG, "rescore_index": 0,
                                               "missing_as_zero": False}]}}
-    resp = _search(conn, serving.index, serving.first_stage, serving.store, body)
+    resp = _search(conn, s.index, s.first_stage, s.store, body)
     rank = {d: r for r, d in enumerate(first)}
     hits, _ = tie_ordered(resp["hits"]["hits"], size, len(top), rank)
-    return _explained(served, hits, rank, grades or {}, params, stored)
+    rep = _explained(served, scorer, hits, rank, grades or {}, plan.keywords(params), stored)
+    return dict(rep, rescore={"query_weight": s.rescore.rescore_weights[0],
+                              "rescore_query_weight": s.rescore.rescore_weights[1]},
+                contract=s.contract.to_dict() if s.contract else None)
 
 
-def _explained(served: ServedModel, hits, rank, grades, params, stored) -> dict:
+def _explained(served: ServedModel, scorer, hits, rank, grades, params, stored) -> dict:
     names = served.names
     X = np.array([[np.nan if v is None else v for v in logged_values(h, len(names), LOG)]
                   for h in hits], dtype=np.float64).reshape(len(hits), len(names))
-    local = served.score(X)
-    phi, base = contributions(served.score, X)
+    local = scorer(X)
+    phi, base = contributions(scorer, X)
     docs = []
     for i, h in enumerate(hits):
         docs.append({
@@ -89,27 +118,27 @@ def _explained(served: ServedModel, hits, rank, grades, params, stored) -> dict:
 def explain_ranked(conn: Connection, serving: Serving, param_list: list[dict],
                    ranked: list[list[str]], first_ids: list[list[str]] | None = None,
                    batch: int = 50) -> tuple[list[dict[str, dict[str, float]]], float]:
-    """Contributions of ``serving.model``'s features for the documents ``ranked`` lists
-    per query (doc id -> feature -> contribution; a query the cluster failed: {}), and
-    the baseline's score: one logging ``_msearch`` of the model's features per ``batch``
-    queries, scored and explained here as :func:`explain_query` does."""
-    served, _ = served_model(conn, serving.model, serving.store)
-    rescore = Rescore(serving.model, serving.window, serving.store, MODEL_ONLY)
-    params = [fit_params(p, serving.max_terms) for p in param_list]
-    mp = serving_params(conn, serving.index, params, serving.first_stage, rescore,
-                        first_ids=first_ids, encoder=serving.encoder, batch=batch)
-    bodies = [_log_body(p, ids, serving) for p, ids in zip(mp, ranked)]
+    """Contributions of ``serving.model``'s features to its served score (as
+    :func:`explain_query`: blended when its contract blends it) for the documents
+    ``ranked`` lists per query (doc id -> feature -> contribution; a query the cluster
+    failed: {}), and the baseline's score: one logging ``_msearch`` of the model's
+    features per ``batch`` queries, the queries prepared as served (``query.prepare``)."""
+    s, plan = _plan(conn, serving)
+    served, _ = served_model(conn, s.model, s.store)
+    scorer = served_scorer(served, s.rescore, s.model)
+    mp = plan.params(conn, param_list, first_ids=first_ids, batch=batch)
+    bodies = [_log_body(p, ids, s) for p, ids in zip(mp, ranked)]
     out: list[dict] = []
-    base = 0.0
+    base = float(scorer(np.full((1, len(served.names)), np.nan))[0])
     for start in range(0, len(bodies), batch):
-        items = msearch_items(conn, serving.index, bodies[start:start + batch],
-                              search_type=serving.first_stage.search_type)
+        items = msearch_items(conn, s.index, bodies[start:start + batch],
+                              search_type=s.first_stage.search_type)
         for item, ids in zip(items, ranked[start:start + batch]):
             hits = {h["_id"]: h for h in item.get("hits", {}).get("hits", [])}
             found = [d for d in ids if d in hits]
             X = np.array([[np.nan if v is None else v for v in logged_values(hits[d], len(served.names), LOG)]
                           for d in found], dtype=np.float64).reshape(len(found), len(served.names))
-            phi, base = contributions(served.score, X)
+            phi, base = contributions(scorer, X)
             out.append({d: dict(zip(served.names, map(float, row))) for d, row in zip(found, phi)})
     return out, base
 
@@ -126,22 +155,48 @@ def explain_systems(conn: Connection, servings: dict[str, list[tuple[Serving, li
                     param_list: list[dict], ranked: dict[str, list[list[str]]], qids: list[str],
                     first_ids: list[list[str]] | None = None, size: int = 10) -> dict:
     """The report's ``explanations``: per system, per query, each of its top ``size``
-    documents' contributions (a list in the feature order), from the model that ranked
-    it, and each system's baseline (its score; the last fold's in cross-validation); ``servings``: system -> [(its serving with a model, the query positions it
-    ranked)] (one per fold in cross-validation)."""
+    documents' contributions (a list in the feature order) to the score that ranked it,
+    from the model that ranked it (one per fold in cross-validation: ``servings``: system
+    -> [(its serving with a model, the query positions it ranked)]), and per system its
+    baseline: the score of each query's own model (``by_query``; ``score``: theirs when
+    they all agree, else None), with each model's weights (``models``)."""
     out: dict = {"systems": {}}
     for system, parts in servings.items():
         per_q = out["systems"].setdefault(system, {})
+        base = out.setdefault("baselines", {}).setdefault(
+            system, {"document": BASELINE, "score": None, "by_query": {}, "models": {}})
         for serving, idx in parts:
-            got, base = explain_ranked(conn, serving, [param_list[i] for i in idx],
-                                       [ranked[system][i][:size] for i in idx],
-                                       [first_ids[i] for i in idx] if first_ids else None)
+            got, score = explain_ranked(conn, serving, [param_list[i] for i in idx],
+                                        [ranked[system][i][:size] for i in idx],
+                                        [first_ids[i] for i in idx] if first_ids else None)
             served, _ = served_model(conn, serving.model, serving.store)
             out["features"] = served.names
-            out.setdefault("baselines", {})[system] = {"document": BASELINE, "score": base}
+            base["models"][serving.model] = {"score": score, "weights": list(
+                serving.served(conn).rescore.rescore_weights)}
             for i, docs in zip(idx, got):
                 per_q[qids[i]] = {d: list(c.values()) for d, c in docs.items()}
+                base["by_query"][qids[i]] = score
+        scores = {m["score"] for m in base["models"].values()}
+        base["score"] = scores.pop() if len(scores) == 1 else None
     return out
+
+
+def merge_explanations(into: dict, part: dict) -> dict:
+    """``part`` (an :func:`explain_systems` answer, e.g. one fold's) merged into ``into``:
+    each query keeps the contributions and the baseline of the model that ranked it."""
+    into.setdefault("systems", {})
+    for system, per_q in part.get("systems", {}).items():
+        into["systems"].setdefault(system, {}).update(per_q)
+    if "features" in part:
+        into["features"] = part["features"]
+    for system, b in part.get("baselines", {}).items():
+        mine = into.setdefault("baselines", {}).setdefault(
+            system, {"document": b["document"], "score": None, "by_query": {}, "models": {}})
+        mine["by_query"].update(b["by_query"])
+        mine["models"].update(b["models"])
+        scores = {m["score"] for m in mine["models"].values()}
+        mine["score"] = scores.pop() if len(scores) == 1 else None
+    return into
 
 
 def doc_titles(conn: Connection, index: str, ids, fields: tuple[str, ...] = ("title",)) -> dict[str, str]:

@@ -30,8 +30,8 @@ from ..transport.client import Connection, call
 from ..query.clauses import term_budget
 from ..query.firststage import DEFAULT_FIELDS, FirstStage
 from ..transport.lookups import shard_count
-from ..stores.params import derived_depth, model_params, thread_safe, with_first_stage_ids
-from ..indexing.vectors import with_query_vectors
+from ..stores.params import thread_safe
+from ..query.prepare import QueryPlan, contracted
 from ..query.requests import Rescore, msearch_ids, search_body, tie_ordered
 
 __all__ = ["DEFAULT_FIELDS", "FirstStage", "Rescore", "search", "rerank_ids"]
@@ -40,33 +40,26 @@ __all__ = ["DEFAULT_FIELDS", "FirstStage", "Rescore", "search", "rerank_ids"]
 def serving_params(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
                    rescore: Rescore, *, first_ids: list[list[str]] | None = None,
                    max_terms: int | None = None, encoder=None, batch: int = 50) -> list[dict]:
-    """The model's parameters per query: with the query's vector when its feature set
-    uses one (computed here from ``keywords`` by the index's encoder, unless the query
-    carries ``query_vector``), and the first stage's top ids when it uses them (one
-    first-stage round trip, unless ``first_ids``, fetched with a size of at least that
-    depth, are given)."""
-    names = model_params(conn, rescore.model, rescore.store)
-    param_list = with_query_vectors(conn, index, param_list, names, encoder)
-    depth = derived_depth(names)
-    if depth == 0:
-        return param_list
-    if first_ids is None:
-        first_ids = msearch_ids(conn, index, param_list, first_stage, depth, store=rescore.store,
-                                batch=batch, max_terms=max_terms)
-    return [with_first_stage_ids(p, ids, depth) for p, ids in zip(param_list, first_ids)]
+    """The model's parameters per query, as the one path prepares them
+    (``query.prepare.QueryPlan.params``: the query's vector from the full text, the
+    keywords shortened to ``max_terms`` -- else the model's contract's budget --, the
+    first stage's top ids when its features use them, fetched unless ``first_ids`` are
+    given, and the window's ids)."""
+    rescore, first_stage, max_terms = contracted(conn, rescore, first_stage, max_terms)
+    plan = QueryPlan.for_model(conn, index, first_stage, rescore, max_terms, encoder)
+    return plan.params(conn, param_list, first_ids=first_ids, batch=batch)
 
 
 class RescoreFallbackWarning(UserWarning):
     """The rescore of a query failed: its first stage's hits were served instead."""
 
 
-def _first_depth(conn, index, rescore: Rescore, size: int) -> tuple[int, bool]:
+def _first_depth(conn, plan: QueryPlan, size: int) -> tuple[int, bool]:
     """(how deep the first-stage ids go, whether the rescore must be restricted to them).
     On one shard OpenSearch's rescore window is the global top ``window``; on several the
     ids restrict the rescore to the global top ``window``. The ids also order ties
     (:func:`tie_ordered`) and feed a model's feedback features."""
-    depth = derived_depth(model_params(conn, rescore.model, rescore.store))
-    return max(rescore.window, size, depth), shard_count(conn, index) > 1
+    return max(plan.window, size, plan.first_depth), shard_count(conn, plan.index) > 1
 
 
 def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
@@ -75,23 +68,25 @@ def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage
                batch: int = 50) -> list[list[str]]:
     """Reranked doc ids: the first stage's global top ``window`` (``first_ids``, fetched
     with at least that size, else fetched here), reordered by the ``sltr`` rescore, ties
-    in the first stage's order. A query whose rescore the cluster rejects gets its first
-    stage's ids (a :class:`RescoreFallbackWarning`; recorded in ``fallbacks``, position ->
-    reason): reranking never turns a first-stage result into an error."""
-    depth, restrict = _first_depth(conn, index, rescore, size)
+    in the first stage's order. The window, weights, budget and first stage not given
+    are the model's serving contract's (``query.prepare.contracted``). A query whose
+    rescore the cluster rejects gets its first stage's ids (a
+    :class:`RescoreFallbackWarning`; recorded in ``fallbacks``, position -> reason):
+    reranking never turns a first-stage result into an error."""
+    rescore, first_stage, max_terms = contracted(conn, rescore, first_stage, max_terms)
+    plan = QueryPlan.for_model(conn, index, first_stage, rescore, max_terms, encoder)
+    depth, restrict = _first_depth(conn, plan, size)
     if first_ids is None:
-        first_ids = msearch_ids(conn, index, param_list, first_stage, depth, store=rescore.store,
-                                batch=batch, max_terms=max_terms)
+        first_ids = plan.first_ids(conn, param_list, depth, batch=batch)
     first_ids = [ids or [] for ids in first_ids]
-    mp = serving_params(conn, index, param_list, first_stage, rescore, first_ids=first_ids,
-                        max_terms=max_terms, encoder=encoder, batch=batch)
+    mp = plan.params(conn, param_list, first_ids=first_ids, batch=batch)
     failed: dict[int, str] = {}
     ranked = msearch_ids(conn, index, param_list, first_stage, size, rescore=rescore,
                          model_param_list=mp, first_ids=first_ids, restrict=restrict,
-                         max_terms=max_terms, failures=failed, batch=batch)
+                         max_terms=plan.max_terms, failures=failed, batch=batch)
     for i, ids in enumerate(first_ids):     # below the window: the first stage's order
-        if restrict and ranked[i] is not None and len(ids) > rescore.window:
-            ranked[i] = (ranked[i] + ids[rescore.window:])[:size]
+        if restrict and ranked[i] is not None and len(ids) > plan.window:
+            ranked[i] = (ranked[i] + ids[plan.window:])[:size]
     if failed:
         for i in failed:
             ranked[i] = first_ids[i][:size]
@@ -113,26 +108,25 @@ def _search(conn: Connection, index: str, first_stage: FirstStage, store, body: 
                 search_type=first_stage.search_type, **extra)
 
 
-def _serving_inputs(conn, index, params, first_stage, rescore: Rescore, size):
+def _serving_inputs(conn, plan: QueryPlan, raw: dict, rescore: Rescore, size):
     """(the model's parameters, the first stage's global top ``window`` ids (None when not
     fetched), whether to restrict the rescore to them, the hits below the window) of one
     query: on one shard a first request only for a model's feedback features, as deep as
     they need (ties are then ordered by the first stage's score, named in the hits); on
     several, the global top window (ties ordered by its ranks)."""
-    feedback = derived_depth(model_params(conn, rescore.model, rescore.store))
-    restrict = shard_count(conn, index) > 1
-    if not restrict and not feedback:
-        return params, None, False, []
-    depth = max(rescore.window, size, feedback) if restrict else feedback
+    restrict = shard_count(conn, plan.index) > 1
+    if not restrict and not plan.first_depth:
+        return plan.params(conn, [raw])[0], None, False, []
+    depth = max(plan.window, size, plan.first_depth) if restrict else plan.first_depth
     source = ("title",) if restrict else None
-    plain = _search(conn, index, first_stage, rescore.store,
-                    search_body(first_stage, params, depth, source=source))
+    plain = _search(conn, plan.index, plan.first_stage, rescore.store,
+                    search_body(plan.first_stage, plan.keywords(raw), depth, source=source))
     hits = plain["hits"]["hits"]
     ids = [h["_id"] for h in hits]
-    mp = serving_params(conn, index, [params], first_stage, rescore, first_ids=[ids])[0]
+    mp = plan.params(conn, [raw], first_ids=[ids])[0]
     if not restrict:
         return mp, None, False, []
-    return mp, ids, True, hits[rescore.window:size]       # below the window: first-stage order
+    return mp, ids, True, hits[plan.window:size]       # below the window: first-stage order
 
 
 _serial: dict[tuple, threading.Lock] = {}
@@ -150,55 +144,54 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
            rescore: Rescore | None = None, size: int = 10, *, max_terms: int | None = None,
            encoder=None) -> list[dict]:
     """Hits as dicts: rank, id, score, title, of one query: the first stage's top ``size``,
-    or its global top ``rescore.window`` reranked by ``rescore.model``. One request on a
-    one-shard index (two when a tie crosses the cut); a first one when the model's
-    features use the first stage's top ids or the index has several shards (then exactly
-    those are reranked). The model's definition and the shard count are read once per
-    process (``lookups``). Long queries are fitted to ``max_terms`` (the budget recorded
-    with the model; None: measured once per process, see ``query.clauses``). When the
-    rescore fails, the first stage's hits are returned with a
-    :class:`RescoreFallbackWarning`. A model with semantic features gets the query's
-    vector computed here (``encoder``: the user's spec), unless ``params`` carries
-    ``query_vector`` already."""
-    first_stage = first_stage or FirstStage.from_fields()
-    if rescore:
-        params = with_query_vectors(conn, index, [params], model_params(conn, rescore.model,
-                                                                        rescore.store), encoder)[0]
-    if max_terms is None:
-        max_terms = term_budget(conn, index, first_stage, params,
-                                model=rescore and rescore.model, store=rescore and rescore.store)
-    params = fit_params(params, max_terms)
-    store = rescore.store if rescore else None
+    or its global top ``rescore.window`` reranked by ``rescore.model``, served as its
+    serving contract says where ``first_stage``, ``max_terms`` and the rescore's window
+    and weights are not given (``query.prepare.contracted``). One request on a one-shard
+    index (two when a tie crosses the cut); a first one when the model's features use the
+    first stage's top ids or the index has several shards (then exactly those are
+    reranked). The model's definition, contract and the shard count are read once per
+    process (``lookups``). Long queries are fitted to the budget (None, and no contract:
+    measured once per process, see ``query.clauses``). When the rescore fails, the first
+    stage's hits are returned with a :class:`RescoreFallbackWarning`. A model with
+    semantic features gets the query's vector computed here from the full text
+    (``encoder``: the user's spec), unless ``params`` carries ``query_vector`` already."""
     if not rescore:
-        hits = _search(conn, index, first_stage, None, search_body(first_stage, params, size))
-        return _hits(hits["hits"]["hits"][:size])
+        first_stage = first_stage or FirstStage.from_fields()
+        if max_terms is None:
+            max_terms = term_budget(conn, index, first_stage, params)
+        body = search_body(first_stage, fit_params(params, max_terms), size)
+        return _hits(_search(conn, index, first_stage, None, body)["hits"]["hits"][:size])
+    rescore, first_stage, max_terms = contracted(conn, rescore, first_stage, max_terms)
+    plan = QueryPlan.for_model(conn, index, first_stage, rescore, max_terms, encoder, sample=params)
     try:
         with _one_at_a_time(conn, rescore):
-            served = _reranked(conn, index, params, first_stage, rescore, size)
+            served = _reranked(conn, plan, params, rescore, size)
     except ClusterError as exc:
         if isinstance(exc, (PluginMissingError, StoreMissingError, MissingResourceError)):
             raise
         warnings.warn(RescoreFallbackWarning(f"the rescore with model {rescore.model} failed: "
                                              f"the first stage's hits are served ({exc})"))
-        served = _search(conn, index, first_stage, store,
-                         search_body(first_stage, params, size))["hits"]["hits"]
+        served = _search(conn, index, first_stage, rescore.store,
+                         search_body(first_stage, plan.keywords(params), size))["hits"]["hits"]
     return _hits(served[:size])
 
 
-def _reranked(conn, index, params, first_stage, rescore: Rescore, size) -> list[dict]:
+def _reranked(conn, plan: QueryPlan, raw: dict, rescore: Rescore, size) -> list[dict]:
     """One query's reranked hits in the toolkit's tie order (see :func:`search`): the top
     ``size + 1`` first; only when the model tied some of them, again: with each hit's
     first-stage score (on one shard without a first request), and deeper (3x, up to the
     window) while a tie at the cut reaches the last hit fetched."""
-    mp, ids, restrict, below = _serving_inputs(conn, index, params, first_stage, rescore, size)
-    top = ids[:rescore.window] if restrict else None
-    window = len(top) if restrict else rescore.window
+    mp, ids, restrict, below = _serving_inputs(conn, plan, raw, rescore, size)
+    params = plan.keywords(raw)
+    top = ids[:plan.window] if restrict else None
+    window = len(top) if restrict else plan.window
     rank = {d: r for r, d in enumerate(ids)} if restrict else None
 
     def fetch(n, named=False):
-        body = search_body(first_stage, params, n, rescore, model_params=mp, top_ids=top,
+        body = search_body(plan.first_stage, params, n, rescore, model_params=mp, top_ids=top,
                            named=named)
-        return _search(conn, index, first_stage, rescore.store, body, named=named)["hits"]["hits"]
+        return _search(conn, plan.index, plan.first_stage, rescore.store, body,
+                       named=named)["hits"]["hits"]
     n, named = (size + 1 if size < window else size), False
     hits = fetch(n)
     while True:

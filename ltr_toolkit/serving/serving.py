@@ -6,16 +6,18 @@ reranking, the model with its rescore weights.
 Logging candidates, cross-validation, ``ltr evaluate``, ``ltr search`` and users' own
 code take one :class:`Serving` and call its methods, so what a model is trained on (the
 candidates :meth:`Serving.log_candidates` logs) and what it reranks
-(:meth:`Serving.rerank`, :meth:`Serving.search`) come from the same values::
+(:meth:`Serving.rerank`, :meth:`Serving.search`) come from the same values. A stored
+model is served as its serving contract says (``stores.contract``: recorded when it was
+trained and chosen, stored on the cluster with it): what a :class:`Serving` leaves None
+(first stage, window, budget, weights) is the contract's, what it gives wins (with a
+one-line ``ContractOverrideWarning`` when it differs)::
 
-    serving = Serving("products", FirstStage.from_fields(["title", "body"]), window=100,
-                      max_terms=artifact["max_query_terms"])
-    hits = serving.for_model("ranker-v3", weights=(1.0, 0.4)).search(conn, {"keywords": q})
+    hits = Serving("products").for_model("ranker-v3").search(conn, {"keywords": q})
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,7 +25,9 @@ from ..features.candidates import judged_candidates
 from ..features.featurelog import log_features
 from ..transport.client import Connection
 from ..query.firststage import FirstStage
-from ..query.requests import MODEL_ONLY, Rescore, msearch_ids
+from ..query.prepare import contracted
+from ..query.requests import Rescore, msearch_ids
+from ..stores.contract import DEFAULT_WINDOW, MODEL_ONLY, Contract
 from ..rank.interleave import team_draft
 from .rerank import rerank_ids, search
 
@@ -34,41 +38,85 @@ FIRST_STAGE_NAME = "first-stage"
 @dataclass(frozen=True)
 class Serving:
     index: str
-    first_stage: FirstStage = field(default_factory=FirstStage.from_fields)
-    window: int = 100
+    #: None: the model's contract's, else ``FirstStage.from_fields()``
+    first_stage: FirstStage | None = None
+    #: None: the model's contract's, else :data:`~ltr_toolkit.stores.contract.DEFAULT_WINDOW`
+    window: int | None = None
     store: str | None = None
+    #: None: the model's contract's, else measured on the cluster (``query.clauses``)
     max_terms: int | None = None
     model: str | None = None
-    weights: tuple[float, float] = MODEL_ONLY
+    #: (query_weight, rescore_query_weight); None: the model's contract's, else the model alone
+    weights: tuple | None = None
     #: the query encoder (a model folder or module:function; None: $LTR_ENCODER or the
     #: default), for models with semantic features; checked against the index's vectors
+    #: and the encoder the model recorded
     encoder: str | None = None
+    #: how candidates are logged (``features.featurelog.VIAS``): the plugin, or named
+    #: queries (the values Elasticsearch's native learning to rank computes)
+    via: str = "plugin"
+    #: the model's serving contract, once settled (:meth:`served`)
+    contract: Contract | None = None
+    resolved: bool = False
 
-    def for_model(self, model: str | None, weights=MODEL_ONLY) -> "Serving":
-        """The same serving with ``model`` (None: the first stage alone)."""
-        return replace(self, model=model, weights=tuple(weights))
+    def for_model(self, model: str | None, weights=None) -> "Serving":
+        """The same serving with ``model`` (None: the first stage alone), served as its
+        contract says where this serving and ``weights`` leave a setting None."""
+        return replace(self, model=model, weights=None if weights is None else tuple(weights),
+                       contract=None, resolved=False)
 
     def with_budget(self, max_terms: int | None) -> "Serving":
         return replace(self, max_terms=max_terms)
 
+    def served(self, conn: Connection) -> "Serving":
+        """This serving with every setting settled: the model's serving contract where
+        this serving leaves one None (an explicit one that differs says so in one
+        warning line), the toolkit's defaults where there is no contract."""
+        if self.resolved:
+            return self
+        if not self.model:
+            return replace(self, first_stage=self.stage, window=self.depth, weights=MODEL_ONLY,
+                           resolved=True)
+        rescore, stage, terms = contracted(conn, Rescore(self.model, self.window, self.store,
+                                                         self.weights),
+                                           self.first_stage, self.max_terms)
+        return replace(self, first_stage=stage, window=rescore.window, max_terms=terms,
+                       weights=rescore.weights, contract=rescore.contract, resolved=True)
+
+    @property
+    def stage(self) -> FirstStage:
+        """The first stage (the default fields when none is set)."""
+        return self.first_stage or FirstStage.from_fields()
+
+    @property
+    def depth(self) -> int:
+        """The window (:data:`~ltr_toolkit.stores.contract.DEFAULT_WINDOW` when none is set)."""
+        return self.window if self.window is not None else DEFAULT_WINDOW
+
     @property
     def rescore(self) -> Rescore | None:
-        """The rescore of this serving's model (None: the first stage alone)."""
-        return Rescore(self.model, self.window, self.store, self.weights) if self.model else None
+        """The rescore of this serving's model (None: the first stage alone); settled
+        when this serving is (:meth:`served`)."""
+        if not self.model:
+            return None
+        return Rescore(self.model, self.window, self.store, self.weights,
+                       resolved=self.resolved, contract=self.contract)
 
     def to_dict(self) -> dict:
-        return {"index": self.index, "first_stage": self.first_stage.to_dict(),
-                "window": self.window, "store": self.store, "max_query_terms": self.max_terms,
-                "model": self.model, "rescore_weights": list(self.weights),
-                "encoder": self.encoder}
+        return {"index": self.index, "first_stage": self.stage.to_dict(),
+                "window": self.depth, "store": self.store, "max_query_terms": self.max_terms,
+                "model": self.model,
+                "rescore_weights": list(self.weights if self.weights is not None else MODEL_ONLY),
+                "encoder": self.encoder, "via": self.via,
+                "contract": self.contract.to_dict() if self.contract else None}
 
     # ------------------------------------------------------------------ the first stage
     def first_ids(self, conn: Connection, param_list: list[dict], depth: int = 0,
                   failures: dict | None = None, batch: int = 50) -> list[list[str] | None]:
         """The first stage's global top ``max(window, depth)`` ids per query (a query the
         cluster rejects: None, and its reason in ``failures``)."""
-        n = max(self.window, depth)
-        return msearch_ids(conn, self.index, param_list, self.first_stage, n, store=self.store,
+        n = max(self.depth, depth)
+        return msearch_ids(conn, self.index, param_list, self.stage, n, store=self.store,
                            batch=batch, max_terms=self.max_terms, failures=failures)
 
     def log_candidates(self, conn: Connection, jl, featureset: str, out, **kw) -> tuple[dict, dict]:
@@ -77,12 +125,12 @@ class Serving:
         ``candidate_judgments`` / ``log_features`` options (unjudged, judged_outside,
         batch)."""
         picks = {k: kw.pop(k) for k in ("unjudged", "judged_outside") if k in kw}
-        cands, info, budget = judged_candidates(conn, self.index, jl, featureset, self.first_stage,
-                                                self.store, self.window, max_terms=self.max_terms,
-                                                **picks)
+        cands, info, budget = judged_candidates(conn, self.index, jl, featureset, self.stage,
+                                                self.store, self.depth, max_terms=self.max_terms,
+                                                via=self.via, **picks)
         side = log_features(conn, cands, featureset, self.index, out, self.store,
-                            first_stage=self.first_stage, candidates=info,
-                            max_terms=budget, encoder=self.encoder, **kw)
+                            first_stage=self.stage, candidates=info,
+                            max_terms=budget, encoder=self.encoder, via=self.via, **kw)
         return side, info
 
     # ------------------------------------------------------------------ reranking
@@ -90,20 +138,22 @@ class Serving:
                first_ids: list[list[str]] | None = None, fallbacks: dict | None = None,
                batch: int = 50) -> list[list[str]]:
         """Ranked ids per query: the first stage's global top ``window`` reordered by the
-        model (the first stage alone without one)."""
+        model (the first stage alone without one), as :meth:`served`."""
         if first_ids is not None:
             first_ids = [list(ids or []) for ids in first_ids]      # a failed query: none
-        if not self.model:
-            ids = first_ids or self.first_ids(conn, param_list, batch=batch)
+        s = self.served(conn)
+        if not s.model:
+            ids = first_ids or s.first_ids(conn, param_list, batch=batch)
             return [list(i or [])[:size] for i in ids]
-        return rerank_ids(conn, self.index, param_list, self.first_stage, self.rescore, size,
-                          first_ids=first_ids, max_terms=self.max_terms, fallbacks=fallbacks,
-                          encoder=self.encoder, batch=batch)
+        return rerank_ids(conn, s.index, param_list, s.first_stage, s.rescore, size,
+                          first_ids=first_ids, max_terms=s.max_terms, fallbacks=fallbacks,
+                          encoder=s.encoder, batch=batch)
 
     def search(self, conn: Connection, params: dict, size: int = 10) -> list[dict]:
         """One query's hits (rank, id, score, title), as ``ltr search`` shows them."""
-        return search(conn, self.index, params, self.first_stage, self.rescore, size,
-                      max_terms=self.max_terms, encoder=self.encoder)
+        s = self.served(conn) if self.model else self
+        return search(conn, s.index, params, s.first_stage, s.rescore, size,
+                      max_terms=s.max_terms, encoder=s.encoder)
 
     # ------------------------------------------------------------------ online tests
     @property
@@ -115,9 +165,15 @@ class Serving:
                    size: int = 10, rng: np.random.Generator | None = None) -> list[dict]:
         """One query's team-draft interleaving of ``model_a``'s and ``model_b``'s top
         ``size`` (None or :data:`FIRST_STAGE_NAME`: the first stage alone), each served
-        as :meth:`search` serves it: see :func:`interleaved`."""
-        side = (lambda m: self.for_model(None if m in (None, FIRST_STAGE_NAME) else m, self.weights))
-        return interleaved(side(model_a), side(model_b), conn, params, size, rng)
+        as :meth:`search` serves it -- each model as its own serving contract says, what
+        this serving sets applying to both: see :func:`interleaved`."""
+        sides = [self.for_model(None if m in (None, FIRST_STAGE_NAME) else m, self.weights)
+                 .served(conn) for m in (model_a, model_b)]
+        models = [x for x in sides if x.model]
+        if self.first_stage is None and models:     # the first stage alone: as the model's
+            sides = [x if x.model else replace(x, first_stage=models[0].first_stage,
+                                               max_terms=models[0].max_terms) for x in sides]
+        return interleaved(sides[0], sides[1], conn, params, size, rng)
 
 
 def interleaved(a: Serving, b: Serving, conn: Connection, params: dict, size: int = 10,

@@ -9,10 +9,12 @@ Nothing is ever deleted and re-created silently.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from ..errors import UserError
 from ..transport.client import Connection, request
 from ..transport.lookups import forget_model
+from .contract import forget_record, of_artifact, record
 from .params import QUERY_VECTOR, featureset_info, placeholder_params
 from ..indexing.vectors import index_vectors, placeholder_vector
 from .store import get_document, list_elements, refresh_store, store_path
@@ -39,6 +41,7 @@ def delete_model(conn: Connection, name: str, store: str | None = None,
         return False
     request(conn, "DELETE", f"{store_path(store)}/_model/{name}", store=store)
     forget_model(conn, name, store)
+    forget_record(conn, name, store)
     if refresh:
         refresh_store(conn, store)
     return True
@@ -92,16 +95,12 @@ def prune_versions(conn: Connection, base: str, keep: int, store: str | None = N
 def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
            store: str | None = None, index: str | None = None, versioned: bool = True,
            validation_params: dict | None = None) -> dict:
-    """Export, check against the stored feature set, and ``_createmodel``. Returns
-    {"name", "type", "export"}."""
+    """Export, check against the stored feature set, ``_createmodel``, and record the
+    artifact's serving contract on the cluster (``stores.contract``; a model whose
+    contract cannot be recorded is deleted again: it would be served otherwise than it
+    was evaluated). Returns {"name", "type", "export", "contract"}."""
     fsinfo = featureset_info(conn, featureset, store)
-    trained_on = artifact.get("featureset_sha256")
-    if trained_on and trained_on != fsinfo["sha256"]:
-        raise UserError(f"the model was trained on data logged with another version of feature "
-                        f"set {artifact.get('featureset') or '?'} than the stored {featureset} "
-                        "(their content hashes differ): the plugin would compute other features",
-                        f"upload it with --featureset {artifact.get('featureset')} as it was logged, "
-                        "or log and train again with this one")
+    _check_trained_on(artifact, featureset, fsinfo)
     names = fsinfo["feature_names"]
     art = dict(artifact)
     if art.get("featureset") is None and len(art["feature_names"]) == len(names) and \
@@ -125,13 +124,30 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
         req["validation"] = {"params": validation_params, "index": index}
     request(conn, "POST", f"{store_path(store)}/_featureset/{featureset}/_createmodel", body=req,
             store=store)
+    contract = replace(of_artifact(artifact), featureset=featureset)
+    try:
+        record(conn, final, store, contract)
+    except BaseException:
+        delete_model(conn, final, store)
+        raise
     warnings = []
     if body["type"] == "model/ranklib":
         warnings.append("RankLib networks are not thread-safe in the LTR plugin (3.6): under "
                         "concurrent queries a network can score with another query's values "
                         "(measured on this toolkit's test node); prefer linear or lambdamart "
                         "for concurrent production traffic")
-    return {"name": final, "type": body["type"], "export": info, "warnings": warnings}
+    return {"name": final, "type": body["type"], "export": info, "warnings": warnings,
+            "contract": contract}
+
+
+def _check_trained_on(artifact: dict, featureset: str, fsinfo: dict) -> None:
+    trained_on = artifact.get("featureset_sha256")
+    if trained_on and trained_on != fsinfo["sha256"]:
+        raise UserError(f"the model was trained on data logged with another version of feature "
+                        f"set {artifact.get('featureset') or '?'} than the stored {featureset} "
+                        "(their content hashes differ): the plugin would compute other features",
+                        f"upload it with --featureset {artifact.get('featureset')} as it was logged, "
+                        "or log and train again with this one")
 
 
 def _vector_for(conn, index: str, names, recorded: dict | None):

@@ -13,6 +13,11 @@ serving time:
   vectors (:mod:`ltr_toolkit.indexing.vectors`), for semantic features (a ``knn_score`` script). Computed in
   this process (a few ms) unless the caller passes it; no round trip.
 
+* ``window_ids``: the ids of the documents being scored -- the logged candidates at
+  logging, the first stage's top ``window`` at serving -- for features that score only
+  the documents they are given (Elasticsearch's ``knn`` query: see ``transport.engine``).
+  At serving it costs the same first round trip as the first-stage ids.
+
 Using first-stage ids costs one extra round trip per query at serving time: a first request for the
 top ids, then the rescore request with these params (see ``rerank.rerank_ids``; in your
 own search code: run your first stage, take the top N ids, pass them as these params in
@@ -25,8 +30,10 @@ import hashlib
 import json
 import re
 
+from ..data.featuresets import load_featureset
 from ..errors import UserError
 from ..indexing.vectors import QUERY_VECTOR
+from ..transport.engine import WINDOW_IDS
 from ..transport.client import Connection
 from ..transport.lookups import model_document
 from .store import get_document, get_featureset, store_path
@@ -59,11 +66,29 @@ def with_first_stage_ids(params: dict, ids: list[str], depth: int) -> dict:
     return {**params, **{f"first_stage_id_{i + 1}": d for i, d in enumerate(ids)}}
 
 
+def uses_window(names) -> bool:
+    return WINDOW_IDS in set(names)
+
+
+def first_ids_depth(names, window: int) -> int:
+    """How many first-stage ids serving needs before the rescore: the feedback
+    features' depth, and the whole ``window`` when a feature takes :data:`WINDOW_IDS`."""
+    return max(derived_depth(names), int(window) if uses_window(names) else 0)
+
+
+def with_window_ids(params: dict, ids: list[str], names) -> dict:
+    """``params`` with the scored documents' ids where a feature takes them."""
+    if not uses_window(names):
+        return params
+    return {**params, WINDOW_IDS: list(ids) or [NO_DOC]}
+
+
 def placeholder_params(names, vector: list[float] | None = None) -> dict:
     """Values for a query that only has to run (validating or loading a model): first-stage
     ids name no document (:data:`NO_DOC`), the query vector is ``vector`` (of the index's
     dimension: see ``vectors.placeholder_vector``), other parameters are ``"test"``."""
-    out = {p: NO_DOC if DERIVED.match(p) else "test" for p in names}
+    out = {p: NO_DOC if DERIVED.match(p) else [NO_DOC] if p == WINDOW_IDS else "test"
+           for p in names}
     if QUERY_VECTOR in out:
         if vector is None:
             raise UserError(f"a feature set using {QUERY_VECTOR} needs an index with vectors here",
@@ -73,8 +98,9 @@ def placeholder_params(names, vector: list[float] | None = None) -> dict:
 
 
 def is_derived(name: str) -> bool:
-    """Computed by the toolkit (first-stage ids, the query vector), not given per query."""
-    return bool(DERIVED.match(name)) or name == QUERY_VECTOR
+    """Computed by the toolkit (first-stage ids, the query vector, the scored documents'
+    ids), not given per query."""
+    return bool(DERIVED.match(name)) or name in (QUERY_VECTOR, WINDOW_IDS)
 
 
 def check_params(needed, available: dict, qid: str, what: str) -> None:
@@ -116,8 +142,21 @@ def featureset_info(conn: Connection, name: str, store: str | None) -> dict:
     if fs is None:
         raise UserError(f"feature set {name} not found in store {store or '(default)'}",
                         "upload it with `ltr featureset upload FILE`")
+    return _info(fs, name, store)
+
+
+def _info(fs: dict, name: str, store: str | None) -> dict:
     body = fs.get("featureset", fs)
     names = [f["name"] for f in body["features"]]
     digest = hashlib.sha256(json.dumps(fs, sort_keys=True).encode()).hexdigest()
     return {"name": name, "store": store, "feature_names": names, "sha256": digest,
-            "params": featureset_params(fs)}
+            "params": featureset_params(fs), "features": body["features"]}
+
+
+def file_featureset_info(path) -> dict:
+    """:func:`featureset_info` of a feature set file (validated), without a cluster: the
+    same sha256 as the set's once uploaded (the store keeps it as ``{"name", "type",
+    "featureset"}``), so data logged from the file and from the store compare equal."""
+    body = load_featureset(path)
+    doc = {"name": body["name"], "type": "featureset", "featureset": body}
+    return dict(_info(doc, body["name"], None), source=str(path))

@@ -7,7 +7,8 @@ import warnings
 
 from ..errors import ClusterError, UserError
 from ..transport.client import Connection, request, translate
-from ..transport.lookups import require_knn
+from ..data.featuresets import script_languages, semantic_field
+from ..transport.engine import LANGUAGE_MODULES, QUERY_VECTOR, WINDOW_IDS, detect, require_vectors
 from opensearchpy import exceptions as E
 
 
@@ -67,23 +68,40 @@ def drop_store(conn: Connection, store: str | None) -> bool:
     return True
 
 
-def needs_knn(featureset: dict) -> bool:
-    """Whether a feature uses the k-NN plugin (its ``knn`` script language or a query vector)."""
+def for_engine(conn: Connection, featureset: dict) -> dict:
+    """The feature set as the connected engine runs it: a semantic feature (the cosine of
+    the query's vector and a vector field, written for either engine: see
+    ``data.featuresets.semantic_field``) gets this engine's template and parameters
+    (``transport.engine``); a feature needing a script language the cluster does not run
+    is refused in one line naming the feature and the module, before anything is sent."""
     body = featureset.get("featureset", featureset)
+    name = body.get("name")
+    engine = detect(conn)
+    features = []
     for f in body.get("features", []):
-        text = f.get("template") if isinstance(f.get("template"), str) else json.dumps(f.get("template"))
-        if "query_vector" in (f.get("params") or []) or '"knn"' in (text or "").replace("\\", ""):
-            return True
-    return False
+        field = semantic_field(f)
+        if field is not None:
+            kind = require_vectors(conn, f"feature {f['name']} of feature set {name}")
+            rest = [p for p in f.get("params", []) if p not in (QUERY_VECTOR, WINDOW_IDS)]
+            f = dict(f, template_language="mustache", template=kind.feature_template(field),
+                     params=rest + kind.feature_params())
+        lang = engine.missing_language(script_languages(f))
+        if lang is not None:
+            raise UserError(f"feature {f['name']} of feature set {name} needs the script language "
+                            f"{lang} ({LANGUAGE_MODULES.get(lang, 'its module')}), which "
+                            f"{engine.label} at {conn.display_url} does not run",
+                            "install the module on every node, or leave the feature out")
+        features.append(f)
+    return dict(body, features=features)
 
 
 def upload_featureset(conn: Connection, featureset: dict, store: str | None = None) -> dict:
-    """Create a feature set. The body is the plugin's ``{"featureset": {...}}`` form."""
+    """Create a feature set (``for_engine``'s form of it). The body is the plugin's
+    ``{"featureset": {...}}`` form."""
     name = featureset.get("name")
     if not name:
         raise UserError("feature set has no name")
-    if needs_knn(featureset):
-        require_knn(conn, f"feature set {name} (a knn_score feature)")
+    featureset = for_engine(conn, featureset)
     body = {"featureset": featureset}
     return request(conn, "POST", f"{store_path(store)}/_featureset/{name}", body=body,
                    store=store)
@@ -167,6 +185,7 @@ def upload_featureset_versioned(conn: Connection, featureset: dict, store: str |
     on: absent -> created; identical -> left alone; changed -> created as ``{name}-v{n}``.
     Returns (name used, "created" | "unchanged" | "new version")."""
     name = featureset["name"]
+    featureset = for_engine(conn, featureset)
     existing = get_featureset(conn, name, store)
     if existing is None:
         upload_featureset(conn, featureset, store)

@@ -1,4 +1,4 @@
-"""A local cluster of N OpenSearch nodes with the LTR plugin on one machine, for trying
+"""A local cluster of N nodes (OpenSearch or Elasticsearch) with the LTR plugin on one machine, for trying
 the toolkit (and testing it) as production clusters run: several nodes, shards spread
 over them, replicas, a node lost mid-job.
 
@@ -6,7 +6,7 @@ Every node runs from the one provisioned distribution of :mod:`.localnode`, with
 data, logs and pid file under ``$LTR_HOME/nodes/N``; they discover each other on
 127.0.0.1 (``discovery.seed_hosts``) and all are cluster-manager eligible data nodes.
 ``cluster.json`` records every node (pid, HTTP URL); ``node.json`` names the first, so
-commands without ``--url`` talk to it. :func:`stop_all` stops exactly those pids.
+commands without ``--url`` talk to it (both per engine: see ``Distribution.state_file``). :func:`stop_all` stops exactly those pids.
 """
 
 from __future__ import annotations
@@ -20,46 +20,49 @@ from ..errors import ClusterError, UserError
 from ..io.atomic import write_json
 from . import localnode as ln
 from .client import Connection, check_ltr, probe_store
+from .distributions import DISTRIBUTIONS, OPENSEARCH_DIST, Distribution, distribution
 
 
-def cluster_file():
-    return ln.state_dir() / "cluster.json"
+def cluster_file(dist: Distribution = OPENSEARCH_DIST):
+    return ln.state_dir() / dist.state_file("cluster.json")
 
 
-def nodes() -> list[ln.NodeInfo]:
-    """The nodes :func:`start_cluster` started (alive or not)."""
+def nodes(dist: Distribution = OPENSEARCH_DIST) -> list[ln.NodeInfo]:
+    """The nodes :func:`start_cluster` started for ``dist``'s engine (alive or not)."""
     try:
-        return [ln.NodeInfo(**n) for n in json.loads(cluster_file().read_text())["nodes"]]
+        return [ln.NodeInfo(**n) for n in json.loads(cluster_file(dist).read_text())["nodes"]]
     except (OSError, ValueError, TypeError, KeyError):
         return []
 
 
 def start_cluster(n: int, require_plugin: bool = True, timeout: float = 300.0,
-                  log=lambda msg: None) -> list[ln.NodeInfo]:
-    """Start ``n`` nodes as one cluster; returns when all have joined, the cluster is
-    green and (with the plugin) the LTR plugin answers."""
+                  log=lambda msg: None, engine: str | None = None) -> list[ln.NodeInfo]:
+    """Start ``n`` nodes of ``engine`` (None: OpenSearch) as one cluster; returns when all
+    have joined, the cluster is green and (with the plugin) the LTR plugin answers."""
+    dist = distribution(engine)
     if n < 2:
         raise UserError(f"--nodes {n}: a cluster needs at least 2 nodes (`ltr cluster start` alone starts one)")
     with ln._lock():
-        alive = [x for x in nodes() if ln._pid_is_our_node(x.pid, x.home)]
-        if ln.running_node() or alive:
-            raise UserError("a local node already runs", "stop it first: `ltr cluster stop`")
-        inst = ln.provision(require_plugin=require_plugin, log=log)
+        alive = [x for x in nodes(dist) if ln._pid_is_our_node(x.pid, x.home)]
+        if ln.running_node(dist.engine) or alive:
+            raise UserError(f"a local {dist.label} node already runs",
+                            "stop it first: `ltr cluster stop`")
+        inst = ln.provision(require_plugin=require_plugin, log=log, dist=dist)
         root = ln.state_dir()
         ports = [(ln._free_port(), ln._free_port()) for _ in range(n)]
         names = [f"ltr-node-{i + 1}" for i in range(n)]
         common = {"cluster.name": "ltr-toolkit-cluster",
                   "discovery.seed_hosts": ",".join(f"127.0.0.1:{t}" for _, t in ports),
-                  "cluster.initial_cluster_manager_nodes": ",".join(names)}
+                  dist.manager_nodes: ",".join(names)}
         deadline = time.monotonic() + timeout
         started: list[ln.NodeInfo] = []
         try:
             _launch_all(inst, root, ports, names, common, deadline, started)
-            write_json(root / "node.json", started[0].__dict__)
+            write_json(root / dist.state_file("node.json"), started[0].__dict__)
             log(f"{n} nodes started (pids {', '.join(str(s.pid) for s in started)}); waiting until they form a cluster")
             _wait_formed(started, deadline)
         except BaseException:
-            stop_all()
+            stop_all(dist.engine)
             raise
         return started
 
@@ -68,17 +71,17 @@ def _launch_all(inst, root, ports, names, common, deadline, started) -> None:
     """Launch each node; ``started`` (and cluster.json) grows as they start, so that a
     failure part-way leaves every started pid on record for :func:`stop_all`."""
     for i, ((port, tport), name) in enumerate(zip(ports, names)):
-        d = root / "nodes" / str(i + 1)
+        d = root / inst.dist.state_file("nodes") / str(i + 1)
         for sub in ("data", "logs"):
             (d / sub).mkdir(parents=True, exist_ok=True)
             ln._chown_tree(d / sub)
-        pid = ln.launch(inst, d / "opensearch.pid", d / "logs", deadline, dict(
+        pid = ln.launch(inst, d / "node.pid", d / "logs", deadline, dict(
             common, **{"node.name": name, "http.port": str(port), "transport.port": str(tport),
                        "path.data": str(d / "data"), "path.logs": str(d / "logs")}))
         started.append(ln.NodeInfo(pid=pid, url=f"http://127.0.0.1:{port}", port=port,
-                                   home=str(inst.home), version=ln.versions.OPENSEARCH_VERSION,
-                                   plugin=inst.plugin))
-        write_json(cluster_file(), {"nodes": [s.__dict__ for s in started]})
+                                   home=str(inst.home), version=inst.dist.version,
+                                   plugin=inst.plugin, engine=inst.dist.engine))
+        write_json(cluster_file(inst.dist), {"nodes": [s.__dict__ for s in started]})
 
 
 def _wait_formed(started: list[ln.NodeInfo], deadline: float) -> None:
@@ -88,7 +91,7 @@ def _wait_formed(started: list[ln.NodeInfo], deadline: float) -> None:
         dead = [s.pid for s in started if not ln._pid_is_our_node(s.pid, s.home)]
         if dead:
             raise ClusterError(f"node(s) with pid {dead} exited during start-up",
-                               f"see {ln.state_dir() / 'nodes'}")
+                               f"see {ln.state_dir()}")
         try:
             h = conn.client().transport.perform_request(
                 "GET", f"/_cluster/health?wait_for_nodes={len(started)}&wait_for_status=green&timeout=5s")
@@ -102,24 +105,26 @@ def _wait_formed(started: list[ln.NodeInfo], deadline: float) -> None:
             last = exc
         time.sleep(0.5)
     raise ClusterError(f"the {len(started)} nodes did not form a green cluster in time ({last})",
-                       f"see {ln.state_dir() / 'nodes'}")
+                       f"see {ln.state_dir()}")
 
 
-def stop_all(timeout: float = 60.0) -> list[ln.NodeInfo]:
-    """Stop every node of :func:`start_cluster` by its recorded pid (TERM, then KILL after
-    ``timeout``); returns those that were running."""
+def stop_all(engine: str | None = None, timeout: float = 60.0) -> list[ln.NodeInfo]:
+    """Stop every node of :func:`start_cluster` of ``engine`` (None: of both engines) by
+    its recorded pid (TERM, then KILL after ``timeout``); returns those that were running."""
+    dists = [distribution(engine)] if engine else list(DISTRIBUTIONS)
     stopped = []
-    for node in nodes():
-        if ln._pid_is_our_node(node.pid, node.home):
+    for dist in dists:
+        mine = [node for node in nodes(dist) if ln._pid_is_our_node(node.pid, node.home)]
+        for node in mine:
             os.kill(node.pid, signal.SIGTERM)
-            stopped.append(node)
-    deadline = time.monotonic() + timeout
-    for node in stopped:
-        while ln._pid_is_our_node(node.pid, node.home):
-            if time.monotonic() > deadline:
-                os.kill(node.pid, signal.SIGKILL)
-            time.sleep(0.2)
-    cluster_file().unlink(missing_ok=True)
-    if stopped:
-        (ln.state_dir() / "node.json").unlink(missing_ok=True)
+        deadline = time.monotonic() + timeout
+        for node in mine:
+            while ln._pid_is_our_node(node.pid, node.home):
+                if time.monotonic() > deadline:
+                    os.kill(node.pid, signal.SIGKILL)
+                time.sleep(0.2)
+        cluster_file(dist).unlink(missing_ok=True)
+        if mine:
+            (ln.state_dir() / dist.state_file("node.json")).unlink(missing_ok=True)
+        stopped += mine
     return stopped

@@ -1,26 +1,28 @@
-"""A local single-node OpenSearch with the LTR plugin, provisioned from Maven Central.
+"""A local node with the LTR plugin (OpenSearch, or Elasticsearch), provisioned from
+Maven Central; what differs between the two engines is data in :mod:`.distributions`.
 
 The node lives in a per-user state directory outside any repository:
 
 * ``$LTR_HOME`` when set;
-* else ``/var/lib/ltr-toolkit`` when running as root (OpenSearch refuses to run as
-  root, so the node runs as the unprivileged user ``nobody`` and its files must be
-  reachable by it);
+* else ``/var/lib/ltr-toolkit`` when running as root (neither engine runs as root, so
+  the node runs as the unprivileged user ``nobody`` and its files must be reachable by
+  it);
 * else ``$XDG_STATE_HOME/ltr-toolkit`` (default ``~/.local/state/ltr-toolkit``).
 
 Artifacts come through ``mvn dependency:get`` into the Maven repository
 (``$LTR_MAVEN_REPO`` or ``~/.m2/repository``), so a second provisioning reuses them.
 The LTR plugin zip, first found of:
 
-1. ``$LTR_PLUGIN_ZIP`` (a path to the zip);
-2. ``$LTR_HOME/plugins/*.zip`` (the state directory's ``plugins`` folder): drop the
-   plugin zip there once and every ``ltr cluster start`` and the test suite use it;
-3. Maven Central (``org.opensearch:ltr:<version>:zip``), when it has it.
+1. ``$LTR_PLUGIN_ZIP`` (OpenSearch) / ``$LTR_ES_PLUGIN_ZIP`` (Elasticsearch);
+2. ``$LTR_HOME/plugins/*.zip``: drop the plugin zips there once and every ``ltr cluster
+   start`` and the test suite use them (each zip's ``plugin-descriptor.properties`` says
+   which engine and version it is built for);
+3. OpenSearch only: Maven Central (``org.opensearch:ltr:<version>:zip``), when it has it.
 
-The k-NN plugin (``org.opensearch.plugin:opensearch-knn``, the semantic features' vector
-fields and scoring script) comes from Maven Central next to it. Its zip carries no
-native libraries, so only the ``lucene`` engine works (``faiss`` fields kill the node):
-the toolkit's mappings use it.
+OpenSearch's k-NN plugin (``org.opensearch.plugin:opensearch-knn``, the semantic
+features' vector fields and scoring script) comes from Maven Central next to it. Its zip
+carries no native libraries, so only the ``lucene`` engine works (``faiss`` fields kill
+the node): the toolkit's mappings use it. Elasticsearch needs no plugin for vectors.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from ..io.atomic import write_json
 import threading
 from opensearchpy.exceptions import TransportError
 from .client import Connection, check_ltr, probe_store
+from .distributions import (ELASTICSEARCH_DIST, OPENSEARCH_DIST, Distribution, distribution,
+                            zip_engine, zip_version)
 
 HEAP = "512m"
 UNPRIVILEGED_USER = "nobody"
@@ -155,15 +159,18 @@ def _java_version(home: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def find_java() -> Java:
-    """A JDK OpenSearch supports: $OPENSEARCH_JAVA_HOME, $JAVA_HOME, else /usr/lib/jvm/*."""
+def find_java(dist: Distribution = OPENSEARCH_DIST) -> Java:
+    """A JDK ``dist`` runs on: its own variable (``OPENSEARCH_JAVA_HOME``,
+    ``ES_JAVA_HOME``), ``$JAVA_HOME``, else the newest fitting one under /usr/lib/jvm."""
+    lo, hi = dist.java
+    fits = lambda v: v is not None and v >= lo and (hi is None or v <= hi)  # noqa: E731
     seen = []
-    for var in ("OPENSEARCH_JAVA_HOME", "JAVA_HOME"):
+    for var in (dist.java_env, "JAVA_HOME"):
         val = os.environ.get(var)
         if val:
             v = _java_version(Path(val))
             seen.append(f"{var}={val} (Java {v or '?'})")
-            if v and v >= versions.MIN_JAVA:
+            if fits(v):
                 return Java(Path(val), v, var)
     candidates = []
     for base in (Path("/usr/lib/jvm"), Path("/usr/local/lib/jvm"), Path("/opt/java")):
@@ -173,15 +180,15 @@ def find_java() -> Java:
                     continue
                 v = _java_version(home)
                 seen.append(f"{home} (Java {v or '?'})")
-                if v and v >= versions.MIN_JAVA:
+                if fits(v):
                     candidates.append((v, home))
     if candidates:
         v, home = max(candidates)
         return Java(home, v, "scan")
+    want = f"Java {dist.java_range()}" if hi else f"Java >= {lo}"
     raise ProvisionError(
-        f"no Java >= {versions.MIN_JAVA} found for OpenSearch {versions.OPENSEARCH_VERSION}; "
-        f"found: {', '.join(seen) or 'nothing'}",
-        f"install a JDK >= {versions.MIN_JAVA} and set JAVA_HOME")
+        f"no {want} found for {dist.label} {dist.version}; found: {', '.join(seen) or 'nothing'}",
+        f"install a JDK ({want}) and set {dist.java_env}")
 
 
 # --------------------------------------------------------------------------- install
@@ -192,6 +199,7 @@ class Install:
     java: Java
     plugin: bool
     downloaded: bool
+    dist: Distribution = OPENSEARCH_DIST
 
 
 def _run_as() -> list[str]:
@@ -230,78 +238,78 @@ def plugin_installed(home: Path) -> bool:
     return plugins.is_dir() and any("ltr" in p.name for p in plugins.iterdir())
 
 
-def provision(require_plugin: bool = True, log=lambda msg: None, knn: bool = True) -> Install:
-    """Unpack the pinned OpenSearch and install the LTR plugin and (``knn``) the k-NN
-    plugin; reuse what is there. ``knn`` False removes an installed k-NN plugin (a node
-    for the lexical features alone)."""
-    java = find_java()
+def provision(require_plugin: bool = True, log=lambda msg: None, knn: bool = True,
+              dist: Distribution = OPENSEARCH_DIST) -> Install:
+    """Unpack the pinned distribution of ``dist``'s engine and install the LTR plugin and
+    (``knn``) its extra plugins (OpenSearch's k-NN); reuse what is there. ``knn`` False
+    removes an installed extra plugin (a node for the lexical features alone)."""
+    java = find_java(dist)
     root = state_dir()
     root.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
         os.chmod(root, 0o755)
         _check_reachable(root)
-    home = root / f"opensearch-{versions.OPENSEARCH_VERSION}"
+    home = root / dist.home_name
     downloaded = False
     if not (home / ".ltr-toolkit-ready").is_file():
-        dist, downloaded = resolve_artifact(versions.OPENSEARCH_ARTIFACT, log)
-        log(f"unpacking {dist.name}")
-        tmp = root / f".unpack-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        with zipfile.ZipFile(dist) as zf:
-            zf.extractall(tmp)
-        inner = next(tmp.iterdir())
-        for script in (inner / "bin").iterdir():
-            script.chmod(0o755)
-        shutil.rmtree(home, ignore_errors=True)
-        inner.rename(home)
-        shutil.rmtree(tmp, ignore_errors=True)
-        (home / ".ltr-toolkit-ready").write_text(versions.OPENSEARCH_VERSION + "\n")
+        downloaded = _unpack(dist, root, home, log)
     plugin = plugin_installed(home)
     if not plugin:
         try:
-            zip_path = _plugin_zip(log)
+            zip_path = _plugin_zip(log, dist)
         except ProvisionError:
             if require_plugin:
                 raise
             zip_path = None
         if zip_path is not None:
             log(f"installing LTR plugin from {zip_path}")
-            env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(java.home))
-            proc = subprocess.run(
-                [str(home / "bin" / "opensearch-plugin"), "install", "--batch",
-                 zip_path.resolve().as_uri()], capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                raise ProvisionError("opensearch-plugin could not install the LTR plugin: "
-                                     + (proc.stderr or proc.stdout).strip().splitlines()[-1])
+            _plugin_command(home, java, log, dist, "install", zip_path.resolve().as_uri(), "the LTR plugin")
             plugin = True
-    if plugin and knn and not knn_installed(home):
-        _plugin_command(home, java, log, "install", versions.KNN_PLUGIN_ARTIFACT)
-    elif not knn and knn_installed(home):
-        _plugin_command(home, java, log, "remove")
+    for name, artifact in dist.extra_plugins:
+        there = (home / "plugins" / name).is_dir()
+        if plugin and knn and not there:
+            zip_path, _ = resolve_artifact(artifact, log)
+            log(f"installing {name} from {zip_path.name}")
+            _plugin_command(home, java, log, dist, "install", zip_path.resolve().as_uri(), name)
+        elif not knn and there:
+            log(f"removing {name}")
+            _plugin_command(home, java, log, dist, "remove", name, name)
     _chown_tree(home)
-    return Install(home, java, plugin, downloaded)
+    return Install(home, java, plugin, downloaded, dist)
+
+
+def _unpack(dist: Distribution, root: Path, home: Path, log) -> bool:
+    """The distribution's zip (from Maven) unpacked as ``home``; whether it was downloaded."""
+    zipped, downloaded = resolve_artifact(dist.artifact, log)
+    log(f"unpacking {zipped.name}")
+    tmp = root / f".unpack-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    with zipfile.ZipFile(zipped) as zf:
+        zf.extractall(tmp)
+    inner = next(tmp.iterdir())
+    for script in (inner / "bin").iterdir():
+        script.chmod(0o755)
+    shutil.rmtree(home, ignore_errors=True)
+    inner.rename(home)
+    shutil.rmtree(tmp, ignore_errors=True)
+    (home / ".ltr-toolkit-ready").write_text(dist.version + "\n")
+    return downloaded
 
 
 def knn_installed(home: Path) -> bool:
     return (home / "plugins" / "opensearch-knn").is_dir()
 
 
-def _plugin_command(home: Path, java: "Java", log, action: str, artifact=None) -> None:
-    """Install the k-NN plugin from Maven Central (cached in the Maven repository), or
-    remove it."""
-    if action == "install":
-        zip_path, _ = resolve_artifact(artifact, log)
-        log(f"installing the k-NN plugin from {zip_path.name}")
-        args = ["install", "--batch", zip_path.resolve().as_uri()]
-    else:
-        log("removing the k-NN plugin")
-        args = ["remove", "opensearch-knn"]
-    env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(java.home))
-    proc = subprocess.run([str(home / "bin" / "opensearch-plugin"), *args], capture_output=True,
+def _plugin_command(home: Path, java: "Java", log, dist: Distribution, action: str, what: str,
+                    label: str) -> None:
+    """``bin/<plugin cli> install|remove what`` of ``dist``, or a one-line error."""
+    args = ["install", "--batch", what] if action == "install" else ["remove", what]
+    env = dict(os.environ, **{dist.java_env: str(java.home)})
+    proc = subprocess.run([str(home / "bin" / dist.plugin_cli), *args], capture_output=True,
                           text=True, env=env)
     if proc.returncode != 0:
-        raise ProvisionError(f"opensearch-plugin could not {action} the k-NN plugin: "
-                             + (proc.stderr or proc.stdout).strip().splitlines()[-1])
+        raise ProvisionError(f"{dist.plugin_cli} could not {action} {label}: "
+                             + ((proc.stderr or proc.stdout).strip().splitlines() or ["?"])[-1])
 
 
 def plugin_dir() -> Path:
@@ -309,38 +317,42 @@ def plugin_dir() -> Path:
     return state_dir() / "plugins"
 
 
-def supplied_plugin_zip() -> Path | None:
-    """The user-supplied plugin zip (``LTR_PLUGIN_ZIP``, else the one zip in
-    :func:`plugin_dir` whose name mentions ltr and the pinned version, else any ltr zip
-    there), or None."""
-    override = os.environ.get("LTR_PLUGIN_ZIP")
+def supplied_plugin_zip(dist: Distribution = OPENSEARCH_DIST) -> Path | None:
+    """The user-supplied LTR plugin zip for ``dist``'s engine: its variable
+    (``LTR_PLUGIN_ZIP``, ``LTR_ES_PLUGIN_ZIP``), else of the zips in :func:`plugin_dir`
+    built for that engine (by their descriptor, else their name) the one built for the
+    pinned version, else one naming the pinned plugin version, else any; or None."""
+    override = os.environ.get(dist.zip_env)
     if override:
         p = Path(override).expanduser()
         if not p.is_file():
-            raise ProvisionError(f"LTR_PLUGIN_ZIP={override}: no such file",
+            raise ProvisionError(f"{dist.zip_env}={override}: no such file",
                                  "point it at the plugin zip, or unset it")
         return p
     folder = plugin_dir()
     if not folder.is_dir():
         return None
-    zips = sorted(p for p in folder.glob("*.zip") if "ltr" in p.name.lower() and p.is_file())
-    pinned = [p for p in zips if versions.LTR_PLUGIN_VERSION in p.name]
-    chosen = pinned or zips
+    zips = sorted(p for p in folder.glob("*.zip") if p.is_file() and zip_engine(p) == dist.engine)
+    built = [p for p in zips if zip_version(p, dist) == dist.version]
+    pinned = [p for p in zips if dist.plugin_version in p.name]
+    chosen = built or pinned or zips
     return chosen[-1] if chosen else None
 
 
-def _plugin_zip(log=lambda msg: None) -> Path:
-    supplied = supplied_plugin_zip()
+def _plugin_zip(log=lambda msg: None, dist: Distribution = OPENSEARCH_DIST) -> Path:
+    supplied = supplied_plugin_zip(dist)
     if supplied is not None:
         return supplied
+    fix = (f"put the plugin zip ({dist.zip_name}, built for {dist.label} {dist.version}) in "
+           f"{plugin_dir()} or set {dist.zip_env}, or point --url/LTR_URL at a cluster "
+           "that has the plugin")
+    if dist.plugin_artifact is None:
+        raise ProvisionError(f"no LTR plugin zip for {dist.label} {dist.version} "
+                             "(the plugin is on no registry)", fix)
     try:
-        return resolve_artifact(versions.LTR_PLUGIN_ARTIFACT, log)[0]
+        return resolve_artifact(dist.plugin_artifact, log)[0]
     except ProvisionError as exc:
-        raise ProvisionError(
-            exc.message,
-            f"put the plugin zip (opensearch-ltr-{versions.LTR_PLUGIN_VERSION}.zip) in "
-            f"{plugin_dir()} or set LTR_PLUGIN_ZIP, or point --url/LTR_URL at a cluster "
-            "that has the plugin") from None
+        raise ProvisionError(exc.message, fix) from None
 
 
 # --------------------------------------------------------------------------- node
@@ -353,15 +365,19 @@ class NodeInfo:
     home: str
     version: str
     plugin: bool
+    engine: str = OPENSEARCH_DIST.engine
 
     @classmethod
-    def load(cls) -> "NodeInfo | None":
-        path = state_dir() / "node.json"
+    def load(cls, dist: Distribution = OPENSEARCH_DIST) -> "NodeInfo | None":
+        path = state_dir() / dist.state_file("node.json")
         try:
             data = json.loads(path.read_text())
             return cls(**data)
         except (OSError, ValueError, TypeError):
             return None
+
+
+_MAIN_CLASSES = tuple(d.main_class for d in (OPENSEARCH_DIST, ELASTICSEARCH_DIST))
 
 
 def _pid_is_our_node(pid: int, home: str) -> bool:
@@ -370,14 +386,17 @@ def _pid_is_our_node(pid: int, home: str) -> bool:
     except OSError:
         return False
     text = b" ".join(cmdline).decode(errors="replace")
-    return "org.opensearch.bootstrap.OpenSearch" in text and home in text
+    return any(c in text for c in _MAIN_CLASSES) and home in text
 
 
-def running_node() -> NodeInfo | None:
-    """The node this tool started, if its process is still alive."""
-    info = NodeInfo.load()
-    if info and _pid_is_our_node(info.pid, info.home):
-        return info
+def running_node(engine: str | None = None) -> NodeInfo | None:
+    """The node this tool started for ``engine`` (None: OpenSearch's, else
+    Elasticsearch's), if its process is still alive."""
+    dists = [distribution(engine)] if engine else [OPENSEARCH_DIST, ELASTICSEARCH_DIST]
+    for dist in dists:
+        info = NodeInfo.load(dist)
+        if info and _pid_is_our_node(info.pid, info.home):
+            return info
     return None
 
 
@@ -408,57 +427,57 @@ def _tail(path: Path, n: int = 5) -> str:
 
 
 def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: None,
-          settings: dict | None = None, knn: bool = True) -> tuple[NodeInfo, bool]:
-    """Start the local node; returns (info, started). A running node is reported, not
-    restarted. ``settings``: extra node settings (``-E key=value``), e.g. a small
-    ``thread_pool.search.size`` to see how a client copes with rejections."""
+          settings: dict | None = None, knn: bool = True,
+          engine: str | None = None) -> tuple[NodeInfo, bool]:
+    """Start the local node of ``engine`` (None: OpenSearch); returns (info, started). A
+    running node is reported, not restarted. ``settings``: extra node settings (``-E
+    key=value``), e.g. a small ``thread_pool.search.size`` to see how a client copes with
+    rejections."""
+    dist = distribution(engine)
     with _lock():
-        info = running_node()
+        info = running_node(dist.engine)
         if info:
             return info, False
-        inst = provision(require_plugin=require_plugin, log=log, knn=knn)
+        inst = provision(require_plugin=require_plugin, log=log, knn=knn, dist=dist)
         root = state_dir()
-        data, logs = root / "data", root / "logs"
+        data, logs = root / dist.state_file("data"), root / dist.state_file("logs")
         for d in (data, logs):
             d.mkdir(parents=True, exist_ok=True)
             _chown_tree(d)
         port, tport = _free_port(), _free_port()
         deadline = time.monotonic() + timeout
-        pid = launch(inst, root / "run" / "opensearch.pid", logs, deadline, {
-            "discovery.type": "single-node",
-            "http.port": str(port),
-            "transport.port": str(tport),
-            "path.data": str(data),
-            "path.logs": str(logs),
-            "cluster.name": "ltr-toolkit",
-            "node.name": "ltr-toolkit-local",
+        pid = launch(inst, root / dist.state_file("run") / f"{dist.engine}.pid", logs, deadline, {
+            "discovery.type": "single-node", "http.port": str(port),
+            "transport.port": str(tport), "path.data": str(data), "path.logs": str(logs),
+            "cluster.name": "ltr-toolkit", "node.name": "ltr-toolkit-local",
             **{k: str(v) for k, v in (settings or {}).items()},
         })
-        url = f"http://127.0.0.1:{port}"
-        info = NodeInfo(pid=pid, url=url, port=port, home=str(inst.home),
-                        version=versions.OPENSEARCH_VERSION, plugin=inst.plugin)
-        write_json(root / "node.json", info.__dict__)
-        log(f"OpenSearch started (pid {pid}); waiting until it is healthy")
+        info = NodeInfo(pid=pid, url=f"http://127.0.0.1:{port}", port=port, home=str(inst.home),
+                        version=dist.version, plugin=inst.plugin, engine=dist.engine)
+        write_json(root / dist.state_file("node.json"), info.__dict__)
+        log(f"{dist.label} started (pid {pid}); waiting until it is healthy")
         try:
             _wait_ready(info, deadline, logs, log)
         except BaseException:
-            stop()
+            stop(dist.engine)
             raise
         return info, True
 
 
 def launch(inst: Install, pidfile: Path, logs: Path, deadline: float, settings: dict) -> int:
-    """Start one OpenSearch process of ``inst`` with ``settings`` (``-E``) on 127.0.0.1,
-    as the unprivileged user, daemonised; returns its pid once it has written it."""
+    """Start one node process of ``inst`` with ``settings`` (``-E``) on 127.0.0.1, as the
+    unprivileged user, daemonised; returns its pid once it has written it."""
+    dist = inst.dist
     pidfile.parent.mkdir(parents=True, exist_ok=True)
     pidfile.unlink(missing_ok=True)
     _chown_tree(pidfile.parent)
-    env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(inst.java.home),
-               OPENSEARCH_JAVA_OPTS=f"-Xms{HEAP} -Xmx{HEAP}")
+    env = dict(os.environ, **{dist.java_env: str(inst.java.home),
+                              dist.opts_env: f"-Xms{HEAP} -Xmx{HEAP}"})
     env.pop("JAVA_TOOL_OPTIONS", None)
     settings = {"network.host": "127.0.0.1",
-                "cluster.routing.allocation.disk.threshold_enabled": "false", **settings}
-    cmd = _run_as() + [str(inst.home / "bin" / "opensearch"), "-d", "-p", str(pidfile)]
+                "cluster.routing.allocation.disk.threshold_enabled": "false",
+                **dist.settings, **settings}
+    cmd = _run_as() + [str(inst.home / "bin" / dist.launcher), "-d", "-p", str(pidfile)]
     for k, v in settings.items():
         cmd += ["-E", f"{k}={v}"]
     console = logs / "console.log"
@@ -466,17 +485,17 @@ def launch(inst: Install, pidfile: Path, logs: Path, deadline: float, settings: 
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
                               cwd=str(inst.home), start_new_session=True)
     if proc.returncode != 0:
-        raise ClusterError(f"OpenSearch failed to start: {_tail(console)}", f"see {logs}")
+        raise ClusterError(f"{dist.label} failed to start: {_tail(console)}", f"see {logs}")
     pid = _read_pid(pidfile, str(inst.home), deadline)
     if pid is None:
-        raise ClusterError("OpenSearch wrote no pid file in time", f"see {logs}")
+        raise ClusterError(f"{dist.label} wrote no pid file in time", f"see {logs}")
     return pid
 
 
 def _read_pid(pidfile: Path, home: str, deadline: float) -> int | None:
-    """The pid in ``pidfile`` once OpenSearch has written it whole. The file appears
+    """The pid in ``pidfile`` once the node has written it whole. The file appears
     before its content does (seen: an empty read), so a read counts only when it names a
-    live OpenSearch process of ``home``; anything else waits."""
+    live node process of ``home``; anything else waits."""
     while time.monotonic() < deadline:
         try:
             text = pidfile.read_text().strip()
@@ -490,6 +509,7 @@ def _read_pid(pidfile: Path, home: str, deadline: float) -> int | None:
 
 
 def _wait_ready(info: NodeInfo, deadline: float, logs: Path, log=lambda msg: None) -> None:
+    label = distribution(info.engine).label
     conn = Connection(url=info.url, timeout=10)
     last = None
     t0 = reported = time.monotonic()
@@ -498,7 +518,7 @@ def _wait_ready(info: NodeInfo, deadline: float, logs: Path, log=lambda msg: Non
             reported = time.monotonic()
             log(f"  still starting ({reported - t0:.0f}s)")
         if not _pid_is_our_node(info.pid, info.home):
-            raise ClusterError(f"OpenSearch exited during start-up: "
+            raise ClusterError(f"{label} exited during start-up: "
                                f"{_tail(logs / 'ltr-toolkit.log')}", f"see {logs}")
         try:
             # the query string carries `timeout`: opensearch-py takes a `timeout`
@@ -513,13 +533,15 @@ def _wait_ready(info: NodeInfo, deadline: float, logs: Path, log=lambda msg: Non
         except (TransportError, OSError, ClusterError) as exc:  # still coming up
             last = exc
         time.sleep(0.5)
-    raise ClusterError(f"OpenSearch at {info.url} was not healthy in time ({last})",
+    raise ClusterError(f"{label} at {info.url} was not healthy in time ({last})",
                        f"see {logs}")
 
 
-def stop(timeout: float = 60.0) -> NodeInfo | None:
-    """Stop the node this tool started, by its recorded pid. Returns it, or None."""
-    info = NodeInfo.load()
+def stop(engine: str | None = None, timeout: float = 60.0) -> NodeInfo | None:
+    """Stop the node this tool started for ``engine`` (None: OpenSearch), by its recorded
+    pid. Returns it, or None."""
+    dist = distribution(engine)
+    info = NodeInfo.load(dist)
     if not info:
         return None
     if _pid_is_our_node(info.pid, info.home):
@@ -533,5 +555,5 @@ def stop(timeout: float = 60.0) -> NodeInfo | None:
                 time.sleep(0.1)
     else:
         info = None
-    (state_dir() / "node.json").unlink(missing_ok=True)
+    (state_dir() / dist.state_file("node.json")).unlink(missing_ok=True)
     return info

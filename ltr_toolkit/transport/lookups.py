@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 
-from ..errors import ClusterError
 from .client import Connection, call, request
 
 #: seconds a looked-up fact is kept
@@ -70,22 +69,3 @@ def shard_count(conn: Connection, index: str) -> int:
         resp = call(conn, conn.client().search_shards, index=index)
         return max(1, len(resp.get("shards", [])))
     return remembered(_key(conn, "shards", index), count)
-
-
-KNN_PLUGIN = "opensearch-knn"
-
-
-def has_knn(conn: Connection) -> bool:
-    """Whether every node has the k-NN plugin (``knn_vector`` fields, ``knn_score``)."""
-    def check() -> bool:
-        nodes = request(conn, "GET", "/_nodes/plugins").get("nodes", {})
-        return bool(nodes) and all(any(p.get("name") == KNN_PLUGIN for p in n.get("plugins", []))
-                                   for n in nodes.values())
-    return remembered(_key(conn, "knn"), check)
-
-
-def require_knn(conn: Connection, what: str) -> None:
-    if not has_knn(conn):
-        raise ClusterError(f"{what} needs the k-NN plugin ({KNN_PLUGIN}), which {conn.display_url} "
-                           "does not have", "install it on every node (`ltr cluster start` does), "
-                           "or use a feature set without semantic features")
