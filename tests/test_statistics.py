@@ -305,3 +305,15 @@ def test_the_gate_holds_its_level_under_successive_halving():
         before += selection.gate(per, seed=run, halving=False, n_resamples=1000)[1] < 0.05
     assert replayed <= 42, replayed
     assert before > 42, before
+
+
+def test_identical_deltas_give_the_smallest_p_without_warnings():
+    """Every query moved by the same amount: an infinite t; only the identity flip is as
+    extreme, so p = 1 / (resamples + 1), and no RuntimeWarning (it once gave inf - inf)."""
+    import warnings
+    from ltr_toolkit.rank.stats import flip_test
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for sign in (1, -1):
+            p, _, n = flip_test(np.full((1, 30), 0.1 * sign), n_resamples=2000)
+            assert p[0] == pytest.approx(1 / (n + 1))

@@ -286,7 +286,8 @@ def flip_test(deltas: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0,
     sumsq = (deltas * deltas).sum(axis=1)
     stat = (lambda m: _side(_studentise(m, sumsq, n) if statistic == "t" else m, alternative))
     top = stat(means)
-    bar = top - 1e-9 * np.maximum(1.0, np.abs(top))
+    with np.errstate(invalid="ignore"):       # an infinite t (identical deltas) is its own bar
+        bar = np.where(np.isinf(top), top, top - 1e-9 * np.maximum(1.0, np.abs(top)))
     orders = [f[np.argsort(-top[f], kind="stable")] for f in families or [np.arange(c)] if len(f)]
     plain, step, kept = np.zeros(c), np.zeros(c), 0
     for signs in flip_blocks(n_resamples * (REPLAY_DRAWS if accept else 1), n, seed):
