@@ -98,6 +98,12 @@ def _check(browser, path, report, jl, titles):
         assert explained["baselines"][SYSTEM]["document"] in detail and explained["features"][0] in detail
     reason = report["recommendation"]["reason"]
     assert text(browser.find_element(By.ID, "recommendation")) == "Recommendation: " + reason
+    heads = [text(c) for c in browser.find_elements(By.CSS_SELECTOR, "#metrics tr th")]
+    cells = {text(r.find_elements(By.TAG_NAME, "td")[0]): [text(c) for c in r.find_elements(By.TAG_NAME, "td")]
+             for r in browser.find_elements(By.CSS_SELECTOR, "#metrics tr") if r.find_elements(By.TAG_NAME, "td")}
+    shown_p = dict(zip(heads, cells[SYSTEM]))["p, corrected"]            # what --deploy trusts
+    want = next(x for x in report_data(report, jl, titles)["systems"] if x["name"] == SYSTEM)["p_corrected"]
+    assert shown_p and float(shown_p) == pytest.approx(want, abs=5e-5)
     assert browser.find_element(By.ID, "system").get_attribute("value") == SYSTEM
     assert browser.execute_script("return window.__pwned === undefined"), "a payload ran"
     handlers = browser.execute_script(
