@@ -317,3 +317,12 @@ def test_identical_deltas_give_the_smallest_p_without_warnings():
         for sign in (1, -1):
             p, _, n = flip_test(np.full((1, 30), 0.1 * sign), n_resamples=2000)
             assert p[0] == pytest.approx(1 / (n + 1))
+
+
+def test_the_baseline_alone_is_described_not_compared():
+    """`ltr evaluate` without --model: one system, no test (it once failed to stack no
+    deltas), its mean and interval all the same."""
+    found = S.compare({"bm25": np.linspace(0.1, 0.9, 40)}, "bm25")
+    assert found.tests == {} and found.means["bm25"] == pytest.approx(0.5)
+    lo, hi = found.mean_ci["bm25"]
+    assert lo < 0.5 < hi

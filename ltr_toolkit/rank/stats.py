@@ -225,6 +225,9 @@ def _tests(values, comparisons, first, names, pruning, *, correction, alternativ
     """{"tests": a :class:`Test` per (i, j) comparison (j minus i), "means": each system's
     mean's interval}, and the draws. Comparisons ``[:first]`` are one family, the rest
     another: all tested on the same flips, each family corrected on its own."""
+    if not comparisons:                       # the baseline alone: its interval only
+        boot = None if level is None else resampled_means(values, n_resamples, seed)
+        return {"tests": [], "means": [_interval(None if boot is None else boot[:, 0], level)]}, 0
     deltas = np.stack([values[j] - values[i] for i, j in comparisons])
     families = [np.arange(first), np.arange(first, len(comparisons))]
     accept = None
