@@ -17,7 +17,7 @@ import numpy as np
 from ltr_toolkit.models.mlp import MLP, SGD
 from benchmarks.naive import naive_query_gradient
 from ltr_toolkit.models.neural import NeuralRanker
-from ltr_toolkit.rank.lambdas import QueryPairs
+from ltr_toolkit.rank.pairs import QueryPairs
 
 from ._report import SHARED, finish, pyplot, write_table
 

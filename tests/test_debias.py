@@ -15,7 +15,8 @@ from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.errors import UserError
 from ltr_toolkit.models.neural import NeuralRanker
 from ltr_toolkit.models.trees import LambdaMART
-from ltr_toolkit.rank.lambdas import QueryPairs, RankPairs, lambdaloss_lambdas
+from ltr_toolkit.rank.lambdas import lambdaloss_lambdas
+from ltr_toolkit.rank.pairs import QueryPairs, RankPairs
 from ltr_toolkit.rank.metrics import ndcg
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.rank import lambdas as L
+from ltr_toolkit.rank.pairs import QueryPairs, RankPairs
 
 NDCG_WEIGHTINGS = ["lambdarank", "ndcg-loss2", "ndcg-loss2++"]
 
@@ -145,8 +146,8 @@ def _batch(seed, n_q=25, max_n=40):
 def test_rank_pairs_equal_the_reference_query_by_query(weighting, k):
     s, y, off = _batch(1)
     for dtype, tol in ((np.float64, 1e-12), (np.float32, 2e-5)):
-        rp = L.RankPairs(y, off, weighting, sigma=1.3, k=k, mu=3.0, normalization=None,
-                         dtype=dtype, chunk=257)      # several chunks
+        rp = RankPairs(y, off, weighting, sigma=1.3, k=k, mu=3.0, normalization=None,
+                         dtype=dtype)
         g, h = rp.grad_hess(s)
         for q in range(len(off) - 1):
             sl = slice(off[q], off[q + 1])
@@ -165,7 +166,7 @@ def test_rank_pairs_score_normalisation(weighting):
     s, y, off = _batch(3)
     s = s.copy()
     s[off[7]:off[8]] = 1.5                       # a query with all scores tied
-    rp = L.RankPairs(y, off, weighting, sigma=0.9, k=6, mu=2.0, normalization=None,
+    rp = RankPairs(y, off, weighting, sigma=0.9, k=6, mu=2.0, normalization=None,
                      score_normalization=True, dtype=np.float64)
     g, h = rp.grad_hess(s)
     for q in range(len(off) - 1):
@@ -185,8 +186,8 @@ def test_rank_pairs_query_normalisation(norm):
     """Each query's lambdas and hessians scaled by log2(1 + L) / L, with L the sum of
     2 |lambda_ij| over its pairs (``pairs``) or of |lambda_i| over its documents."""
     s, y, off = _batch(2)
-    raw = L.RankPairs(y, off, "lambdarank", k=10, normalization=None, dtype=np.float64)
-    scaled = L.RankPairs(y, off, "lambdarank", k=10, normalization=norm, dtype=np.float64)
+    raw = RankPairs(y, off, "lambdarank", k=10, normalization=None, dtype=np.float64)
+    scaled = RankPairs(y, off, "lambdarank", k=10, normalization=norm, dtype=np.float64)
     g0, h0 = raw.grad_hess(s)
     g1, h1 = scaled.grad_hess(s)
     for q in range(len(off) - 1):
@@ -207,7 +208,7 @@ def test_rank_pairs_query_normalisation(norm):
 @pytest.mark.parametrize("weighting", L.WEIGHTINGS)
 def test_network_cache_equals_reference(weighting, k):
     s, y = _query(5, n=30)
-    qp = L.QueryPairs(y, sigma=0.8, k=k, mu=2.0)
+    qp = QueryPairs(y, sigma=0.8, k=k, mu=2.0)
     np.testing.assert_allclose(qp.lambdas(s, weighting),
                                L.lambdaloss_lambdas(s, y, weighting, 0.8, k, 2.0), atol=1e-12)
 
@@ -216,7 +217,7 @@ def test_unknown_weighting_is_rejected():
     with pytest.raises(ValueError, match="weighting"):
         L.pair_weights(np.zeros(3), np.arange(3.0), "ndcg-loss3")
     with pytest.raises(ValueError, match="weighting"):
-        L.RankPairs(np.arange(3.0), np.array([0, 3]), "listnet")
+        RankPairs(np.arange(3.0), np.array([0, 3]), "listnet")
 
 
 def _graded(seed, n_q=40, n_d=25, f=6):
@@ -270,10 +271,10 @@ def test_pair_objectives_keep_no_pair_matrices(weighting):
     sizes = np.array([3000, 40, 7, 1200])
     off = np.concatenate([[0], np.cumsum(sizes)])
     y = rng.integers(0, 5, size=off[-1]).astype(float)
-    rp = L.RankPairs(y, off, weighting, k=None, chunk=1 << 16)
+    rp = RankPairs(y, off, weighting, k=None)
     assert rp.n_pairs > 4_000_000
     assert _stored_bytes(rp) < 64 * off[-1]
-    qp = L.QueryPairs(y[:3000], k=None)
+    qp = QueryPairs(y[:3000], k=None)
     assert _stored_bytes(qp) < 64 * 3000
     g, h = rp.grad_hess(rng.normal(size=off[-1]))
     assert np.isfinite(g).all() and np.isfinite(h).all() and np.abs(g).sum() > 0
@@ -281,8 +282,8 @@ def test_pair_objectives_keep_no_pair_matrices(weighting):
 
 def test_hessian_scale_multiplies_the_hessians_only():
     s, y, off = _batch(4)
-    one = L.RankPairs(y, off, "lambdarank", k=6, score_normalization=True, dtype=np.float64)
-    two = L.RankPairs(y, off, "lambdarank", k=6, score_normalization=True, dtype=np.float64,
+    one = RankPairs(y, off, "lambdarank", k=6, score_normalization=True, dtype=np.float64)
+    two = RankPairs(y, off, "lambdarank", k=6, score_normalization=True, dtype=np.float64,
                       hessian_scale=2.0)
     (g1, h1), (g2, h2) = one.grad_hess(s), two.grad_hess(s)
     np.testing.assert_array_equal(g1, g2)
@@ -310,50 +311,6 @@ def _peak_bytes(fn) -> int:
     return _traced(fn)[1]
 
 
-def test_position_weights_kept_between_calls_stay_within_a_few_chunks():
-    """The position weights cached between rounds are bounded by a few blocks (``chunk``
-    cells each), however many query sizes the data has: no cache of every block shape."""
-    rng = np.random.default_rng(0)
-    sizes = rng.permutation(np.arange(2, 200))           # 198 different query sizes
-    off = np.concatenate([[0], np.cumsum(sizes)])
-    y = rng.integers(0, 5, size=off[-1]).astype(float)
-    s = rng.normal(size=off[-1])
-    chunk = 4096
-    objectives = [L.RankPairs(y, off, w, k=k, chunk=chunk, dtype=np.float64)
-                  for w, k in (("lambdarank", None), ("lambdarank", 10), ("ndcg-loss2", 5))]
-    L._position_weights.cache_clear()
-    kept = _kept_bytes(lambda: [rp.grad_hess(s) for rp in objectives])
-    assert kept < 8 * chunk * 8, kept
-
-
-@pytest.mark.parametrize("k", [None, 3])
-def test_cached_position_weights_serve_any_later_shape(k):
-    """Queries of every size, in random order, through small blocks (whole ones served by
-    views of the cached weights, split ones computed): always the reference's lambdas."""
-    L._position_weights.cache_clear()
-    rng = np.random.default_rng(5)
-    for n in rng.permutation(np.arange(2, 40)).tolist():
-        s = rng.normal(size=n) * 2
-        y = rng.integers(0, 4, size=n).astype(float)
-        qp = L.QueryPairs(y, sigma=0.8, k=k, mu=2.0, chunk=300)
-        for weighting in L.WEIGHTINGS:
-            np.testing.assert_allclose(qp.lambdas(s, weighting),
-                                       L.lambdaloss_lambdas(s, y, weighting, 0.8, k, 2.0),
-                                       rtol=1e-6, atol=1e-12)
-
-
-@pytest.mark.parametrize("k", [None, 4])
-@pytest.mark.parametrize("weighting", L.WEIGHTINGS)
-def test_network_lambdas_in_blocks_of_rows_equal_the_reference(weighting, k):
-    """QueryPairs computes a query's pairs a few rows at a time (``chunk`` cells), summing
-    each document's lambdas over the blocks: the same numbers."""
-    s, y = _query(8, n=150, grades=5)
-    s[10:14] = s[3]                                          # ties
-    qp = L.QueryPairs(y, sigma=1.2, k=k, mu=2.0, chunk=1000)   # 6 rows per block
-    np.testing.assert_allclose(qp.lambdas(s, weighting),
-                               L.lambdaloss_lambdas(s, y, weighting, 1.2, k, 2.0), rtol=1e-6, atol=1e-12)
-
-
 @pytest.mark.parametrize("call", ["ranknet", "lambdarank", "ndcg-loss2++"])
 def test_network_steps_allocate_nothing_n_by_n(call):
     """One step on a 4,000-document query (16M pairs, 128 MB as one float64 n x n array)
@@ -362,8 +319,7 @@ def test_network_steps_allocate_nothing_n_by_n(call):
     n = 4000
     y = rng.integers(0, 5, size=n).astype(float)
     s = rng.normal(size=n)
-    qp = L.QueryPairs(y, k=None)
-    L._position_weights.cache_clear()
+    qp = QueryPairs(y, k=None)
     if call == "ranknet":
         peak = _peak_bytes(lambda: qp.ranknet(s))
     else:

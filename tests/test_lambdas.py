@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks.reference import batch_lambdas
 from ltr_toolkit.rank import lambdas as L
+from ltr_toolkit.rank.pairs import QueryPairs
 
 # seed 004: three documents, features x = (1, x1, x2), labels U1 > U2 > U3
 X = np.array([[1.0, 5.0, 4.5], [1.0, 4.0, 3.7], [1.0, 2.0, 1.8]])
@@ -149,9 +150,9 @@ def test_training_cache_equals_reference(n, k):
     rng = np.random.default_rng(n)
     s = rng.normal(size=n) * 4
     y = rng.integers(0, 4, size=n).astype(float)
-    qp = L.QueryPairs(y, sigma=0.7, k=k)
+    qp = QueryPairs(y, sigma=0.7, k=k)
     np.testing.assert_allclose(qp.ranknet(s), L.ranknet_lambdas(s, y, 0.7), atol=1e-12)
     np.testing.assert_allclose(qp.lambdarank(s), L.lambdarank_lambdas(s, y, 0.7, k), atol=1e-12)
-    qp32 = L.QueryPairs(y, sigma=0.7, k=k, dtype=np.float32)
+    qp32 = QueryPairs(y, sigma=0.7, k=k, dtype=np.float32)
     np.testing.assert_allclose(qp32.lambdarank(s.astype(np.float32)),
                                L.lambdarank_lambdas(s, y, 0.7, k), atol=1e-5)

@@ -14,8 +14,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..data.dataset import RankingDataset
-from ..rank.lambdas import DEFAULT_MU, QueryPairs, check_weighting
+from ..rank.lambdas import DEFAULT_MU, check_weighting
 from ..rank.metrics import ndcg
+from ..rank.pairs import QueryPairs
 from .base import (BOOLEAN, EstimatorParams, Interval, Kind, Options, row_batches,
                    training_sets)
 from .mlp import MLP, OPTIMIZERS

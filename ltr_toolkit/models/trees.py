@@ -39,9 +39,9 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..data.dataset import RankingDataset
-from ..rank.lambdas import (DEFAULT_MU, QUERY_NORMALIZATIONS, RankPairs,
-                            check_weighting)
+from ..rank.lambdas import DEFAULT_MU, QUERY_NORMALIZATIONS, check_weighting
 from ..rank.metrics import ndcg
+from ..rank.pairs import RankPairs
 from .base import (BOOLEAN, EstimatorParams, Interval, Kind, Options, row_batches,
                    training_sets)
 
@@ -209,7 +209,8 @@ class LambdaMART(EstimatorParams):
                          self._truncation(), float(self.mu), self._query_normalization(),
                          score_normalization=bool(self.score_normalization),
                          hessian_scale=float(self.hessian_scale),
-                         truncate_discounts=bool(self.truncate_discounts), doc_weights=weights)
+                         truncate_discounts=bool(self.truncate_discounts), doc_weights=weights,
+                         threads=self.threads())
 
     def stopping_callbacks(self) -> list:
         """xgboost's early stopping on the validation NDCG@k, when asked for."""

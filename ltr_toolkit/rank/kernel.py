@@ -1,0 +1,124 @@
+"""The pair loop of the lambda objective, compiled by numba: one pass over each query's
+kept pairs computes the pair's weight, its lambda and its hessian together, with nothing
+stored per pair (O(n) memory per query, whatever its size).
+
+Per query (documents sorted once by descending score, ties by position): rows are the
+positions a < m (m: the truncation, or every position), columns b > a; a pair of two
+documents with the same label is skipped. For a pair of positions (a, b):
+
+* ``W = |G_a - G_b| * (cl |disc_a - disc_b| + cd delta(b - a))`` (1 for RankNet), over
+  ``s_a - s_b + 0.01`` with score normalisation (unless all the query's scores tie);
+* ``q = 1 / (1 + exp(sigma (s_a - s_b)))``; the pair's ``p`` (the probability that the
+  better document loses) is q when a is the better one, else 1 - q;
+* ``|lambda_ab| = sigma W p`` (summed, unweighted, for the per-query normalisation), times
+  the preferred document's weight; the hessian ``sigma |lambda_ab| (1 - p)`` goes to both
+  documents, the lambda with its sign to each.
+
+The sigmoid costs no exponential per pair: with ``E_j = exp(sigma (s_j - s_0))`` computed
+once per document, ``q = E_b / (E_a + E_b)``. That holds while no pair's ``sigma (s_a -
+s_b)`` exceeds 50 (the reference clips there, and no E underflows); a query whose
+scores span more than that takes one exponential per pair, clipped as the reference is.
+Everything is float64 (scalar code: no slower than float32 here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+#: sigma (s_a - s_b) beyond which the reference clips the logistic's argument
+CLIP = 50.0
+
+
+@njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
+def _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, score_norm, g, h):
+    """Add each document's lambda (``g``) and hessian (``h``) over the pairs of rows a < m
+    of one query sorted by descending score; return the sum of unweighted |lambda_ab|."""
+    n = len(ss)
+    fast = sigma * (ss[0] - ss[n - 1]) <= CLIP
+    norm = score_norm and ss[0] - ss[n - 1] > 0
+    has_w = len(ws) > 0
+    E = np.exp(sigma * (ss - ss[0]))
+    total = 0.0
+    for a in range(m):
+        ya, Ga, sa, da, Ea = ys[a], Gs[a], ss[a], disc[a], E[a]
+        wa = ws[a] if has_w else 1.0
+        ga = 0.0
+        ha = 0.0
+        for b in range(a + 1, n):
+            yb = ys[b]
+            if ya == yb:
+                continue
+            W = 1.0 if ranknet else abs(Ga - Gs[b]) * (cl * (da - disc[b]) + cd * delta[b - a])
+            if norm:
+                W /= sa - ss[b] + 0.01
+            if fast:
+                q = E[b] / (Ea + E[b])
+            else:
+                q = 1.0 / (1.0 + np.exp(min(sigma * (sa - ss[b]), CLIP)))
+            better = ya > yb
+            p = q if better else 1.0 - q
+            lam = sigma * W * p
+            total += lam
+            if has_w:
+                lam *= wa if better else ws[b]
+            hh = sigma * lam * (1.0 - p)
+            signed = lam if better else -lam
+            ga -= signed
+            g[b] += signed
+            ha += hh
+            h[b] += hh
+        g[a] += ga
+        h[a] += ha
+    return total
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sorted(s, y, G, w, lo, hi):
+    """One query's scores, labels, gains, weights (or an empty array) sorted by
+    descending score, ties by position, and the order."""
+    order = np.argsort(-s[lo:hi], kind="mergesort") + lo
+    ws = w[order] if len(w) else w
+    return s[order], y[order], G[order], ws, order
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def tree_grad_hess(s, y, G, w, offsets, queries, k, ranknet, disc, cl, cd, delta, sigma,
+                   score_norm, normalization, hessian_scale, grad, hess):
+    """Every document's lambda and hessian into ``grad`` and ``hess`` (left as they are
+    for documents outside ``queries``), the queries in parallel. ``k`` < 0: every row;
+    ``normalization``: 0 none, 1 log2(1 + L) / L with L the sum of 2 |lambda_ab|
+    ("pairs"), 2 with L the sum of |lambda_i| ("documents")."""
+    for i in prange(len(queries)):
+        q = queries[i]
+        lo, hi = offsets[q], offsets[q + 1]
+        n = hi - lo
+        ss, ys, Gs, ws, order = _sorted(s, y, G, w, lo, hi)
+        m = n if (k < 0 or ranknet) else min(k, n)
+        g = np.zeros(n)
+        h = np.zeros(n)
+        total = _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, score_norm, g, h)
+        if normalization == 2:
+            total = np.sum(np.abs(g))
+        elif normalization == 1:
+            total *= 2.0
+        scale = 1.0
+        if normalization > 0:
+            scale = np.log2(1.0 + total) / total if total > 0 else 0.0
+        for j in range(n):
+            grad[order[j]] = g[j] * scale
+            hess[order[j]] = h[j] * scale * hessian_scale
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def query_lambdas(s, y, G, w, k, ranknet, disc, cl, cd, delta, sigma):
+    """One query's lambdas (input order), no normalisation: the networks' step."""
+    n = len(s)
+    ss, ys, Gs, ws, order = _sorted(s, y, G, w, 0, n)
+    m = n if (k < 0 or ranknet) else min(k, n)
+    g = np.zeros(n)
+    h = np.zeros(n)
+    _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, False, g, h)
+    out = np.empty(n)
+    out[order] = g
+    return out
