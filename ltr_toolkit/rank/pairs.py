@@ -8,15 +8,24 @@ pair."""
 from __future__ import annotations
 
 import numpy as np
-from numba import config as numba_config
-from numba import set_num_threads
 
-from . import kernel
 from .lambdas import (DEFAULT_MU, QUERY_NORMALIZATIONS, check_doc_weights, check_weighting,
                       exp_gain, ideal_dcg, loss2_discount)
 
 _NORMALIZATION_CODES = {None: 0, "pairs": 1, "documents": 2}
 _EMPTY = np.empty(0)
+
+
+def _kernel(threads: int | None = None):
+    """The compiled kernel, imported on first use (numba takes a few tenths of a second to
+    import: commands that do not train never pay it); ``threads``: the number of threads
+    of its parallel loops from now on in this thread (capped at numba's)."""
+    from numba import config, set_num_threads
+
+    from . import kernel
+    if threads:
+        set_num_threads(max(1, min(int(threads), config.NUMBA_NUM_THREADS)))
+    return kernel
 
 
 def position_terms(n: int, weighting: str, k: int | None, mu: float, truncate: bool = True):
@@ -107,9 +116,7 @@ class RankPairs:
         hess = np.zeros(self.n)
         disc, cl, cd, delta = self._terms
         w = _EMPTY if self.doc_weights is None else self.doc_weights
-        if self.threads:
-            set_num_threads(max(1, min(int(self.threads), numba_config.NUMBA_NUM_THREADS)))
-        kernel.tree_grad_hess(s, self.y, self.G, w, self.offsets, self.queries,
+        _kernel(self.threads).tree_grad_hess(s, self.y, self.G, w, self.offsets, self.queries,
                               -1 if self.k is None else self.k, self.weighting == "ranknet",
                               disc, cl, cd, delta, self.sigma, self.score_normalization,
                               _NORMALIZATION_CODES[self.normalization], self.hessian_scale,
@@ -156,6 +163,6 @@ class QueryPairs:
             terms = self._terms[weighting] = position_terms(self.n, weighting, self.k, self.mu)
         disc, cl, cd, delta = terms
         s = np.asarray(scores).astype(self.dtype).astype(np.float64)
-        lam = kernel.query_lambdas(s, self.y, self.G, self.w, -1 if self.k is None else self.k,
+        lam = _kernel().query_lambdas(s, self.y, self.G, self.w, -1 if self.k is None else self.k,
                                    weighting == "ranknet", disc, cl, cd, delta, self.sigma)
         return lam.astype(self.dtype, copy=False)
