@@ -2,7 +2,8 @@
 kept pairs computes the pair's weight, its lambda and its hessian together, with nothing
 stored per pair (O(n) memory per query, whatever its size).
 
-Per query (documents sorted once by descending score, ties by position): rows are the
+Per query (documents sorted once per call by descending score, ties by position, by an
+insertion sort from the last call's order, a merge sort when that order is far off): rows are the
 positions a < m (m: the truncation, or every position), columns b > a; a pair of two
 documents with the same label is skipped. For a pair of positions (a, b):
 
@@ -74,26 +75,49 @@ def _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, score_nor
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _sorted(s, y, G, w, lo, hi):
+def _insertion_sort(s, order, lo, hi, budget):
+    """Sort ``order[lo:hi]`` (document indices) by descending score, ties by index, in
+    place, starting from the order it holds (the last round's: scores move little between
+    rounds, so few documents move). False, after at most ``budget`` moves, when the order
+    was too far from sorted (it is then some permutation of itself)."""
+    for i in range(lo + 1, hi):
+        o = order[i]
+        v = s[o]
+        j = i - 1
+        while j >= lo and (s[order[j]] < v or (s[order[j]] == v and order[j] > o)):
+            order[j + 1] = order[j]
+            j -= 1
+            budget -= 1
+        order[j + 1] = o
+        if budget < 0:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sorted(s, y, G, w, order, lo, hi):
     """One query's scores, labels, gains, weights (or an empty array) sorted by
-    descending score, ties by position, and the order."""
-    order = np.argsort(-s[lo:hi], kind="mergesort") + lo
-    ws = w[order] if len(w) else w
-    return s[order], y[order], G[order], ws, order
+    descending score, ties by position, and that order (``order[lo:hi]``, updated)."""
+    if not _insertion_sort(s, order, lo, hi, 4 * (hi - lo) + 32):
+        order[lo:hi] = np.argsort(-s[lo:hi], kind="mergesort") + lo
+    idx = order[lo:hi]
+    ws = w[idx] if len(w) else w
+    return s[idx], y[idx], G[idx], ws, idx
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def tree_grad_hess(s, y, G, w, offsets, queries, k, ranknet, disc, cl, cd, delta, sigma,
-                   score_norm, normalization, hessian_scale, grad, hess):
+                   score_norm, normalization, hessian_scale, grad, hess, order):
     """Every document's lambda and hessian into ``grad`` and ``hess`` (left as they are
-    for documents outside ``queries``), the queries in parallel. ``k`` < 0: every row;
-    ``normalization``: 0 none, 1 log2(1 + L) / L with L the sum of 2 |lambda_ab|
+    for documents outside ``queries``), the queries in parallel; ``order``: each query's
+    documents in the last call's score order (any order the first time), updated.
+    ``k`` < 0: every row; ``normalization``: 0 none, 1 log2(1 + L) / L with L the sum of 2 |lambda_ab|
     ("pairs"), 2 with L the sum of |lambda_i| ("documents")."""
     for i in prange(len(queries)):
         q = queries[i]
         lo, hi = offsets[q], offsets[q + 1]
         n = hi - lo
-        ss, ys, Gs, ws, order = _sorted(s, y, G, w, lo, hi)
+        ss, ys, Gs, ws, idx = _sorted(s, y, G, w, order, lo, hi)
         m = n if (k < 0 or ranknet) else min(k, n)
         g = np.zeros(n)
         h = np.zeros(n)
@@ -106,19 +130,20 @@ def tree_grad_hess(s, y, G, w, offsets, queries, k, ranknet, disc, cl, cd, delta
         if normalization > 0:
             scale = np.log2(1.0 + total) / total if total > 0 else 0.0
         for j in range(n):
-            grad[order[j]] = g[j] * scale
-            hess[order[j]] = h[j] * scale * hessian_scale
+            grad[idx[j]] = g[j] * scale
+            hess[idx[j]] = h[j] * scale * hessian_scale
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def query_lambdas(s, y, G, w, k, ranknet, disc, cl, cd, delta, sigma):
-    """One query's lambdas (input order), no normalisation: the networks' step."""
+def query_lambdas(s, y, G, w, k, ranknet, disc, cl, cd, delta, sigma, order):
+    """One query's lambdas (input order), no normalisation: the networks' step
+    (``order`` as in :func:`tree_grad_hess`)."""
     n = len(s)
-    ss, ys, Gs, ws, order = _sorted(s, y, G, w, 0, n)
+    ss, ys, Gs, ws, idx = _sorted(s, y, G, w, order, 0, n)
     m = n if (k < 0 or ranknet) else min(k, n)
     g = np.zeros(n)
     h = np.zeros(n)
     _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, False, g, h)
     out = np.empty(n)
-    out[order] = g
+    out[idx] = g
     return out

@@ -87,6 +87,7 @@ class RankPairs:
         self.threads = threads
         self.doc_weights = None if doc_weights is None else check_doc_weights(doc_weights, self.n)
         self.queries = self._useful(sizes)
+        self._order = np.arange(self.n, dtype=np.int64)   # the last call's score order
         self.G = self._normalised_gains(gain(self.y), sizes)
         self._terms = position_terms(int(sizes.max(initial=1)), weighting, self.k, self.mu,
                                      bool(truncate_discounts))
@@ -120,7 +121,7 @@ class RankPairs:
                               -1 if self.k is None else self.k, self.weighting == "ranknet",
                               disc, cl, cd, delta, self.sigma, self.score_normalization,
                               _NORMALIZATION_CODES[self.normalization], self.hessian_scale,
-                              grad, hess)
+                              grad, hess, self._order)
         return grad, hess
 
 
@@ -145,6 +146,7 @@ class QueryPairs:
         self.G = g * (1.0 / idcg if idcg > 0 else 0.0)
         self.w = _EMPTY if doc_weights is None else check_doc_weights(doc_weights, self.n)
         self._terms = {}
+        self._order = np.arange(self.n, dtype=np.int64)   # the last call's score order
 
     def ranknet(self, scores) -> np.ndarray:
         return self.lambdas(scores, "ranknet")
@@ -164,5 +166,6 @@ class QueryPairs:
         disc, cl, cd, delta = terms
         s = np.asarray(scores).astype(self.dtype).astype(np.float64)
         lam = _kernel().query_lambdas(s, self.y, self.G, self.w, -1 if self.k is None else self.k,
-                                   weighting == "ranknet", disc, cl, cd, delta, self.sigma)
+                                   weighting == "ranknet", disc, cl, cd, delta, self.sigma,
+                                   self._order)
         return lam.astype(self.dtype, copy=False)
