@@ -105,39 +105,58 @@ def _sorted(s, y, G, w, order, lo, hi):
     return s[idx], y[idx], G[idx], ws, idx
 
 
-@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def tree_grad_hess(s, y, G, w, offsets, queries, k, ranknet, disc, cl, cd, delta, sigma,
-                   score_norm, normalization, hessian_scale, grad, hess, order):
-    """Every document's lambda and hessian into ``grad`` and ``hess`` (left as they are
-    for documents outside ``queries``), the queries in parallel; ``order``: each query's
-    documents in the last call's score order (any order the first time), updated.
-    ``k`` < 0: every row; ``normalization``: 0 none, 1 log2(1 + L) / L with L the sum of 2 |lambda_ab|
+@njit(cache=True, nogil=True, error_model="numpy")
+def _query_grad_hess(s, y, G, w, lo, hi, order, terms, opts, grad, hess):
+    """One query's (documents lo to hi) lambdas and hessians into ``grad`` and ``hess``.
+    ``terms``: (disc, cl, cd, delta), the position weights' parts; ``opts``: (k, ranknet,
+    sigma, score normalisation, query normalisation, hessian scale), k < 0: every row;
+    query normalisation: 0 none, 1 log2(1 + L) / L with L the sum of 2 |lambda_ab|
     ("pairs"), 2 with L the sum of |lambda_i| ("documents")."""
+    disc, cl, cd, delta = terms
+    k, ranknet, sigma, score_norm, normalization, hessian_scale = opts
+    n = hi - lo
+    ss, ys, Gs, ws, idx = _sorted(s, y, G, w, order, lo, hi)
+    m = n if (k < 0 or ranknet) else min(k, n)
+    g = np.zeros(n)
+    h = np.zeros(n)
+    total = _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, score_norm, g, h)
+    if normalization == 2:
+        total = np.sum(np.abs(g))
+    elif normalization == 1:
+        total *= 2.0
+    scale = 1.0
+    if normalization > 0:
+        scale = np.log2(1.0 + total) / total if total > 0 else 0.0
+    for j in range(n):
+        grad[idx[j]] = g[j] * scale
+        hess[idx[j]] = h[j] * scale * hessian_scale
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def tree_grad_hess(s, y, G, w, offsets, queries, terms, opts, grad, hess, order):
+    """Every document's lambda and hessian into ``grad`` and ``hess`` (left as they are
+    for documents outside ``queries``), the queries shared out among numba's threads;
+    ``order``: each query's documents in the last call's score order (any order the first
+    time), updated. ``terms``, ``opts``: as :func:`_query_grad_hess`'s."""
     for i in prange(len(queries)):
         q = queries[i]
-        lo, hi = offsets[q], offsets[q + 1]
-        n = hi - lo
-        ss, ys, Gs, ws, idx = _sorted(s, y, G, w, order, lo, hi)
-        m = n if (k < 0 or ranknet) else min(k, n)
-        g = np.zeros(n)
-        h = np.zeros(n)
-        total = _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, score_norm, g, h)
-        if normalization == 2:
-            total = np.sum(np.abs(g))
-        elif normalization == 1:
-            total *= 2.0
-        scale = 1.0
-        if normalization > 0:
-            scale = np.log2(1.0 + total) / total if total > 0 else 0.0
-        for j in range(n):
-            grad[idx[j]] = g[j] * scale
-            hess[idx[j]] = h[j] * scale * hessian_scale
+        _query_grad_hess(s, y, G, w, offsets[q], offsets[q + 1], order, terms, opts, grad, hess)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def query_lambdas(s, y, G, w, k, ranknet, disc, cl, cd, delta, sigma, order):
+def tree_grad_hess_serial(s, y, G, w, offsets, queries, terms, opts, grad, hess, order):
+    """:func:`tree_grad_hess` in the calling thread alone (small training sets: handing
+    out little work to threads costs more than it saves, the more so on a busy machine)."""
+    for i in range(len(queries)):
+        q = queries[i]
+        _query_grad_hess(s, y, G, w, offsets[q], offsets[q + 1], order, terms, opts, grad, hess)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def query_lambdas(s, y, G, w, terms, k, ranknet, sigma, order):
     """One query's lambdas (input order), no normalisation: the networks' step
-    (``order`` as in :func:`tree_grad_hess`)."""
+    (``order`` as in :func:`tree_grad_hess`, ``terms`` as :func:`_query_grad_hess`'s)."""
+    disc, cl, cd, delta = terms
     n = len(s)
     ss, ys, Gs, ws, idx = _sorted(s, y, G, w, order, 0, n)
     m = n if (k < 0 or ranknet) else min(k, n)

@@ -13,6 +13,10 @@ from .lambdas import (DEFAULT_MU, QUERY_NORMALIZATIONS, check_doc_weights, check
                       exp_gain, ideal_dcg, loss2_discount)
 
 _NORMALIZATION_CODES = {None: 0, "pairs": 1, "documents": 2}
+
+#: Pairs from which the tree objective shares its queries out among threads: below it, one
+#: thread (handing out less work costs more than it saves, the more so on a busy machine)
+PARALLEL_PAIRS = 1 << 20
 _EMPTY = np.empty(0)
 
 
@@ -61,7 +65,7 @@ class RankPairs:
     its preferred document's weight (``rank.lambdas``' docstring), after the per-query
     normalisation has read the unweighted lambdas, so the weights scale a query's lambdas
     linearly. ``threads``: the queries are shared out among that many threads (None:
-    numba's default, the cores).
+    numba's default, the cores; one below :data:`PARALLEL_PAIRS` pairs).
     """
 
     def __init__(self, labels, offsets, weighting: str = "lambdarank", sigma: float = 1.0,
@@ -115,13 +119,17 @@ class RankPairs:
         s = np.asarray(scores).astype(self.dtype).astype(np.float64)
         grad = np.zeros(self.n)
         hess = np.zeros(self.n)
-        disc, cl, cd, delta = self._terms
         w = _EMPTY if self.doc_weights is None else self.doc_weights
-        _kernel(self.threads).tree_grad_hess(s, self.y, self.G, w, self.offsets, self.queries,
-                              -1 if self.k is None else self.k, self.weighting == "ranknet",
-                              disc, cl, cd, delta, self.sigma, self.score_normalization,
-                              _NORMALIZATION_CODES[self.normalization], self.hessian_scale,
-                              grad, hess, self._order)
+        opts = (-1 if self.k is None else self.k, self.weighting == "ranknet", self.sigma,
+                self.score_normalization, _NORMALIZATION_CODES[self.normalization],
+                self.hessian_scale)
+        threads = self.threads or 0
+        if threads != 1 and self.n_pairs >= PARALLEL_PAIRS:
+            run = _kernel(threads).tree_grad_hess
+        else:
+            run = _kernel().tree_grad_hess_serial
+        run(s, self.y, self.G, w, self.offsets, self.queries, self._terms, opts, grad, hess,
+            self._order)
         return grad, hess
 
 
@@ -163,9 +171,8 @@ class QueryPairs:
         terms = self._terms.get(weighting)
         if terms is None:
             terms = self._terms[weighting] = position_terms(self.n, weighting, self.k, self.mu)
-        disc, cl, cd, delta = terms
         s = np.asarray(scores).astype(self.dtype).astype(np.float64)
-        lam = _kernel().query_lambdas(s, self.y, self.G, self.w, -1 if self.k is None else self.k,
-                                   weighting == "ranknet", disc, cl, cd, delta, self.sigma,
-                                   self._order)
+        lam = _kernel().query_lambdas(s, self.y, self.G, self.w, terms,
+                                      -1 if self.k is None else self.k, weighting == "ranknet",
+                                      self.sigma, self._order)
         return lam.astype(self.dtype, copy=False)
