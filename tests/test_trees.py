@@ -11,6 +11,7 @@ import xgboost as xgb
 from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.data.svmlight import load_svmlight
 from benchmarks.reference import NativeTopKPairs
+from ltr_toolkit.models.export import plugin_scores
 from ltr_toolkit.models.trees import LambdaMART
 from ltr_toolkit.models.xgbjson import score_trees
 from ltr_toolkit.rank.lambdas import lambdarank_lambdas, ranknet_lambdas
@@ -119,6 +120,30 @@ def test_score_is_sum_of_leaves_in_float32():
     X[::7, 1] = np.nan  # missing values follow each node's missing branch
     ours = score_trees(m.trees_json(), X)
     np.testing.assert_allclose(m.predict(X), ours, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plugin_scores_of_trees_are_the_plugin_walk_bit_for_bit(seed):
+    """``ltr predict`` scores trees with xgboost's predictor: the same float32 numbers as
+    walking the exported JSON trees the plugin's way (NaN right, float32 sums), missing,
+    infinite and threshold-equal values included."""
+    ds = _small(seed, n_q=30, n_d=25, f=6)
+    X = ds.X.copy()
+    X[::5, 2] = np.nan
+    X[1::9, 0] = np.inf
+    X[2::9, 0] = -np.inf
+    m = LambdaMART(n_estimators=40, max_depth=5, early_stopping_rounds=None).fit(ds)
+    trees = m.trees_json()
+    nodes, splits = list(trees), []
+    while nodes:
+        node = nodes.pop()
+        if "split" in node:
+            splits.append((int(node["split"][1:]), np.float32(node["split_condition"])))
+            nodes += node["children"]
+    for row, (j, threshold) in zip(range(3, len(X), 4), splits):
+        X[row, j] = threshold                            # on the threshold itself
+    ours = plugin_scores({"algorithm": "lambdamart"}, m, X)
+    np.testing.assert_array_equal(ours, score_trees(trees, X))
 
 
 def test_lambdamart_learns_and_early_stops(mslr_paths):

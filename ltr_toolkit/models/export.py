@@ -27,7 +27,6 @@ from ..errors import UserError
 from .mlp import MLP
 from .neural import NeuralRanker, fill_missing as fill_missing_dense
 from .trees import LambdaMART
-from .xgbjson import score_trees
 
 #: Where the highest training logit of a network is put, and the widest span kept below
 #: it: float32 resolves sigmoid(x) for x < 0 to ~7 significant digits (sigmoid ~ e^x), so
@@ -204,7 +203,10 @@ def plugin_scores(artifact: dict, model, X: np.ndarray) -> np.ndarray:
     float32, and (linear) accumulate ``w * x`` in float32; RankLib networks run in double
     and return ``(float) sigmoid``."""
     if isinstance(model, LambdaMART):
-        return score_trees(model.trees_json(), X)
+        # xgboost's own predictor on rows with NaN as MISSING_AS sends NaN right and sums
+        # the float32 leaves tree by tree in float32: the JSON walk the plugin does
+        # (xgbjson.score_trees), bit for bit (tests/test_trees.py), at C speed
+        return model.predict(X)
     X32 = fill_missing_dense(X).astype(np.float32)
     Z = ((X32 - model.mean_.astype(np.float32)) / model.std_.astype(np.float32)).astype(np.float32)
     if artifact["algorithm"] == "linear":
