@@ -1,0 +1,128 @@
+"""``ltr predict`` against xgboost reading the same file, and the CLI's start-up, side by
+side in one run: ``python -m benchmarks.predict_start``.
+
+Generates 200,000 MSLR-shaped rows (136 features, as benchmarks/scale.py does), trains a
+LambdaMART model (100 trees, depth 6) on the MSLR 5k extract, then runs, each in a fresh
+process, interleaved, ``REPEATS`` rounds (medians):
+
+* ``ltr predict MODEL DATA -o SCORES`` (``python -m ltr_toolkit.cli``): read the file,
+  score every row as the plugin would, write one score per row;
+* xgboost's own parse of the file (``import xgboost; xgboost.DMatrix("DATA?format=libsvm")``),
+  the reference the issue names;
+* ``ltr --help`` (the CLI's start-up before any work), and the modules it imports
+  (``python -X importtime``: the toolkit's CLI package, cumulative, and whether NumPy,
+  the cluster client, xgboost or numba are among them).
+
+Wall seconds, CPU seconds (user + system) and peak RSS (the child's ru_maxrss) of each
+whole process. Targets (issue 44): predict within 1.2x xgboost's parse; its peak RSS
+within 2x the float32 matrix + 300 MB. Table (Markdown + CSV) in benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ._report import SHARED, write_table
+
+ROWS, FEATURES, REPEATS = 200_000, 136, 3
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 1 << 20
+HEAVY = ("numpy", "opensearchpy", "xgboost", "numba")
+
+
+def _child(args: list[str]) -> dict:
+    """Wall, CPU seconds and peak RSS (MiB) of a fresh Python process; its stderr."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    err = proc.stderr.read().decode()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{err[-3000:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+            "peak": usage.ru_maxrss / 1024, "stderr": err}
+
+
+def _imports() -> tuple[float, list[str]]:
+    """(seconds importing ltr_toolkit.cli, the heavy modules among the imports)."""
+    err = _child(["-X", "importtime", "-c", "import ltr_toolkit.cli"])["stderr"]
+    cli_us, heavy = 0, []
+    for line in err.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 3 and parts[2] == "ltr_toolkit.cli":
+            cli_us = int(parts[1])
+        if len(parts) == 3 and parts[2] in HEAVY:
+            heavy.append(parts[2])
+    return cli_us / 1e6, heavy
+
+
+def _prepare(tmp: Path) -> tuple[Path, Path]:
+    from ltr_toolkit.data.svmlight import load_svmlight
+    from ltr_toolkit.pipeline.train import train_from_files
+    from .scale import draw_size
+    from .svmlight import generate
+    data, model = tmp / "rows.txt", tmp / "model.json"
+    generate(data, ROWS, seed=1, draw_size=draw_size)
+    train = SHARED / "data" / "mslr-5k" / "msn1.fold1.train.5k.txt"
+    assert load_svmlight(train).n_features == FEATURES
+    train_from_files(train, "lambdamart", output=model, n_estimators=100)
+    return data, model
+
+
+def main():
+    load = [open("/proc/loadavg").read().split()[0]]
+    runs = {"predict": [], "xgboost": [], "help": [], "import": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        data, model = _prepare(Path(tmp))
+        commands = {
+            "predict": ["-m", "ltr_toolkit.cli", "predict", str(model), str(data), "-o", f"{tmp}/scores.txt"],
+            "xgboost": ["-c", "import warnings, xgboost; warnings.simplefilter('ignore'); "
+                              f"xgboost.DMatrix('{data}?format=libsvm')"],
+            "help": ["-m", "ltr_toolkit.cli", "--help"]}
+        for rep in range(REPEATS):
+            for name, args in commands.items():
+                runs[name].append(_child(args))
+                print(f"repeat {rep + 1} {name}: {runs[name][-1]['wall']:.2f}s wall "
+                      f"{runs[name][-1]['peak']:.0f} MiB", flush=True)
+            runs["import"].append(_imports())
+    load.append(open("/proc/loadavg").read().split()[0])
+    _write(runs, load)
+
+
+def _write(runs: dict, load: list[str]) -> None:
+    med = {n: {k: statistics.median(r[k] for r in runs[n]) for k in ("wall", "cpu", "peak")}
+           for n in ("predict", "xgboost", "help")}
+    matrix = ROWS * FEATURES * 4 / MiB
+    bound = 2 * matrix + 300 * 1e6 / MiB
+    wall_ratio = med["predict"]["wall"] / med["xgboost"]["wall"]
+    import_s = statistics.median(s for s, _ in runs["import"])
+    heavy = sorted({h for _, hs in runs["import"] for h in hs})
+    rows = [
+        ["ltr predict, wall s", med["predict"]["wall"], f"x xgboost's parse ({med['xgboost']['wall']:.2f} s) "
+         f"= {wall_ratio:.2f}", "<= 1.2", "met" if wall_ratio <= 1.2 else "NOT met"],
+        ["ltr predict, CPU s", med["predict"]["cpu"], f"x xgboost's ({med['xgboost']['cpu']:.2f} s) = "
+         f"{med['predict']['cpu'] / med['xgboost']['cpu']:.2f}", "", ""],
+        ["ltr predict, peak RSS MiB", med["predict"]["peak"], f"matrix {matrix:.0f} MiB; xgboost's parse "
+         f"peaks at {med['xgboost']['peak']:.0f}", f"<= 2 x matrix + 300 MB = {bound:.0f}",
+         "met" if med["predict"]["peak"] <= bound else "NOT met"],
+        ["ltr --help, wall s", med["help"]["wall"], f"CPU {med['help']['cpu']:.2f} s, peak "
+         f"{med['help']['peak']:.0f} MiB", "", ""],
+        ["import ltr_toolkit.cli, s (-X importtime)", import_s,
+         "heavy modules imported: " + (", ".join(heavy) or f"none of {', '.join(HEAVY)}"), "", ""]]
+    notes = [f"{ROWS:,} generated MSLR-shaped rows x {FEATURES} features; model: LambdaMART, 100 trees, "
+             "depth 6, trained on the MSLR 5k extract; each command a fresh process, interleaved, "
+             f"median of {REPEATS}; whole processes (interpreter start, imports, work)",
+             "machine load (uptime, 1 min) " + " / ".join(load)]
+    write_table("predict_start", ["measure", "value", "ratio", "target", "status"], rows, notes)
+    print((Path(__file__).resolve().parent / "results" / "predict_start.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
