@@ -13,7 +13,7 @@ process, interleaved, ``REPEATS`` rounds (medians):
   (``python -X importtime``: the toolkit's CLI package, cumulative, and whether NumPy,
   the cluster client, xgboost or numba are among them).
 
-Wall seconds, CPU seconds (user + system) and peak RSS (the child's ru_maxrss) of each
+Wall seconds, CPU seconds (user + system) and peak RSS (the child's own VmHWM) of each
 whole process. Targets (issue 44): predict within 1.2x xgboost's parse; its peak RSS
 within 2x the float32 matrix + 300 MB. Table (Markdown + CSV) in benchmarks/results/.
 """
@@ -36,23 +36,41 @@ MiB = 1 << 20
 HEAVY = ("numpy", "opensearchpy", "xgboost", "numba")
 
 
+#: run in the child before its work: its own peak RSS (VmHWM, which exec resets; the
+#: rusage of a child started from this large process would count this process's pages)
+#: printed on stderr at exit
+PEAK = ("import atexit, sys\n"
+        "def _peak():\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith('VmHWM:'):\n"
+        "            sys.stderr.write('PEAK_KIB ' + line.split()[1] + '\\n')\n"
+        "atexit.register(_peak)\n")
+
+
 def _child(args: list[str]) -> dict:
-    """Wall, CPU seconds and peak RSS (MiB) of a fresh Python process; its stderr."""
+    """Wall, CPU seconds and peak RSS (MiB) of a fresh Python process; its stderr.
+    ``args``: ["-m", module, ...] or ["-c", code]."""
+    if args[0] == "-m":
+        code = PEAK + f"import runpy; sys.argv = {[args[1], *args[2:]]!r}; runpy.run_module({args[1]!r}, run_name='__main__')"
+    else:
+        code = PEAK + args[1]
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     err = proc.stderr.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(args)} failed:\n{err[-3000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
-            "peak": usage.ru_maxrss / 1024, "stderr": err}
+    peak = [int(line.split()[1]) for line in err.splitlines() if line.startswith("PEAK_KIB ")]
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak": peak[-1] / 1024,
+            "stderr": err}
 
 
 def _imports() -> tuple[float, list[str]]:
     """(seconds importing ltr_toolkit.cli, the heavy modules among the imports)."""
-    err = _child(["-X", "importtime", "-c", "import ltr_toolkit.cli"])["stderr"]
+    err = subprocess.run([sys.executable, "-X", "importtime", "-c", "import ltr_toolkit.cli"],
+                         cwd=ROOT, capture_output=True, text=True).stderr
     cli_us, heavy = 0, []
     for line in err.splitlines():
         parts = [p.strip() for p in line.split("|")]
@@ -72,7 +90,7 @@ def _prepare(tmp: Path) -> tuple[Path, Path]:
     generate(data, ROWS, seed=1, draw_size=draw_size)
     train = SHARED / "data" / "mslr-5k" / "msn1.fold1.train.5k.txt"
     assert load_svmlight(train).n_features == FEATURES
-    train_from_files(train, "lambdamart", output=model, n_estimators=100)
+    train_from_files(train, "lambdamart", output=model, trees=100)
     return data, model
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -227,7 +229,8 @@ def grade_variation(varied: int, n_queries: int, path) -> list[str]:
     return []
 
 
-def load_model(path):
+def read_artifact(path) -> dict:
+    """A model artifact's JSON, checked to be one (no model built: nothing imported)."""
     path = Path(path)
     try:
         art = json.loads(read_text(path))
@@ -235,10 +238,16 @@ def load_model(path):
         raise InputError(path, getattr(exc, "lineno", None), "not a model artifact (invalid JSON)") from None
     if not isinstance(art, dict) or art.get("format") != ARTIFACT_FORMAT:
         raise InputError(path, None, f"not an ltr-toolkit model artifact (format {art.get('format') if isinstance(art, dict) else type(art).__name__!r})")
+    return art
+
+
+def load_model(path, art: dict | None = None):
+    """(the artifact, its fitted model); ``art``: the artifact already read from ``path``."""
+    art = read_artifact(path) if art is None else art
     try:
         return art, model_from_artifact(art)
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(path, None, f"broken model artifact: {exc}") from None
+        raise InputError(Path(path), None, f"broken model artifact: {exc}") from None
 
 
 def check_same_features(ref_name, ref: dict, path, side: dict) -> None:
@@ -270,8 +279,16 @@ def predict_file(model_path, data_path, output) -> int:
     """One score per data row, in the file's row order: the score the plugin serves for
     that row (see ``models.export.plugin_scores``)."""
     check_writable(output)
-    art, model = load_model(model_path)
+    art = read_artifact(model_path)
+    # trees need xgboost, a second or so to import (it imports scikit-learn and SciPy when
+    # they are installed): a thread imports it while this one reads the rows
+    early = threading.Thread(target=importlib.import_module, args=("xgboost",), daemon=True)
+    if art.get("algorithm") in TREE_ALGOS:
+        early.start()
     ds = load_logged(data_path, n_features=art["n_features"])
+    if early.is_alive():
+        early.join()
+    art, model = load_model(model_path, art)
     check_same_features(model_path, {"featureset_sha256": art.get("featureset_sha256"),
                                      "feature_names": art["feature_names"] if art.get("featureset") else None},
                         data_path, ds.meta["sidecar"])
