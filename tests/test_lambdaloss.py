@@ -303,10 +303,6 @@ def _traced(fn) -> tuple[int, int]:
         tracemalloc.stop()
 
 
-def _kept_bytes(fn) -> int:
-    return _traced(fn)[0]
-
-
 def _peak_bytes(fn) -> int:
     return _traced(fn)[1]
 
