@@ -279,16 +279,19 @@ def predict_file(model_path, data_path, output) -> int:
     """One score per data row, in the file's row order: the score the plugin serves for
     that row (see ``models.export.plugin_scores``)."""
     check_writable(output)
-    art = read_artifact(model_path)
+    art, model = read_artifact(model_path), None
+    if art.get("algorithm") not in TREE_ALGOS or "n_features" not in art:
+        art, model = load_model(model_path, art)   # nothing to overlap, or a broken artifact's error now
     # trees need xgboost, a second or so to import (it imports scikit-learn and SciPy when
     # they are installed): a thread imports it while this one reads the rows
     early = threading.Thread(target=importlib.import_module, args=("xgboost",), daemon=True)
-    if art.get("algorithm") in TREE_ALGOS:
+    if model is None:
         early.start()
     ds = load_logged(data_path, n_features=art["n_features"])
     if early.is_alive():
         early.join()
-    art, model = load_model(model_path, art)
+    if model is None:
+        art, model = load_model(model_path, art)
     check_same_features(model_path, {"featureset_sha256": art.get("featureset_sha256"),
                                      "feature_names": art["feature_names"] if art.get("featureset") else None},
                         data_path, ds.meta["sidecar"])
