@@ -39,7 +39,7 @@ import numpy as np
 
 from ._report import SHARED, finish, pyplot, write_table
 
-DEPTH, ETA, THREADS, REPEATS = 6, 0.1, 2, 2
+DEPTH, ETA, THREADS, REPEATS = 6, 0.1, 2, 3
 #: rows generated (None: the extract) and trees fitted, per data set (fewer trees at the
 #: larger sizes keep the whole run within this shared machine's budget; per-round times
 #: are what compare)
