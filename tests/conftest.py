@@ -168,3 +168,18 @@ def cranfield_index(cluster):
     res = index_documents(cluster.conn(), "cranfield-test", cranfield.documents(), recreate=True)
     yield res
     cluster.conn().client().indices.delete(index="cranfield-test", ignore_unavailable=True)
+
+
+#: tests that drop the shared default store (and with it every feature set and model
+#: the session's fixtures put there): run after every other test
+DROPS_DEFAULT_STORE = ("test_default_store_lifecycle",)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """Move the tests of :data:`DROPS_DEFAULT_STORE` to the end, after pytest's own
+    reordering (which groups the tests of each engine's node and so once ran them before
+    tests whose session fixtures had filled the default store)."""
+    last = [it for it in items if it.originalname in DROPS_DEFAULT_STORE]
+    if last:
+        items[:] = [it for it in items if it.originalname not in DROPS_DEFAULT_STORE] + last
