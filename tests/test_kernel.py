@@ -2,7 +2,8 @@
 NumPy block implementation it replaced (tests/lambdas_before.py), on random blocks of
 queries: every weighting, truncation, sigma, score and query normalisation, hessian
 scale, discount truncation, document weights (zeros among them), tied scores, queries of
-one grade or one document, and score spreads on both sides of the kernel's fast sigmoid
+one grade or one document, queries where most documents share one grade (the
+kernel visits only the other grades' positions from a row of that grade), and score spreads on both sides of the kernel's fast sigmoid
 (sigma |s_a - s_b| <= 50) — equal within 1e-6 relative."""
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def _block(seed: int, spread: float, weights: bool):
     off = np.concatenate([[0], np.cumsum(sizes)])
     y = rng.integers(0, 5, size=off[-1]).astype(float)
     y[off[2]:off[3]] = 3.0                                  # one grade: no pair
+    for q in range(12, 25):      # logged candidates: most of one grade (0, or 2 for odd q)
+        sl = slice(off[q], off[q + 1])
+        y[sl] = np.where(rng.random(sizes[q]) < 0.85, 2.0 * (q % 2), y[sl])
     s = rng.normal(size=off[-1]) * spread
     s[off[3]:off[3] + 6] = s[off[3]]                         # tied scores
     s[off[4]:off[5]] = 0.25                                  # a query of tied scores
@@ -94,3 +98,11 @@ def test_network_lambdas_equal_the_block_implementation(weighting, k):
             new = QueryPairs(y[sl], sigma=1.3, k=k, mu=2.0, doc_weights=wq)
             for step in (s[sl], -s[sl]):                     # steps in a row
                 _close(new.lambdas(step, weighting), old.lambdas(step, weighting))
+
+
+def test_query_modes_are_each_querys_commonest_label():
+    y = np.array([0, 0, 1, 2, 2, 1, 1, 3, 3, 0.5, 4, 4, 4], dtype=float)
+    off = np.array([0, 3, 7, 7, 9, 10, 13])
+    # ties go to the smaller label; an empty query gets 0
+    np.testing.assert_array_equal(pairs.query_modes(y, off), [0, 1, 0, 3, 0.5, 4])
+    assert len(pairs.query_modes(np.zeros(0), np.array([0]))) == 0

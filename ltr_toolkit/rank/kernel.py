@@ -32,21 +32,31 @@ CLIP = 50.0
 
 
 @njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
-def _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, score_norm, g, h):
+def _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, score_norm, mode, g, h):
     """Add each document's lambda (``g``) and hessian (``h``) over the pairs of rows a < m
-    of one query sorted by descending score; return the sum of unweighted |lambda_ab|."""
+    of one query sorted by descending score; return the sum of unweighted |lambda_ab|.
+    A row of the query's commonest label ``mode`` visits only the positions of other
+    labels (most candidates share one grade: no pair), any other row every later one."""
     n = len(ss)
     fast = sigma * (ss[0] - ss[n - 1]) <= CLIP
     norm = score_norm and ss[0] - ss[n - 1] > 0
     has_w = len(ws) > 0
     E = np.exp(sigma * (ss - ss[0]))
+    others = np.flatnonzero(ys != mode)
+    n_others = len(others)
     total = 0.0
+    t0 = 0
     for a in range(m):
+        while t0 < n_others and others[t0] <= a:
+            t0 += 1
         ya, Ga, sa, da, Ea = ys[a], Gs[a], ss[a], disc[a], E[a]
         wa = ws[a] if has_w else 1.0
         ga = 0.0
         ha = 0.0
-        for b in range(a + 1, n):
+        common = ya == mode
+        stop = n_others if common else n
+        for t in range(t0 if common else a + 1, stop):
+            b = others[t] if common else t
             yb = ys[b]
             if ya == yb:
                 continue
@@ -106,7 +116,7 @@ def _sorted(s, y, G, w, order, lo, hi):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _query_grad_hess(s, y, G, w, lo, hi, order, terms, opts, grad, hess):
+def _query_grad_hess(s, y, G, w, lo, hi, mode, order, terms, opts, grad, hess):
     """One query's (documents lo to hi) lambdas and hessians into ``grad`` and ``hess``.
     ``terms``: (disc, cl, cd, delta), the position weights' parts; ``opts``: (k, ranknet,
     sigma, score normalisation, query normalisation, hessian scale), k < 0: every row;
@@ -119,7 +129,8 @@ def _query_grad_hess(s, y, G, w, lo, hi, order, terms, opts, grad, hess):
     m = n if (k < 0 or ranknet) else min(k, n)
     g = np.zeros(n)
     h = np.zeros(n)
-    total = _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, score_norm, g, h)
+    total = _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, score_norm, mode,
+                       g, h)
     if normalization == 2:
         total = np.sum(np.abs(g))
     elif normalization == 1:
@@ -133,27 +144,29 @@ def _query_grad_hess(s, y, G, w, lo, hi, order, terms, opts, grad, hess):
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def tree_grad_hess(s, y, G, w, offsets, queries, terms, opts, grad, hess, order):
+def tree_grad_hess(s, y, G, w, offsets, modes, queries, terms, opts, grad, hess, order):
     """Every document's lambda and hessian into ``grad`` and ``hess`` (left as they are
     for documents outside ``queries``), the queries shared out among numba's threads;
     ``order``: each query's documents in the last call's score order (any order the first
     time), updated. ``terms``, ``opts``: as :func:`_query_grad_hess`'s."""
     for i in prange(len(queries)):
         q = queries[i]
-        _query_grad_hess(s, y, G, w, offsets[q], offsets[q + 1], order, terms, opts, grad, hess)
+        _query_grad_hess(s, y, G, w, offsets[q], offsets[q + 1], modes[q], order, terms, opts,
+                         grad, hess)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def tree_grad_hess_serial(s, y, G, w, offsets, queries, terms, opts, grad, hess, order):
+def tree_grad_hess_serial(s, y, G, w, offsets, modes, queries, terms, opts, grad, hess, order):
     """:func:`tree_grad_hess` in the calling thread alone (small training sets: handing
     out little work to threads costs more than it saves, the more so on a busy machine)."""
     for i in range(len(queries)):
         q = queries[i]
-        _query_grad_hess(s, y, G, w, offsets[q], offsets[q + 1], order, terms, opts, grad, hess)
+        _query_grad_hess(s, y, G, w, offsets[q], offsets[q + 1], modes[q], order, terms, opts,
+                         grad, hess)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def query_lambdas(s, y, G, w, terms, k, ranknet, sigma, order):
+def query_lambdas(s, y, G, w, mode, terms, k, ranknet, sigma, order):
     """One query's lambdas (input order), no normalisation: the networks' step
     (``order`` as in :func:`tree_grad_hess`, ``terms`` as :func:`_query_grad_hess`'s)."""
     disc, cl, cd, delta = terms
@@ -162,7 +175,7 @@ def query_lambdas(s, y, G, w, terms, k, ranknet, sigma, order):
     m = n if (k < 0 or ranknet) else min(k, n)
     g = np.zeros(n)
     h = np.zeros(n)
-    _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, False, g, h)
+    _pair_sums(ss, ys, Gs, ws, m, ranknet, disc, cl, cd, delta, sigma, False, mode, g, h)
     out = np.empty(n)
     out[idx] = g
     return out

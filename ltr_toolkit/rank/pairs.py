@@ -20,16 +20,38 @@ PARALLEL_PAIRS = 1 << 20
 _EMPTY = np.empty(0)
 
 
+_KERNEL = None
+
+
 def _kernel(threads: int | None = None):
     """The compiled kernel, imported on first use (numba takes a few tenths of a second to
     import: commands that do not train never pay it); ``threads``: the number of threads
     of its parallel loops from now on in this thread (capped at numba's)."""
-    from numba import config, set_num_threads
-
-    from . import kernel
+    global _KERNEL
+    if _KERNEL is None:
+        from . import kernel
+        _KERNEL = kernel
     if threads:
+        from numba import config, set_num_threads
         set_num_threads(max(1, min(int(threads), config.NUMBA_NUM_THREADS)))
-    return kernel
+    return _KERNEL
+
+
+def query_modes(y: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each query's commonest label (the smallest of those tied; 0.0 for an empty query):
+    the kernel skips that label's pairs with itself without visiting them."""
+    sizes = np.diff(offsets)
+    modes = np.zeros(len(sizes))
+    if not len(y):
+        return modes
+    values, code = np.unique(y, return_inverse=True)
+    keys, counts = np.unique(np.repeat(np.arange(len(sizes)), sizes) * len(values) + code.ravel(),
+                             return_counts=True)
+    query = keys // len(values)
+    order = np.lexsort((-counts, query))          # per query: the largest count first
+    first = order[np.r_[True, query[order][1:] != query[order][:-1]]]
+    modes[query[first]] = values[keys[first] % len(values)]
+    return modes
 
 
 def position_terms(n: int, weighting: str, k: int | None, mu: float, truncate: bool = True):
@@ -91,6 +113,7 @@ class RankPairs:
         self.threads = threads
         self.doc_weights = None if doc_weights is None else check_doc_weights(doc_weights, self.n)
         self.queries = self._useful(sizes)
+        self.modes = query_modes(self.y, self.offsets)
         self._order = np.arange(self.n, dtype=np.int64)   # the last call's score order
         self.G = self._normalised_gains(gain(self.y), sizes)
         self._terms = position_terms(int(sizes.max(initial=1)), weighting, self.k, self.mu,
@@ -128,8 +151,8 @@ class RankPairs:
             run = _kernel(threads).tree_grad_hess
         else:
             run = _kernel().tree_grad_hess_serial
-        run(s, self.y, self.G, w, self.offsets, self.queries, self._terms, opts, grad, hess,
-            self._order)
+        run(s, self.y, self.G, w, self.offsets, self.modes, self.queries, self._terms, opts, grad,
+            hess, self._order)
         return grad, hess
 
 
@@ -155,6 +178,7 @@ class QueryPairs:
         self.w = _EMPTY if doc_weights is None else check_doc_weights(doc_weights, self.n)
         self._terms = {}
         self._order = np.arange(self.n, dtype=np.int64)   # the last call's score order
+        self.mode = float(query_modes(self.y, np.array([0, self.n]))[0])
 
     def ranknet(self, scores) -> np.ndarray:
         return self.lambdas(scores, "ranknet")
@@ -172,7 +196,7 @@ class QueryPairs:
         if terms is None:
             terms = self._terms[weighting] = position_terms(self.n, weighting, self.k, self.mu)
         s = np.asarray(scores).astype(self.dtype).astype(np.float64)
-        lam = _kernel().query_lambdas(s, self.y, self.G, self.w, terms,
+        lam = _kernel().query_lambdas(s, self.y, self.G, self.w, self.mode, terms,
                                       -1 if self.k is None else self.k, weighting == "ranknet",
                                       self.sigma, self._order)
         return lam.astype(self.dtype, copy=False)
