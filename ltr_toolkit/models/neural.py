@@ -16,10 +16,10 @@ from threadpoolctl import threadpool_limits
 from ..data.dataset import RankingDataset
 from ..rank.lambdas import DEFAULT_MU, check_weighting
 from ..rank.metrics import ndcg
-from ..rank.pairs import QueryPairs
+from ..rank.pairs import QueryLambdas, QueryPairs
 from .base import (BOOLEAN, EstimatorParams, Interval, Kind, Options, row_batches,
                    training_sets)
-from .mlp import MLP, OPTIMIZERS
+from .mlp import MLP, OPTIMIZERS, Adam
 
 ALGOS = {
     "ranknet-nn": "ranknet",
@@ -118,6 +118,36 @@ class NeuralRanker(EstimatorParams):
             grad += self._decay * self.net_.flat
         self.opt_.step([self.net_.flat], [grad])
 
+    def _epoch_runner(self, train: RankingDataset, Xt: np.ndarray):
+        """A callable(queries in the epoch's order): one pass of :meth:`step_query` over
+        them, updating the network and the optimiser in place; compiled for the linear
+        model (``models.netkernel``), NumPy's for networks with hidden layers."""
+        if self._hidden():
+            w = train.weights
+            steps = {q: (Xt[train.query(q)], self.pairs_for(
+                train.y[train.query(q)], None if w is None else w[train.query(q)]))
+                for q in range(train.n_queries)}
+
+            def numpy_epoch(queries):
+                for q in queries:
+                    self.step_query(*steps[q])
+            return numpy_epoch
+        from .netkernel import linear_epoch
+        lam = QueryLambdas(train.y, train.offsets, self._weighting(), float(self.sigma),
+                           self._truncation(), float(self.mu), train.weights)
+        opt, net = self.opt_, (self.net_.flat, self.net_.grad_flat, self._decay)
+        adam = isinstance(opt, Adam)
+        t = np.array([opt.t if adam else 0], dtype=np.int64)
+        state = (opt.m[0], opt.v[0], t) if adam else (self._decay, self._decay, t)
+        hyper = (float(opt.lr), *((opt.b1, opt.b2, opt.eps) if adam else (0.0, 0.0, 0.0)), adam)
+        X = np.ascontiguousarray(Xt)
+
+        def linear(queries):
+            linear_epoch(X, train.offsets, queries, lam.labels, net, (state, hyper), lam.options)
+            if adam:
+                opt.t = int(t[0])
+        return linear
+
     def init(self, n_features: int, X_train: np.ndarray | None = None) -> "NeuralRanker":
         self._validate()
         if self.standardize and X_train is not None and len(X_train):
@@ -150,37 +180,30 @@ class NeuralRanker(EstimatorParams):
         Xt = self._transform(train.X)
         rng = np.random.default_rng(int(self.seed))
         k = int(self.k)
-        useful = [q for q in range(train.n_queries)
-                  if np.ptp(train.y[train.query(q)]) > 0]   # no label variance: zero lambdas
-        w = train.weights
-        pairs = {q: self.pairs_for(train.y[train.query(q)], None if w is None else w[train.query(q)])
-                 for q in useful}
+        useful = np.array([q for q in range(train.n_queries)
+                           if np.ptp(train.y[train.query(q)]) > 0], dtype=np.int64)
+        run_epoch = self._epoch_runner(train, Xt)
+        Xv = None if valid is None else self._transform(valid.X)
         best, best_params, since = -np.inf, self.net_.copy_params(), 0
-        keep_last = valid is None and w is not None
+        keep_last = valid is None and train.weights is not None
         self.history = []
-        for epoch in range(int(self.epochs)):
-            t0 = time.perf_counter()
-            # one query's matrices are small: a multi-threaded BLAS only adds hand-offs
-            # (measured: 17x slower per epoch when another process holds a core)
-            with threadpool_limits(limits=1, user_api="blas"):
-                for q in rng.permutation(useful):
-                    sl = train.query(q)
-                    self.step_query(Xt[sl], pairs[q])
-            seconds = time.perf_counter() - t0
-            if valid is not None:
-                scores, monitor = self.predict(valid.X), valid
-            else:                   # the training rows are transformed already
-                scores, monitor = self._forward(Xt), train
-            metric = float(np.mean(ndcg(scores, monitor.y, monitor.offsets, k)))
-            self.history.append({"epoch": epoch, f"ndcg@{k}": metric, "seconds": seconds})
-            if on_epoch:
-                on_epoch(epoch, metric)
-            if metric > best + 1e-12 or keep_last:
-                best, best_params, since = metric, self.net_.copy_params(), 0
-            else:
-                since += 1
-                if valid is not None and since >= int(self.patience):
-                    break
+        # validation scoring only: the epoch itself is compiled (models.netkernel)
+        with threadpool_limits(limits=1, user_api="blas"):
+            for epoch in range(int(self.epochs)):
+                t0 = time.perf_counter()
+                run_epoch(rng.permutation(useful))
+                seconds = time.perf_counter() - t0
+                scores, monitor = (self._forward(Xt), train) if Xv is None else (self._forward(Xv), valid)
+                metric = float(np.mean(ndcg(scores, monitor.y, monitor.offsets, k)))
+                self.history.append({"epoch": epoch, f"ndcg@{k}": metric, "seconds": seconds})
+                if on_epoch:
+                    on_epoch(epoch, metric)
+                if metric > best + 1e-12 or keep_last:
+                    best, best_params, since = metric, self.net_.copy_params(), 0
+                else:
+                    since += 1
+                    if valid is not None and since >= int(self.patience):
+                        break
         self.net_.set_params(best_params)
         self.best_metric_ = best
         return self

@@ -67,6 +67,36 @@ def position_terms(n: int, weighting: str, k: int | None, mu: float, truncate: b
     return disc, cl, cd, delta
 
 
+def normalised_gains(g, offsets, k: int | None, queries=None) -> np.ndarray:
+    """Gains over their query's IDCG@k (a query without any gain, or outside ``queries``
+    when given: 0)."""
+    sizes = np.diff(offsets)
+    idcg = np.zeros(len(sizes))
+    for q in range(len(sizes)) if queries is None else queries:
+        idcg[q] = ideal_dcg(g[offsets[q]:offsets[q + 1]], k)
+    inv = np.divide(1.0, idcg, out=np.zeros_like(idcg), where=idcg > 0)
+    return g * np.repeat(inv, sizes)
+
+
+class QueryLambdas:
+    """The networks' lambdas for every query of a training set at once, as the compiled
+    epoch (``models.netkernel``) reads them: the numbers of :class:`QueryPairs` query by
+    query (labels, gains over each query's IDCG@k, document weights, commonest labels,
+    the last scores' order), position terms for the largest query, and the options."""
+
+    def __init__(self, labels, offsets, weighting: str, sigma: float = 1.0, k: int | None = None,
+                 mu: float = DEFAULT_MU, doc_weights=None, gain=exp_gain):
+        check_weighting(weighting)
+        y = np.asarray(labels, dtype=np.float64)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        w = _EMPTY if doc_weights is None else check_doc_weights(doc_weights, len(y))
+        self.labels = (y, normalised_gains(gain(y), offsets, k), w, query_modes(y, offsets),
+                       np.arange(len(y), dtype=np.int64))
+        size = int(np.diff(offsets).max(initial=1))
+        self.options = (position_terms(size, weighting, k, float(mu)), -1 if k is None else int(k),
+                        weighting == "ranknet", float(sigma))
+
+
 class RankPairs:
     """Lambdas and hessians of every document of a training set for the tree objective.
 
@@ -130,12 +160,7 @@ class RankPairs:
         return np.flatnonzero(useful).astype(np.int64)
 
     def _normalised_gains(self, g, sizes) -> np.ndarray:
-        """Gains over the query's IDCG@k (a query without any gain: 0)."""
-        idcg = np.zeros(self.n_queries)
-        for q in self.queries:
-            idcg[q] = ideal_dcg(g[self.offsets[q]:self.offsets[q + 1]], self.k)
-        inv = np.divide(1.0, idcg, out=np.zeros_like(idcg), where=idcg > 0)
-        return g * np.repeat(inv, sizes)
+        return normalised_gains(g, self.offsets, self.k, self.queries)
 
     def grad_hess(self, scores):
         """(lambdas, diagonal hessians) of every document for the current scores."""
