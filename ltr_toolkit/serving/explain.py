@@ -133,13 +133,18 @@ def explain_ranked(conn: Connection, serving: Serving, param_list: list[dict],
     for start in range(0, len(bodies), batch):
         items = msearch_items(conn, s.index, bodies[start:start + batch],
                               search_type=s.first_stage.search_type)
+        found, rows = [], []
         for item, ids in zip(items, ranked[start:start + batch]):
             hits = {h["_id"]: h for h in item.get("hits", {}).get("hits", [])}
-            found = [d for d in ids if d in hits]
-            X = np.array([[np.nan if v is None else v for v in logged_values(hits[d], len(served.names), LOG)]
-                          for d in found], dtype=np.float64).reshape(len(found), len(served.names))
-            phi, base = contributions(scorer, X)
-            out.append({d: dict(zip(served.names, map(float, row))) for d, row in zip(found, phi)})
+            found.append([d for d in ids if d in hits])
+            rows += [[np.nan if v is None else v for v in logged_values(hits[d], len(served.names), LOG)]
+                     for d in found[-1]]
+        # one call for the batch's documents (each row's contributions are its own)
+        phi, base = contributions(scorer, np.array(rows, dtype=np.float64).reshape(
+            len(rows), len(served.names)))
+        at = np.cumsum([0] + [len(f) for f in found])
+        out += [{d: dict(zip(served.names, map(float, row))) for d, row in zip(f, phi[a:b])}
+                for f, a, b in zip(found, at[:-1], at[1:])]
     return out, base
 
 
