@@ -54,7 +54,7 @@ def export_cmd(ctx: typer.Context, model: Path,
     """Write MODEL as TARGET's model body, with its feature extractors."""
     from ..io.atomic import write_json
     from ..models.native import es_version, native_body, refuse_non_trees, rescorer_params
-    from ..pipeline.train import load_model
+    from ..pipeline.artifact import load_model
     from ..stores.params import is_derived
     _writable(output)
     es_version(es_version_)
@@ -87,7 +87,7 @@ def upload_native(ctx, model: Path, name: str, featureset: Optional[Path], alias
     export's body (for the connected cluster's version) and ``alias`` pointed at it; one
     line naming what is missing where the cluster cannot serve it (nothing created)."""
     from ..models.native import native_body, refuse_non_trees
-    from ..pipeline.train import load_model
+    from ..pipeline.artifact import load_model
     from ..stores.trained_models import create, native_support
     from ..transport.engine import detect
     art, _ = load_model(model)

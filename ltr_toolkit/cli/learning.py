@@ -272,7 +272,7 @@ def click_features(ctx: typer.Context,
 def predict(model: Path, data: Path,
             output: Annotated[Path, typer.Option("-o", "--output", help="One score per input row.")]):
     """Score every row of DATA with MODEL."""
-    from ..pipeline.train import predict_file
+    from ..pipeline.artifact import predict_file
     n = predict_file(model, data, output)
     out.print(f"{n} scores written to {output}")
 

@@ -38,7 +38,7 @@ def upload_cmd(ctx: typer.Context, model: Path,
     """Export MODEL.json to the plugin's format, check it, and create it in the store (or,
     with --target elasticsearch, as an Elasticsearch trained model)."""
     from ..query.firststage import FirstStage
-    from ..pipeline.train import load_model
+    from ..pipeline.artifact import load_model
     from ..stores.contract import describe
     from ..stores.model_store import upload
     from ..stores.modelcache import cache_warnings
@@ -325,7 +325,7 @@ def model_explain(ctx: typer.Context, model: str,
 def _served_or_artifact(ctx, model: str, store) -> ServedModel:
     from ..models.served import ServedModel
     from ..models.export import plugin_model
-    from ..pipeline.train import load_model
+    from ..pipeline.artifact import load_model
     from ..serving.explain import served_model
     path = Path(model)
     if path.suffix == ".json" and path.is_file():
