@@ -10,10 +10,10 @@ goes left when ``value < split_condition`` in float32 (xgboost's test, and the p
 ``threshold > value``), else right (the left child is ``right - 1``). A missing value (NaN) is
 :data:`.trees.MISSING_AS` first, larger than any threshold, so it goes right, as the
 toolkit trains it and the plugin serves it (``models.trees.fill_missing``: what
-``LambdaMART.predict`` hands xgboost). A leaf points to itself: its test reads a column of
-zeros added to the block, against +inf. Each row's leaves are then added tree by tree in
-float32 from the intercept (``base_score``, 0 for the toolkit's models), as xgboost's CPU
-predictor accumulates a margin.
+``LambdaMART.predict`` hands xgboost). A row at a leaf stays there: the leaf's test reads a
+column of zeros added to the block, against +inf, and its "left child" is itself. Each
+row's leaves are then added tree by tree in float32 from the intercept (``base_score``, 0
+for the toolkit's models), as xgboost's CPU predictor accumulates a margin.
 """
 
 from __future__ import annotations
