@@ -11,7 +11,8 @@ process, interleaved, ``REPEATS`` rounds (medians):
   the reference the issue names;
 * ``ltr --help`` (the CLI's start-up before any work), and the modules it imports
   (``python -X importtime``: the toolkit's CLI package, cumulative, and whether NumPy,
-  the cluster client, xgboost or numba are among them).
+  the cluster client, xgboost, numba, scikit-learn or SciPy are among them); and which of
+  those ``ltr predict`` imported.
 
 Wall seconds, CPU seconds (user + system) and peak RSS (the child's own VmHWM) of each
 whole process. Targets (issue 44): predict within 1.2x xgboost's parse; its peak RSS
@@ -33,17 +34,18 @@ from ._report import SHARED, write_table
 ROWS, FEATURES, REPEATS = 200_000, 136, 3
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
-HEAVY = ("numpy", "opensearchpy", "xgboost", "numba")
+HEAVY = ("numpy", "opensearchpy", "xgboost", "numba", "sklearn", "scipy")
 
 
 #: run in the child before its work: its own peak RSS (VmHWM, which exec resets; the
 #: rusage of a child started from this large process would count this process's pages)
-#: printed on stderr at exit
+#: and the heavy modules it imported, printed on stderr at exit
 PEAK = ("import atexit, sys\n"
         "def _peak():\n"
         "    for line in open('/proc/self/status'):\n"
         "        if line.startswith('VmHWM:'):\n"
         "            sys.stderr.write('PEAK_KIB ' + line.split()[1] + '\\n')\n"
+        f"    sys.stderr.write('HEAVY ' + ','.join(m for m in {HEAVY!r} if m in sys.modules) + '\\n')\n"
         "atexit.register(_peak)\n")
 
 
@@ -63,8 +65,9 @@ def _child(args: list[str]) -> dict:
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(args)} failed:\n{err[-3000:]}")
     peak = [int(line.split()[1]) for line in err.splitlines() if line.startswith("PEAK_KIB ")]
+    heavy = [line[6:].strip() for line in err.splitlines() if line.startswith("HEAVY ")]
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak": peak[-1] / 1024,
-            "stderr": err}
+            "heavy": [m for m in heavy[-1].split(",") if m], "stderr": err}
 
 
 def _imports() -> tuple[float, list[str]]:
@@ -122,6 +125,7 @@ def _write(runs: dict, load: list[str]) -> None:
     wall_ratio = med["predict"]["wall"] / med["xgboost"]["wall"]
     import_s = statistics.median(s for s, _ in runs["import"])
     heavy = sorted({h for _, hs in runs["import"] for h in hs})
+    predict_heavy = sorted({h for r in runs["predict"] for h in r["heavy"]})
     rows = [
         ["ltr predict, wall s", med["predict"]["wall"], f"x xgboost's parse ({med['xgboost']['wall']:.2f} s) "
          f"= {wall_ratio:.2f}", "<= 1.2", "met" if wall_ratio <= 1.2 else "NOT met"],
@@ -130,6 +134,8 @@ def _write(runs: dict, load: list[str]) -> None:
         ["ltr predict, peak RSS MiB", med["predict"]["peak"], f"matrix {matrix:.0f} MiB; xgboost's parse "
          f"peaks at {med['xgboost']['peak']:.0f}", f"<= 2 x matrix + 300 MB = {bound:.0f}",
          "met" if med["predict"]["peak"] <= bound else "NOT met"],
+        ["ltr predict, heavy modules imported", ", ".join(predict_heavy) or "none", f"of {', '.join(HEAVY)}",
+         "", ""],
         ["ltr --help, wall s", med["help"]["wall"], f"CPU {med['help']['cpu']:.2f} s, peak "
          f"{med['help']['peak']:.0f} MiB", "", ""],
         ["import ltr_toolkit.cli, s (-X importtime)", import_s,

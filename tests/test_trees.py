@@ -12,6 +12,7 @@ from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.data.svmlight import load_svmlight
 from benchmarks.reference import NativeTopKPairs
 from ltr_toolkit.models.export import plugin_scores
+from ltr_toolkit.models.forest import Forest
 from ltr_toolkit.models.trees import LambdaMART
 from ltr_toolkit.models.xgbjson import score_trees
 from ltr_toolkit.rank.lambdas import lambdarank_lambdas, ranknet_lambdas
@@ -124,9 +125,10 @@ def test_score_is_sum_of_leaves_in_float32():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_plugin_scores_of_trees_are_the_plugin_walk_bit_for_bit(seed):
-    """``ltr predict`` scores trees with xgboost's predictor: the same float32 numbers as
-    walking the exported JSON trees the plugin's way (NaN right, float32 sums), missing,
-    infinite and threshold-equal values included."""
+    """``plugin_scores`` scores trees with xgboost's predictor, ``ltr predict`` with a
+    Forest (no xgboost): the same float32 numbers as walking the exported JSON trees the
+    plugin's way (NaN right, float32 sums), missing, infinite and threshold-equal values
+    included."""
     ds = _small(seed, n_q=30, n_d=25, f=6)
     X = ds.X.copy()
     X[::5, 2] = np.nan
@@ -144,6 +146,8 @@ def test_plugin_scores_of_trees_are_the_plugin_walk_bit_for_bit(seed):
         X[row, j] = threshold                            # on the threshold itself
     ours = plugin_scores({"algorithm": "lambdamart"}, m, X)
     np.testing.assert_array_equal(ours, score_trees(trees, X))
+    # and without xgboost (ltr predict's scorer): the same numbers
+    np.testing.assert_array_equal(Forest.from_state(m.state()).predict(X), ours)
 
 
 def test_lambdamart_learns_and_early_stops(mslr_paths):

@@ -12,26 +12,9 @@ import typer
 from rich.table import Table
 
 from ..errors import ClusterError, UserError
-from ..stores.contract import forget_store
 from .common import (Algo, EXIT_PARTIAL, EngineOpt, FieldsOpt, Format, Statistics, StatsOpt,
                      StoreOpt, TemplateOpt, _conn, _engine, _engine_conn, _first_stage, _ltr_conn,
                      _writable, cluster_app, err, featureset_app, job_app, out, store_app)
-from ..transport.distributions import DISTRIBUTIONS, distribution
-from ..transport.engine import detect
-from ..transport import localnode
-from ..transport.localcluster import stop_all
-from ..transport import client as cl
-from ..stores import store as st
-from ..data.featuresets import load_featureset
-from ..serving.serving import Serving
-from ..data.judgments import load_judgments
-from ..io.atomic import write_json
-from ..pipeline.featurecost import cost_report
-from ..evaluation.featurecost import FEEDBACK
-from ..jobs.jobfile import job_connection, load_job
-from ..jobs.parts import parse_part, run_part
-from ..jobs.runner import run_job
-from ..transport.localcluster import start_cluster
 
 
 @cluster_app.command("start")
@@ -42,6 +25,9 @@ def cluster_start(ctx: typer.Context, engine: EngineOpt = None,
     """Provision (cached) and start a local node of --engine (OpenSearch 3.6.0 or
     Elasticsearch 8.17.0, from Maven Central), or a cluster of N nodes; return when it is
     healthy."""
+    from ..transport import localnode
+    from ..transport.distributions import distribution
+    from ..transport.localcluster import start_cluster
     t0 = time.monotonic()
     dist = distribution(_engine(ctx, engine))
     if nodes > 1:
@@ -63,6 +49,9 @@ def cluster_start(ctx: typer.Context, engine: EngineOpt = None,
 @cluster_app.command("stop")
 def cluster_stop(ctx: typer.Context, engine: EngineOpt = None):
     """Stop the node(s) `ltr cluster start` started (by their pids): of --engine, else all."""
+    from ..transport import localnode
+    from ..transport.distributions import DISTRIBUTIONS
+    from ..transport.localcluster import stop_all
     name = _engine(ctx, engine)
     many = stop_all(name)
     single = [localnode.stop(d.engine) for d in DISTRIBUTIONS if not name or d.engine == name]
@@ -78,6 +67,8 @@ def cluster_stop(ctx: typer.Context, engine: EngineOpt = None):
 def cluster_status(ctx: typer.Context, engine: EngineOpt = None):
     """URL, engine and version, LTR plugin version, vectors and health; exit 1 when no
     node answers."""
+    from ..transport import client as cl
+    from ..transport.engine import detect
     conn = _engine_conn(ctx, engine)
     try:
         found = detect(conn)
@@ -104,6 +95,7 @@ def cluster_status(ctx: typer.Context, engine: EngineOpt = None):
 @store_app.command("init")
 def store_init(ctx: typer.Context, store: StoreOpt = None):
     """Create a feature store."""
+    from ..stores import store as st
     conn = _ltr_conn(ctx)
     created = st.init_store(conn, store)
     out.print(f"store {store or '(default)'} {'created' if created else 'already exists'}")
@@ -113,6 +105,8 @@ def store_init(ctx: typer.Context, store: StoreOpt = None):
 def store_drop(ctx: typer.Context, store: StoreOpt = None,
                yes: Annotated[bool, typer.Option("--yes", help="Confirm: the store's feature sets and models are deleted.")] = False):
     """Delete a feature store with its feature sets and models (needs --yes)."""
+    from ..stores import store as st
+    from ..stores.contract import forget_store
     if not yes:
         raise UserError(f"dropping store {store or '(default)'} deletes its feature sets and models",
                         "pass --yes to confirm")
@@ -125,6 +119,7 @@ def store_drop(ctx: typer.Context, store: StoreOpt = None,
 @store_app.command("list")
 def store_list(ctx: typer.Context):
     """List feature stores."""
+    from ..stores import store as st
     conn = _ltr_conn(ctx)
     table = Table("store", "index", "version")
     for name, meta in sorted(st.list_stores(conn).items()):
@@ -137,6 +132,8 @@ def store_list(ctx: typer.Context):
 @featureset_app.command("upload")
 def featureset_upload(ctx: typer.Context, file: Path, store: StoreOpt = None):
     """Upload a feature set file (validated locally first)."""
+    from ..data.featuresets import load_featureset
+    from ..stores import store as st
     fs = load_featureset(file)
     conn = _ltr_conn(ctx)
     name, what = st.upload_featureset_versioned(conn, fs, store)
@@ -146,6 +143,7 @@ def featureset_upload(ctx: typer.Context, file: Path, store: StoreOpt = None):
 @featureset_app.command("list")
 def featureset_list(ctx: typer.Context, store: StoreOpt = None):
     """List feature sets in a store."""
+    from ..stores import store as st
     conn = _ltr_conn(ctx)
     table = Table("name", "features")
     for fs in st.list_featuresets(conn, store):
@@ -156,6 +154,7 @@ def featureset_list(ctx: typer.Context, store: StoreOpt = None):
 @featureset_app.command("show")
 def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Print a stored feature set as JSON."""
+    from ..stores import store as st
     conn = _ltr_conn(ctx)
     fs = st.get_featureset(conn, name, store)
     if fs is None:
@@ -181,6 +180,10 @@ def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
     """What each feature of a stored set costs at serving time (ms added to the request,
     measured live) next to what it brings to NDCG@k (drop-one ablation under
     cross-validation on the logged candidates: a negative delta means the feature helps)."""
+    from ..data.judgments import load_judgments
+    from ..io.atomic import write_json
+    from ..pipeline.featurecost import cost_report
+    from ..serving.serving import Serving
     _writable(json_out)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     stage = _first_stage(fields, first_stage, statistics)
@@ -194,6 +197,7 @@ def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
 
 
 def _cost_table(rep: dict) -> Table:
+    from ..evaluation.featurecost import FEEDBACK
     c = rep["contribution"]
     table = Table("feature", "ms added (p50)", f"ndcg@{rep['k']} without it", "delta", "p")
     for row, cost in rep["cost"].items():   # the first request: what the feedback group needs
@@ -215,9 +219,13 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
             part: Annotated[Optional[str], typer.Option("--part", help="I/N: log only the I-th of N slices of the queries (each part may run on another machine, same output directory); the part that completes the set publishes one snapshot, identical to a whole run's.")] = None):
     """Run a feature-logging job once: lock, log (resumable), publish a snapshot
     atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
+    from ..jobs.jobfile import job_connection, load_job
+    from ..jobs.parts import parse_part, run_part
+    from ..jobs.runner import run_job
+    from ..transport import client as cl
     i_n = parse_part(part) if part is not None else None
     spec = load_job(job)
-    conn = job_connection(spec, ctx.obj, explicit_timeout=ctx.meta.get("timeout_given", False))
+    conn = job_connection(spec, _conn(ctx), explicit_timeout=ctx.meta.get("timeout_given", False))
     if spec.via == "plugin":      # named queries log on a cluster without the plugin too
         cl.check_ltr(conn)
     if i_n is not None:

@@ -9,7 +9,7 @@ import json
 import time
 from pathlib import Path
 from enum import Enum
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 from urllib.parse import urlsplit
 
 import typer
@@ -17,18 +17,11 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import UserError
-from ..clicks.files import read_file
-from ..clicks.ubi import read_event_log, time_range
-from ..transport.client import Connection, InsecureTLSWarning
-from ..transport.localnode import running_node
-from ..serving.rerank import RescoreFallbackWarning
-from ..stores.contract import ContractOverrideWarning
+if TYPE_CHECKING:
+    from ..transport.client import Connection
+    from ..query.firststage import FirstStage
 import warnings
-from ..transport import client as cl
-from ..query.firststage import FirstStage
-from ..io.atomic import check_writable
 import os
-from rich.progress import Progress
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, add_completion=False,
                   help="Learning to rank for OpenSearch/Elasticsearch with the LTR plugin.")
@@ -93,30 +86,30 @@ def _global(ctx: typer.Context,
             timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Request timeout, seconds (default 30; `ltr job run`: the job file's, else 60).")] = None,
             encoder: Annotated[Optional[str], typer.Option("--encoder", envvar="LTR_ENCODER", help="The sentence encoder of document and query vectors: a model folder (model.onnx + tokenizer.json) or module:function (default: the packaged all-MiniLM-L6-v2).")] = None,
             engine: Annotated[Optional[EngineName], typer.Option("--engine", envvar="LTR_ENGINE", help="Without --url: the local node of this engine (default: the OpenSearch node when one runs, else the Elasticsearch one).")] = None):
-    _one_line_warnings(InsecureTLSWarning, RescoreFallbackWarning, ContractOverrideWarning)
+    _one_line_warnings("InsecureTLSWarning", "RescoreFallbackWarning", "ContractOverrideWarning")
     if url and ctx.get_parameter_source("url").name == "COMMANDLINE" and "@" in urlsplit(url).netloc:
         raise UserError("--url carries credentials: every process on this machine can read argv",
                         "put them in LTR_USER / LTR_PASSWORD (or in LTR_URL) and pass --url without them")
     ctx.meta["engine"] = engine.value if engine else None
     ctx.meta["url_given"] = bool(url)
-    if not url:                 # no --url / LTR_URL: the local node, when one runs
-        node = running_node(ctx.meta["engine"])
-        url = node.url if node else None
     ctx.meta["timeout_given"] = timeout is not None
     if encoder:                 # read by every step that encodes (ltr_toolkit.encoders.load_encoder)
         os.environ["LTR_ENCODER"] = encoder
-    ctx.obj = Connection(url=url, ca_certs=str(ca_certs) if ca_certs else None, insecure=insecure,
-                         **({} if timeout is None else {"timeout": timeout}))
+    # the connection is made by the first command that asks for it (``_conn``): a command
+    # without a cluster never imports the client
+    ctx.obj = {"url": url, "ca_certs": str(ca_certs) if ca_certs else None, "insecure": insecure,
+               **({} if timeout is None else {"timeout": timeout})}
 
 
-def _one_line_warnings(*categories):
-    """Show these warnings as one line ``warning: ...`` on stderr; others as Python does."""
+def _one_line_warnings(*categories: str):
+    """Show the warnings of these classes (by name, and their subclasses) as one line
+    ``warning: ...`` on stderr; others as Python does."""
     if getattr(warnings.showwarning, "ltr_one_line", False):
         return
     shown = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, categories):
+        if any(c.__name__ in categories for c in category.__mro__):
             err.print(f"warning: {message}", soft_wrap=True)
         else:
             shown(message, category, filename, lineno, file, line)
@@ -129,6 +122,7 @@ def _progress(label: str, total: int | None = None):
     """Yields ``update(done, total=None, note="")``: a rich bar on a terminal; otherwise
     (cron, nohup, a pipe) a plain line on stderr at most every 2 s, and at the end."""
     if err.is_terminal:
+        from rich.progress import Progress
         with Progress(transient=True, console=err) as bar:
             task = bar.add_task(label, total=total)
 
@@ -148,22 +142,35 @@ def _progress(label: str, total: int | None = None):
 
 
 def _conn(ctx: typer.Context):
-    return ctx.obj
+    """The command's connection (made on the first call: ``--url`` / ``LTR_URL``, else
+    the local node when one runs)."""
+    settings = ctx.obj
+    if settings.get("connection") is None:
+        from ..transport.client import Connection
+        from ..transport.localnode import running_node
+        kwargs = {k: v for k, v in settings.items() if k != "connection"}
+        if not kwargs["url"]:       # no --url / LTR_URL: the local node, when one runs
+            node = running_node(ctx.find_root().meta.get("engine"))
+            kwargs["url"] = node.url if node else None
+        settings["connection"] = Connection(**kwargs)
+    return settings["connection"]
 
 
 def _engine_conn(ctx: typer.Context, engine) -> Connection:
     """The connection; without --url / LTR_URL, to the local node of the engine this
     command names (``--engine``), when it names one."""
+    from ..transport.localnode import running_node
     root = ctx.find_root()
     if engine is None or root.meta.get("url_given"):
-        return ctx.obj
+        return _conn(ctx)
     node = running_node(engine.value)
-    return replace(ctx.obj, url=node.url if node else None, _client=None)
+    return replace(_conn(ctx), url=node.url if node else None, _client=None)
 
 
 def _ltr_conn(ctx: typer.Context):
     """The connection, after checking that the cluster answers and has the LTR plugin."""
-    conn = ctx.obj
+    from ..transport import client as cl
+    conn = _conn(ctx)
     cl.check_ltr(conn)
     return conn
 
@@ -180,6 +187,7 @@ StatsOpt = Annotated[Statistics, typer.Option("--statistics", help="Term statist
 
 
 def _first_stage(fields: Optional[str], template: Optional[Path], statistics: Statistics = Statistics.dfs):
+    from ..query.firststage import FirstStage
     return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None,
                               (statistics or Statistics.dfs).value)
 
@@ -216,6 +224,8 @@ def _event_log(ctx, file: Optional[Path], clicks_as: str, since: Optional[str], 
                days: Optional[float], queries_index: str, events_index: str):
     """UBI events from ``file`` (NDJSON or bulk) or the cluster's indices over a time
     range: (the EventLog, a description of where they came from)."""
+    from ..clicks.files import read_file
+    from ..clicks.ubi import read_event_log, time_range
     actions = tuple(a.strip() for a in clicks_as.split(",") if a.strip())
     if file is not None:
         return read_file(file, click_actions=actions), str(file)
@@ -227,6 +237,7 @@ def _event_log(ctx, file: Optional[Path], clicks_as: str, since: Optional[str], 
 
 def _writable(*paths: Optional[Path]) -> None:
     """Refuse an output path that cannot be written before any work (one line, exit 2)."""
+    from ..io.atomic import check_writable
     for p in paths:
         if p is not None:
             check_writable(p)

@@ -13,13 +13,6 @@ from ..errors import UserError
 from .common import (EXIT_PARTIAL, ClickModel, ClicksAsOpt, DaysOpt, EventsIndexOpt, Format,
                      Grading, Positions, QueriesIndexOpt, SinceOpt, Split, UntilOpt, _conn,
                      _event_log, _progress, _writable, err, index_app, judgments_app, out)
-from ..datasets import cranfield
-from ..indexing.documents import index_documents, read_jsonl_documents
-from ..indexing.vectors import add_vectors, register
-from ..indexing.neighbours import Expansion, expand
-from ..data.judgments import load_judgments, save_ranklib
-from ..clicks.judge import ClickSettings, judge
-from ..clicks.output import write_counts, write_judgments, write_report
 
 
 ShardsOpt = Annotated[int, typer.Option("--shards", min=1, help="Primary shards of the new index.")]
@@ -43,6 +36,7 @@ def _vector_fields(spec: str):
 
 
 def _expansion(k: int):
+    from ..indexing.neighbours import Expansion
     return Expansion(k=k) if k else None
 
 
@@ -67,6 +61,8 @@ def index_cranfield(ctx: typer.Context,
                     shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
                     vectors: VectorsOpt = "title,abstract"):
     """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
+    from ..datasets import cranfield
+    from ..indexing.documents import index_documents
     _indexed(index_documents(_conn(ctx), index, cranfield.documents(), recreate=recreate,
                              shards=shards, replicas=replicas, expansion=_expansion(neighbours),
                              vector_fields=_vector_fields(vectors)),
@@ -82,6 +78,7 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
     """Load your own documents into INDEX: every text field analysed for BM25, with
     FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts, the neighbours field and the
     documents' vectors (the shipped feature set's shape)."""
+    from ..indexing.documents import index_documents, read_jsonl_documents
     docs, fields = read_jsonl_documents(path)
     res = index_documents(_conn(ctx), index, docs, recreate=recreate, fields=fields,
                           meta=f"jsonl:{path.name}", shards=shards, replicas=replicas,
@@ -98,6 +95,7 @@ def index_vectors_cmd(ctx: typer.Context,
     """Write each document's vector (FIELDS encoded) into the knn_vector field 'vector' of
     an existing INDEX, in batches; restartable (a second run writes only the documents
     still without one). Exit 3 when some documents failed (named)."""
+    from ..indexing.vectors import add_vectors, register
     conn = _conn(ctx)
     names = tuple(f.strip() for f in fields.split(",") if f.strip())
     if existing:
@@ -127,6 +125,7 @@ def index_neighbours(ctx: typer.Context,
     """Write each document's K nearest neighbours' text into the 'neighbours' field of an
     existing INDEX (index-time feedback for a neighbours_bm25 feature; run it again after
     changing documents)."""
+    from ..indexing.neighbours import Expansion, expand
     spec = Expansion(fields=tuple(f.strip() for f in fields.split(",") if f.strip()), k=k)
     res = expand(_conn(ctx), index, spec)
     out.print(f"wrote the text of {k} neighbours into {res['field']} for {res['written']} of "
@@ -144,6 +143,8 @@ def index_neighbours(ctx: typer.Context,
 def judgments_cranfield(output: Annotated[Path, typer.Option("-o", "--output")],
                         split: Annotated[Split, typer.Option("--split")] = Split.all):
     """Write the Cranfield judgments (fixed seeded 60/20/20 query split) in the toolkit's format."""
+    from ..data.judgments import save_ranklib
+    from ..datasets import cranfield
     split = split.value
     jl = cranfield.split_judgments(split)
     save_ranklib(jl, output)
@@ -154,6 +155,7 @@ def judgments_cranfield(output: Annotated[Path, typer.Option("-o", "--output")],
 def judgments_check(file: Path, fmt: Annotated[Optional[Format], typer.Option("--format", help="Guessed from the name when omitted.")] = None,
                     queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None):
     """Validate a judgment file: counts, duplicates; exit 2 with file:line on errors."""
+    from ..data.judgments import load_judgments
     jl = load_judgments(file, fmt.value if fmt else None, queries)
     for d in jl.duplicates:
         err.print(f"warning: {d}")
@@ -178,6 +180,8 @@ def judgments_clicks(ctx: typer.Context,
     """Judgments from User Behavior Insights events through a click model (ctr, coec as the
     Search Relevance Workbench computes it, sdbn, pbm, ubm); bad event data is counted and
     reported."""
+    from ..clicks.judge import ClickSettings, judge
+    from ..clicks.output import write_counts, write_judgments, write_report
     settings = ClickSettings(model=model.value, prior=prior, min_impressions=min_impressions,
                              mapping=grades.value, levels=levels, positions=positions.value, max_rank=max_rank)
     _writable(output)

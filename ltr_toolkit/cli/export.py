@@ -8,11 +8,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from ..errors import UserError
-from ..io.atomic import write_json
-from ..models.native import DEFAULT_VERSION, es_version, native_body, refuse_non_trees, rescorer_params
-from ..pipeline.train import load_model
-from ..stores.params import featureset_info, file_featureset_info, is_derived
-from .common import StoreOpt, _ltr_conn, _writable, app, choices, err, out
+from ..versions import ELASTICSEARCH_VERSION   # models.native.DEFAULT_VERSION, without NumPy
+from .common import StoreOpt, _conn, _ltr_conn, _writable, app, choices, err, out
 
 Target = choices("Target", "elasticsearch")
 
@@ -30,6 +27,7 @@ def _params(values: list[str]) -> dict:
 def _features(ctx, art: dict, featureset: Optional[Path], store) -> list[dict]:
     """The feature set the model was trained on: the file given, else the stored set the
     artifact names (the cluster with the plugin); another version is refused."""
+    from ..stores.params import featureset_info, file_featureset_info
     if featureset is not None:
         info = file_featureset_info(featureset)
     elif art.get("featureset"):
@@ -49,11 +47,15 @@ def export_cmd(ctx: typer.Context, model: Path,
                target: Annotated[Target, typer.Option("--target", help="elasticsearch: the PUT _ml/trained_models body of Elasticsearch's native learning to rank (tree models).")],
                output: Annotated[Path, typer.Option("-o", "--output", help="The body, as JSON.")],
                featureset: Annotated[Optional[Path], typer.Option("--featureset", help="The feature set file the training data was logged with (default: the stored set the model names, read from the cluster).")] = None,
-               es_version_: Annotated[str, typer.Option("--es-version", help="The Elasticsearch version deployed to (input.field_names before 8.15 only).")] = DEFAULT_VERSION,
+               es_version_: Annotated[str, typer.Option("--es-version", help="The Elasticsearch version deployed to (input.field_names before 8.15 only).")] = ELASTICSEARCH_VERSION,
                default_param: Annotated[Optional[List[str]], typer.Option("--default-param", help="NAME=VALUE: a template parameter's value when the rescorer's params do not give it (repeatable).")] = None,
                default_score: Annotated[float, typer.Option("--default-score", min=0.0, help="A feature's value when a parameter of its template is missing (0: the feature is missing).")] = 0.0,
                store: StoreOpt = None):
     """Write MODEL as TARGET's model body, with its feature extractors."""
+    from ..io.atomic import write_json
+    from ..models.native import es_version, native_body, refuse_non_trees, rescorer_params
+    from ..pipeline.artifact import load_model
+    from ..stores.params import is_derived
     _writable(output)
     es_version(es_version_)
     art, _ = load_model(model)
@@ -84,11 +86,13 @@ def upload_native(ctx, model: Path, name: str, featureset: Optional[Path], alias
     """``ltr upload MODEL --target elasticsearch``: the trained model created from the
     export's body (for the connected cluster's version) and ``alias`` pointed at it; one
     line naming what is missing where the cluster cannot serve it (nothing created)."""
+    from ..models.native import native_body, refuse_non_trees
+    from ..pipeline.artifact import load_model
     from ..stores.trained_models import create, native_support
     from ..transport.engine import detect
     art, _ = load_model(model)
     refuse_non_trees(art["algorithm"])
-    conn = ctx.obj
+    conn = _conn(ctx)
     why = native_support(conn)       # before anything else is asked of the cluster
     if why:
         raise UserError(why, "upload to the LTR plugin instead (ltr upload without --target), "

@@ -12,7 +12,6 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from ..stores.contract import Contract, describe
 from .common import (QueryWeightOpt, RescoreWeightOpt, ServedStatsOpt, WindowOpt,
                      _given_first_stage, _weights)
 from .common import (Algo, BudgetOpt, EngineOpt, Via, _engine, _engine_conn, ClicksAsOpt, DaysOpt, EventsIndexOpt, FieldsOpt, Format,
@@ -20,22 +19,8 @@ from .common import (Algo, BudgetOpt, EngineOpt, Via, _engine, _engine_conn, Cli
                      StoreOpt, TemplateOpt, UntilOpt, _conn, _event_log,
                      _failed_queries, _first_stage, _ltr_conn, _progress, _report_table,
                      _writable, app, err, judgments_app, out)
-from ..clicks import debias
-from ..data.svmlight import load_logged
-from ..data.judgments import load_judgments
-from ..evaluation.live import evaluate_live
-from ..io.atomic import write_json
-from ..pipeline.crossval import deploy_recommended
-from ..pipeline.train import TREE_ALGOS, train_from_files
-from ..pipeline.train import predict_file
-from ..transport import localnode
-from ..pipeline.demo import run_demo
-from ..evaluation.html import write_html
-from ..serving.explain import doc_titles
-from ..pipeline.crossval import cross_validate
-from ..evaluation.plots import delta_plot
+from ..clicks import DEFAULT_CLIP
 import functools
-from ..pipeline.dask_train import train_from_files_dask
 
 
 @app.command("evaluate")
@@ -67,6 +52,8 @@ def evaluate_cmd(ctx: typer.Context, judgments: Path,
     With --cv K: every query reranked by a fold model that never saw it, its settings
     chosen without it; the report ends with what to deploy (or: keep the first stage).
     Exit 3 when some queries failed (named; the others are evaluated)."""
+    from ..data.judgments import load_judgments
+    from ..evaluation.live import evaluate_live
     _writable(json_out, plot, html)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     conn = _conn(ctx)
@@ -112,6 +99,7 @@ def _cross_validated(ctx, index, jl, stage, featureset, algo, settings, workdir,
                      via: str = "plugin") -> tuple[dict, list]:
     """``ltr evaluate --cv K``: (the cross-validation's report, its queries), each
     algorithm's settings chosen per fold unless ``--settings defaults``."""
+    from ..pipeline.crossval import cross_validate
     fixed = {} if settings is Settings.defaults else None
     report = cross_validate(_ltr_conn(ctx), index, jl, featureset, {a.value: fixed for a in algo},
                             workdir, folds, k, window, store, stage, seed,
@@ -131,6 +119,10 @@ def _show_report(report: dict, k: int) -> None:
 def _write_report(conn, index, report, qids, jl, fields, json_out, plot, html) -> None:
     """The report written where asked: JSON, the per-query delta chart, the HTML page
     (with the titles and fields of every document in its top lists)."""
+    from ..evaluation.html import write_html
+    from ..evaluation.plots import delta_plot
+    from ..io.atomic import write_json
+    from ..serving.explain import doc_titles
     if json_out:
         write_json(json_out, report)
     if plot:
@@ -144,6 +136,8 @@ def _write_report(conn, index, report, qids, jl, fields, json_out, plot, html) -
 def _deploy(ctx, report, workdir, featureset, name, store, k, seed, anyway) -> None:
     """``ltr evaluate --cv --deploy NAME``: the recommended reranker (or ``anyway``)
     trained on every judged query and uploaded; nothing uploaded when none is recommended."""
+    from ..pipeline.crossval import deploy_recommended
+    from ..stores.contract import Contract, describe
     rec = report["recommendation"]["deploy"]
     if rec is None and anyway is None:
         out.print("nothing uploaded: keep the first stage (--deploy-anyway ALGO overrides)")
@@ -182,16 +176,16 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
           max_bin: Annotated[Optional[int], typer.Option("--max-bin", min=2, help="Histogram bins per feature (trees; default 256).")] = None,
           dask: Annotated[Optional[str], typer.Option("--dask", help="Train the trees on Dask: a scheduler address (tcp://host:8786) or local:N (N local workers). DATA, --valid and --test may then be globs or comma-separated files (quote globs), read in parallel by the workers.")] = None,
           propensity: Annotated[Optional[str], typer.Option("--propensity", help="DATA is clicks (`ltr judgments click-features`): weight each clicked document's pairs by its inverse examination probability, estimated by pbm or ubm (EM on DATA's clicks) or given per 0-based position (1,0.5,0.33,...).")] = None,
-          propensity_clip: Annotated[float, typer.Option("--propensity-clip", help="With --propensity: examination probabilities below this count as it (weights at most 1/CLIP).")] = debias.DEFAULT_CLIP,
+          propensity_clip: Annotated[float, typer.Option("--propensity-clip", help="With --propensity: examination probabilities below this count as it (weights at most 1/CLIP).")] = DEFAULT_CLIP,
           propensity_power: Annotated[Optional[float], typer.Option("--propensity-power", help="With --propensity: weights are probability ** -POWER, in (0, 1]; 1 is plain inverse propensity weighting, 0.5 damps its variance (Unbiased LambdaMART's regularisation). Default: 1 for linear and networks, 0.5 for trees.")] = None):
     """Train a ranker with the factorised lambda objective and write a model artifact."""
+    from ..pipeline.train import TREE_ALGOS
     algo = algo.value
     if propensity is not None and dask is not None:
         raise UserError("--propensity trains in this process: drop --dask")
     clicks = {} if propensity is None else {"propensity": propensity, "propensity_clip": propensity_clip,
                                                 "propensity_power": propensity_power}
-    fit = train_from_files if dask is None else functools.partial(
-        train_from_files_dask, address=dask, log=lambda m: err.print(m))
+    fit = _fitter(dask)
     total = trees if algo in TREE_ALGOS else epochs
     hidden_sizes = _hidden(hidden)
     monitor = "valid" if valid else "train"
@@ -213,6 +207,15 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
         table.add_row(split, f"{m[f'ndcg@{k}']:.4f}", str(m["queries"]))
     out.print(table)
     out.print(f"model written to {output}")
+
+
+def _fitter(dask: Optional[str]):
+    """``train_from_files``, or its Dask counterpart when ``--dask`` names a scheduler."""
+    from ..pipeline.train import train_from_files
+    if dask is None:
+        return train_from_files
+    from ..pipeline.dask_train import train_from_files_dask
+    return functools.partial(train_from_files_dask, address=dask, log=lambda m: err.print(m))
 
 
 def _hidden(value: str) -> tuple[int, ...]:
@@ -248,6 +251,8 @@ def click_features(ctx: typer.Context,
                    clicks_as: ClicksAsOpt = "click"):
     """Each search's impressed documents joined with their logged feature rows, clicked
     (1) or not (0), with their positions: train on it with `ltr train --propensity`."""
+    from ..clicks import debias
+    from ..data.svmlight import load_logged
     _writable(output)
     logged = load_logged(features)
     log, source = _event_log(ctx, file, clicks_as, since, until, days, queries_index, events_index)
@@ -267,6 +272,7 @@ def click_features(ctx: typer.Context,
 def predict(model: Path, data: Path,
             output: Annotated[Path, typer.Option("-o", "--output", help="One score per input row.")]):
     """Score every row of DATA with MODEL."""
+    from ..pipeline.artifact import predict_file
     n = predict_file(model, data, output)
     out.print(f"{n} scores written to {output}")
 
@@ -282,6 +288,9 @@ def demo(ctx: typer.Context,
     """The main job: node, Cranfield, feature set, candidates, 5-fold cross-validated
     linear / LambdaRank-NN / LambdaMART rerankers uploaded and evaluated live vs BM25
     (on the local node of --engine unless --url / LTR_URL names a cluster)."""
+    from ..io.atomic import write_json
+    from ..pipeline.demo import run_demo
+    from ..transport import localnode
     _writable(json_out)
     conn = _engine_conn(ctx, engine)
     t0 = time.monotonic()

@@ -10,9 +10,6 @@ import typer
 from .common import (EXIT_PARTIAL, FieldsOpt, Format, JudgedOutside, Statistics, StatsOpt, StoreOpt,
                      TemplateOpt, Unjudged, Via, _conn, _first_stage, _ltr_conn, _progress,
                      _writable, app, err, out)
-from ..features.candidates import judged_candidates
-from ..features.featurelog import log_features, log_incremental
-from ..data.judgments import load_judgments
 
 
 @app.command("log")
@@ -33,6 +30,9 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             via: Annotated[Via, typer.Option("--via", help="plugin: sltr + ltr_log (the LTR plugin); named-queries: each feature's template as a named query, its score from matched_queries (no plugin needed: what Elasticsearch's native learning to rank computes).")] = Via.plugin):
     """Log feature values per (query, document) pair (resumable: rerun after a kill).
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
+    from ..data.judgments import load_judgments
+    from ..features.candidates import judged_candidates
+    from ..features.featurelog import log_features, log_incremental
     _writable(output)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     fs_stage = _first_stage(fields, first_stage, statistics)
@@ -43,9 +43,7 @@ def log_cmd(ctx: typer.Context, judgments: Path,
                                              candidates, unjudged.value, judged_outside.value,
                                              via=via.value)
     if candidates:
-        err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
-                  f"{info['unjudged']} unjudged{' (grade 0)' if unjudged is Unjudged.zero else ' (dropped)'}, "
-                  f"{info['judged_outside']} judged outside the top {candidates} added")
+        _show_candidates(info, candidates, unjudged)
     with _progress("logging rounds") as update:
         if incremental:
             side = log_incremental(conn, jl, featureset, index, output, store, batch,
@@ -65,6 +63,12 @@ def log_cmd(ctx: typer.Context, judgments: Path,
         err.print(f"failed: query {q}: {why}")
     if side.get("failed_queries"):
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def _show_candidates(info: dict, candidates: int, unjudged) -> None:
+    err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
+              f"{info['unjudged']} unjudged{' (grade 0)' if unjudged is Unjudged.zero else ' (dropped)'}, "
+              f"{info['judged_outside']} judged outside the top {candidates} added")
 
 
 # --------------------------------------------------------------------------- models

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 from rich.table import Table
@@ -17,26 +16,11 @@ from .common import choices
 from .common import (FieldsOpt, MaxTermsOpt, QueryWeightOpt, RescoreWeightOpt, ServedStatsOpt,
                      StoreOpt, TemplateOpt, WindowOpt, _conn, _given_first_stage, _ltr_conn,
                      _weights, app, err, model_app, out)
-from ..data.judgments import load_judgments
-from ..data.svmlight import load_logged
-from ..io.atomic import write_json
-from ..models.export import plugin_model
-from ..models.served import ServedModel
-from ..models.shapley import contributions, summary
-from ..pipeline.train import load_model
-from ..query.firststage import FirstStage
-from ..stores.contract import DEFAULT_WINDOW, describe
-from ..serving.explain import BASELINE, explain_query, served_model
-from ..serving.serving import FIRST_STAGE_NAME, Serving
-from ..clicks import interleaving
-from ..clicks import ubi as ubi_index
-from ..stores.model_store import delete_model, get_model, list_models, prune_versions, upload
-from ..stores.modelcache import cache_warnings
+if TYPE_CHECKING:
+    from ..models.served import ServedModel
+    from ..query.firststage import FirstStage
+    from ..serving.serving import Serving
 from .export import upload_native
-from ..models.native import rescorer
-from ..query.requests import Rescore, search_body
-from ..query.prepare import contracted
-from ..data.querytext import fit_params
 
 
 UploadTarget = choices("UploadTarget", "plugin", "elasticsearch")
@@ -53,6 +37,11 @@ def upload_cmd(ctx: typer.Context, model: Path,
                alias: Annotated[Optional[str], typer.Option("--alias", help="With --target elasticsearch: point this model alias at the new model (reassigned from the one it named), so searches that name the alias never change.")] = None):
     """Export MODEL.json to the plugin's format, check it, and create it in the store (or,
     with --target elasticsearch, as an Elasticsearch trained model)."""
+    from ..query.firststage import FirstStage
+    from ..pipeline.artifact import load_model
+    from ..stores.contract import describe
+    from ..stores.model_store import upload
+    from ..stores.modelcache import cache_warnings
     if target is UploadTarget.elasticsearch:
         fs_file = Path(featureset) if featureset and Path(featureset).is_file() else None
         return upload_native(ctx, model, name, fs_file, alias, store)
@@ -90,6 +79,7 @@ def upload_cmd(ctx: typer.Context, model: Path,
 @model_app.command("list")
 def model_list(ctx: typer.Context, store: StoreOpt = None):
     """List stored models."""
+    from ..stores.model_store import list_models
     conn = _ltr_conn(ctx)
     table = Table("name", "type", "features")
     for m in list_models(conn, store):
@@ -102,6 +92,7 @@ def model_list(ctx: typer.Context, store: StoreOpt = None):
 @model_app.command("show")
 def model_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Print a stored model as JSON."""
+    from ..stores.model_store import get_model
     conn = _ltr_conn(ctx)
     m = get_model(conn, name, store)
     if m is None:
@@ -112,6 +103,7 @@ def model_show(ctx: typer.Context, name: str, store: StoreOpt = None):
 @model_app.command("delete")
 def model_delete(ctx: typer.Context, name: str, store: StoreOpt = None):
     """Delete a stored model."""
+    from ..stores.model_store import delete_model
     conn = _ltr_conn(ctx)
     if not delete_model(conn, name, store):
         raise UserError(f"model {name} not found in store {store or '(default)'}")
@@ -124,6 +116,7 @@ def model_prune(ctx: typer.Context, base: Annotated[str, typer.Argument(help="Th
                 store: StoreOpt = None,
                 yes: Annotated[bool, typer.Option("--yes", help="Confirm: the older versions are deleted.")] = False):
     """Delete all but the newest --keep versions BASE-vN of a model (lists them without --yes)."""
+    from ..stores.model_store import prune_versions
     conn = _ltr_conn(ctx)
     kept, doomed = prune_versions(conn, base, keep, store, dry_run=not yes)
     if not doomed:
@@ -157,6 +150,7 @@ def search_cmd(ctx: typer.Context, text: str, index: Annotated[str, typer.Option
                target: Annotated[UploadTarget, typer.Option("--target", help="With --show-request: the rescore of the LTR plugin (sltr) or of Elasticsearch's native learning_to_rank (--model: the trained model's id or alias).")] = UploadTarget.plugin):
     """The first stage, then (with --model) the sltr rescore of its top WINDOW; a table of
     the hits. When the rescore fails, the first stage's hits, with a warning."""
+    from ..serving.serving import Serving
     params = _params(text, param)
     stage = _given_first_stage(fields, first_stage, statistics)
     if show_request:
@@ -185,6 +179,12 @@ def _show_request(ctx, stage: FirstStage | None, params: dict, model, window, si
     contract read from the cluster, the options overriding it -- or Elasticsearch's native
     ``learning_to_rank`` rescorer over its top ``window`` (parameters the toolkit derives,
     such as ``query_vector``, are the caller's to add: see stores/params.py)."""
+    from ..query.firststage import FirstStage
+    from ..data.querytext import fit_params
+    from ..models.native import rescorer
+    from ..query.prepare import contracted
+    from ..query.requests import Rescore, search_body
+    from ..stores.contract import DEFAULT_WINDOW
     rescore = None
     if model and target is UploadTarget.plugin:
         rescore, stage, max_terms = contracted(_conn(ctx), Rescore(model, window, store, weights),
@@ -200,6 +200,8 @@ def _interleaved(conn, serving: Serving, params: dict, pair: str, size: int, ubi
                  experiment: str | None, queries_index: str) -> None:
     """``ltr search --interleave A,B``: the interleaved hits, and with ``--ubi`` the
     search's UBI record (the teams) written."""
+    from ..clicks import interleaving, ubi as ubi_index
+    from ..serving.serving import FIRST_STAGE_NAME
     names = [n.strip() for n in pair.split(",")]
     if len(names) != 2 or not all(names) or names[0] == names[1] or serving.model:
         raise UserError(f"--interleave {pair!r}: expected two different rankers A,B (stored "
@@ -246,6 +248,9 @@ def explain_cmd(ctx: typer.Context, text: str,
     each document's rank under the first stage and the model, its grade, its logged
     feature values, and per-feature contributions that add up (with the stated baseline)
     to the score the plugin served (a blend's: first stage + beta x model)."""
+    from ..serving.serving import Serving
+    from ..data.judgments import load_judgments
+    from ..serving.explain import explain_query
     params = _params(text, param)
     grades = None
     if judgments is not None:
@@ -290,6 +295,12 @@ def model_explain(ctx: typer.Context, model: str,
     """The model's global picture: per feature, the mean absolute contribution to its
     scores over logged rows (baseline: a document that matches no feature) and their
     spread. MODEL: a stored model's name, or a model artifact file (no cluster needed)."""
+    import numpy as np
+
+    from ..data.svmlight import load_logged
+    from ..io.atomic import write_json
+    from ..models.shapley import contributions, summary
+    from ..serving.explain import BASELINE
     served = _served_or_artifact(ctx, model, store)
     ds = load_logged(data)
     names = ds.meta.get("sidecar", {}).get("feature_names") or served.names
@@ -312,6 +323,10 @@ def model_explain(ctx: typer.Context, model: str,
 
 
 def _served_or_artifact(ctx, model: str, store) -> ServedModel:
+    from ..models.served import ServedModel
+    from ..models.export import plugin_model
+    from ..pipeline.artifact import load_model
+    from ..serving.explain import served_model
     path = Path(model)
     if path.suffix == ".json" and path.is_file():
         art, m = load_model(path)

@@ -10,10 +10,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..clicks.debias import DEFAULT_CLIP, check_clip, parse_propensity
-from ..clicks.interleaving import credit
+from ..clicks import DEFAULT_CLIP
 from ..errors import UserError
-from ..io.atomic import write_json
 from .common import (ClicksAsOpt, DaysOpt, EventsIndexOpt, QueriesIndexOpt, SinceOpt, UntilOpt,
                      _event_log, _writable, app, err, out)
 
@@ -37,6 +35,9 @@ def evaluate_interleaving(ctx: typer.Context,
     impressions won by A, tied, won by B, the preference and a sign test's p-value; and
     the debiased credit (clicks weighted by inverse examination probabilities) with its
     z-test, which position bias does not tilt towards the better first result."""
+    from ..clicks.debias import check_clip, parse_propensity
+    from ..clicks.interleaving import credit
+    from ..io.atomic import write_json
     _writable(json_out)
     spec = None if propensity.strip().lower() == "none" else parse_propensity(propensity)   # checked early
     check_clip(propensity_clip)

@@ -23,3 +23,8 @@ Modules, each importing only the ones above it in this list (and ``data``/``io``
 The cluster side (the UBI mappings, reading the indices over a time range, writing
 simulated events) is :mod:`ltr_toolkit.clicks.ubi`.
 """
+
+#: Examination probabilities below this count as it in inverse propensity weights (a
+#: weight ``1 / p`` is at most 10); here, not in :mod:`.debias`, so that the CLI can show
+#: it as a default without importing NumPy
+DEFAULT_CLIP = 0.1

@@ -41,6 +41,7 @@ from ..data.dataset import RankingDataset
 from ..data.svmlight import save_svmlight, sidecar_path
 from ..errors import UserError
 from ..io.atomic import write_json
+from . import DEFAULT_CLIP
 from .events import EventLog
 from .groups import _search_ids, previous_click
 from .models import estimate
@@ -48,7 +49,6 @@ from .output import qid_for
 from .problems import Problems
 from .sessions import DEFAULT_DEPTH, Table, build_table, lookup
 
-DEFAULT_CLIP = 0.1
 #: the propensities' default exponent per model family (module docstring)
 POWERS = {"networks": 1.0, "trees": 0.5}
 ESTIMATED = ("pbm", "ubm")

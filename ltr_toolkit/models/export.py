@@ -24,6 +24,7 @@ import json
 import numpy as np
 
 from ..errors import UserError
+from .forest import Forest
 from .mlp import MLP
 from .neural import NeuralRanker, fill_missing as fill_missing_dense
 from .trees import LambdaMART
@@ -202,10 +203,11 @@ def plugin_scores(artifact: dict, model, X: np.ndarray) -> np.ndarray:
     send NaN right; linear models and networks see a missing feature as 0.0, normalise in
     float32, and (linear) accumulate ``w * x`` in float32; RankLib networks run in double
     and return ``(float) sigmoid``."""
-    if isinstance(model, LambdaMART):
+    if isinstance(model, (LambdaMART, Forest)):
         # xgboost's own predictor on rows with NaN as MISSING_AS sends NaN right and sums
         # the float32 leaves tree by tree in float32: the JSON walk the plugin does
-        # (xgbjson.score_trees), bit for bit (tests/test_trees.py), at C speed
+        # (xgbjson.score_trees), bit for bit (tests/test_trees.py), at C speed; a Forest
+        # gives the same scores without xgboost (tests/test_forest.py)
         return model.predict(X)
     X32 = fill_missing_dense(X).astype(np.float32)
     Z = ((X32 - model.mean_.astype(np.float32)) / model.std_.astype(np.float32)).astype(np.float32)

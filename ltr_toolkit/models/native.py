@@ -43,6 +43,7 @@ import numpy as np
 
 from ..data.featuresets import template_params
 from ..errors import UserError
+from ..versions import ELASTICSEARCH_VERSION
 from .export import ExportError, check_feature_names
 from .trees import ALGOS as TREE_ALGOS
 
@@ -50,7 +51,8 @@ from .trees import ALGOS as TREE_ALGOS
 FIRST_VERSION = (8, 12, 0)
 #: from this version a learning-to-rank model must not name ``input.field_names``
 NO_FIELD_NAMES_FROM = (8, 15, 0)
-DEFAULT_VERSION = "8.17.0"
+#: the version a body is made for unless one is named: the local node's
+DEFAULT_VERSION = ELASTICSEARCH_VERSION
 #: objectives whose intercept adds to the sum of the trees as it is (an identity link)
 _IDENTITY = re.compile(r"^(reg:(squarederror|linear|absoluteerror|pseudohubererror|quantileerror)"
                        r"|rank:\w+)$")

@@ -1,11 +1,9 @@
-"""Training and prediction from files, and the self-describing model artifact."""
+"""Training from files, and the self-describing model artifact it writes (read back,
+and scored with, in :mod:`.artifact`)."""
 
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
-import json
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -13,17 +11,18 @@ import numpy as np
 from .. import __version__
 from ..clicks.debias import DEFAULT_CLIP, POWERS, ClickData, check_power, ipw, parse_propensity
 from ..data.svmlight import check_grades, load_logged
-from ..errors import InputError, UserError
-from ..io.atomic import atomic_write, check_writable, write_json
-from ..io.text import read_text
-from ..models.export import output_map, plugin_scores
+from ..errors import UserError
+from ..io.atomic import check_writable, write_json
+from ..models.export import output_map
 from ..models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
 from ..models.trees import ALGOS as TREE_ALGOS, LambdaMART
 from ..rank.metrics import evaluate
 from ..stores.contract import from_sidecar
+# the artifact read back (here too for the callers that import them from here)
+from .artifact import (ARTIFACT_FORMAT, check_same_features, load_model,  # noqa: F401
+                       model_from_artifact, predict_file, read_artifact)
 
 ALGORITHMS = sorted([*NEURAL_ALGOS, *TREE_ALGOS])
-ARTIFACT_FORMAT = "ltr-toolkit/model@1"
 
 
 def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=None,
@@ -227,81 +226,3 @@ def grade_variation(varied: int, n_queries: int, path) -> list[str]:
         return [f"{path}: only {varied} of {n_queries} queries have two different grades; "
                 "the others teach the model nothing"]
     return []
-
-
-def read_artifact(path) -> dict:
-    """A model artifact's JSON, checked to be one (no model built: nothing imported)."""
-    path = Path(path)
-    try:
-        art = json.loads(read_text(path))
-    except ValueError as exc:
-        raise InputError(path, getattr(exc, "lineno", None), "not a model artifact (invalid JSON)") from None
-    if not isinstance(art, dict) or art.get("format") != ARTIFACT_FORMAT:
-        raise InputError(path, None, f"not an ltr-toolkit model artifact (format {art.get('format') if isinstance(art, dict) else type(art).__name__!r})")
-    return art
-
-
-def load_model(path, art: dict | None = None):
-    """(the artifact, its fitted model); ``art``: the artifact already read from ``path``."""
-    art = read_artifact(path) if art is None else art
-    try:
-        return art, model_from_artifact(art)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(Path(path), None, f"broken model artifact: {exc}") from None
-
-
-def check_same_features(ref_name, ref: dict, path, side: dict) -> None:
-    """Refuse data logged with other features than ``ref`` (a sidecar, or a model artifact):
-    another version of the feature set (its sha256), or other feature names. What either
-    does not record is not compared (files without sidecars, older artifacts)."""
-    a, b = ref.get("featureset_sha256"), side.get("featureset_sha256")
-    if a and b and a != b:
-        raise UserError(f"{path} was logged with another version of feature set "
-                        f"{side.get('featureset') or '?'} than {ref_name}",
-                        "log both with the same feature set version")
-    a, b = ref.get("feature_names"), side.get("feature_names")
-    if a and b and a != b:
-        raise UserError(f"{path} has other features than {ref_name} "
-                        f"({len(b)}: {', '.join(b[:3])}... vs {len(a)}: {', '.join(a[:3])}...)",
-                        "log both with the same feature set")
-
-
-def model_from_artifact(art: dict):
-    """The fitted model an artifact holds."""
-    if art["algorithm"] in NEURAL_ALGOS:
-        return NeuralRanker.from_state(art["model"])
-    if art["algorithm"] in TREE_ALGOS:
-        return LambdaMART.from_state(art["model"])
-    raise ValueError(f"unknown algorithm {art['algorithm']!r}")
-
-
-def predict_file(model_path, data_path, output) -> int:
-    """One score per data row, in the file's row order: the score the plugin serves for
-    that row (see ``models.export.plugin_scores``)."""
-    check_writable(output)
-    art, model = read_artifact(model_path), None
-    if art.get("algorithm") not in TREE_ALGOS or "n_features" not in art:
-        art, model = load_model(model_path, art)   # nothing to overlap, or a broken artifact's error now
-    # trees need xgboost, a second or so to import (it imports scikit-learn and SciPy when
-    # they are installed): a thread imports it while this one reads the rows
-    early = threading.Thread(target=importlib.import_module, args=("xgboost",), daemon=True)
-    if model is None:
-        early.start()
-    ds = load_logged(data_path, n_features=art["n_features"])
-    if early.is_alive():
-        early.join()
-    if model is None:
-        art, model = load_model(model_path, art)
-    check_same_features(model_path, {"featureset_sha256": art.get("featureset_sha256"),
-                                     "feature_names": art["feature_names"] if art.get("featureset") else None},
-                        data_path, ds.meta["sidecar"])
-    scores = plugin_scores(art, model, ds.X)
-    perm = ds.meta.get("input_rows")
-    if perm is not None:          # rows were regrouped by query: back to input order
-        in_order = np.empty_like(scores)
-        in_order[perm] = scores
-        scores = in_order
-    with atomic_write(output) as fh:
-        fh.write("\n".join("%.9g" % s for s in scores.tolist()))
-        fh.write("\n")
-    return len(scores)
