@@ -122,8 +122,11 @@ def _load(conn: Connection, index: str, body: dict, docs: list[dict],
     call(conn, c.indices.create, index=index, body=body)
     forget(conn, "vectors", index)      # what this process read of an index deleted before
     actions = ({"_index": index, "_id": d["id"], "_source": source(d)} for d in docs)
-    return call(conn, helpers.bulk, c, actions, chunk_size=500, raise_on_error=False,
-                refresh="wait_for")
+    # one refresh after the load: ``refresh="wait_for"`` on each bulk request waited for
+    # the next scheduled refresh (up to a second) once per chunk
+    done = call(conn, helpers.bulk, c, actions, chunk_size=500, raise_on_error=False)
+    call(conn, c.indices.refresh, index=index)
+    return done
 
 
 def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: str | None = None,
