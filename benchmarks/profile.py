@@ -123,6 +123,45 @@ def child_epoch(size: str, folder: str) -> None:
     print(json.dumps(timers.seconds))
 
 
+def child_demo(folder: str) -> None:
+    """``ltr demo``'s job (pipeline.demo.run_demo, index there) against the benchmark's
+    node, in this process, with timers around its phases: the parent's cluster work
+    (logging the candidates, uploads, live reranking, explanations' logging), its local
+    work beside the fits (Shapley contributions, loading artifacts, the report), and the
+    fits themselves (the workers' seconds, from the report)."""
+    from ltr_toolkit.pipeline import crossval, demo
+    from ltr_toolkit.serving import explain, serving
+
+    from ._live import connect
+    conn = connect()
+    timers = Timers()
+    timers.wrap(crossval, "log_candidates", "cluster: logging the candidates (first stage + features)")
+    timers.wrap(crossval._Run, "__init__", "cluster: first-stage ids of every query")
+    timers.wrap(crossval, "upload", "cluster: uploading fold models")
+    timers.wrap(serving.Serving, "rerank", "cluster: live reranking of each fold's queries")
+    timers.wrap(explain, "msearch_items", "cluster: logging the reranked tops (explanations)")
+    timers.wrap(explain, "contributions", "local: Shapley contributions (beside the fits)")
+    timers.wrap(crossval, "model_from_artifact", "local: loading artifacts (beside the fits)")
+    timers.wrap(demo, "write_html", "local: HTML report")
+    timers.wrap(crossval, "run_all", "fits: the pool's wall time (workers start, fit, serve)")
+    t0 = time.perf_counter()
+    report = demo.run_demo(conn, Path(folder) / "demo", log=lambda m: None)
+    timers.seconds["demo"] = time.perf_counter() - t0
+    for algo, seconds in report["fit_seconds"].items():
+        timers.seconds[f"fits: {algo}, {report['folds']} folds, seconds in the workers"] = seconds
+    print(json.dumps(dict(timers.seconds, reason=report["recommendation"]["reason"])))
+
+
+def _demo_rows(folder: str) -> tuple[list[list], str]:
+    t = _run("demo", folder)
+    reason = "recommendation: " + t.pop("reason")
+    total = t.pop("demo")
+    rows = [["Cranfield demo", "ltr demo (index there)", k, v, v / total] for k, v in t.items()]
+    rows.append(["Cranfield demo", "ltr demo (index there)", "whole demo", total, 1.0])
+    print("demo", t, reason, flush=True)
+    return rows, reason
+
+
 def _run(*args) -> dict:
     out = subprocess.run([sys.executable, "-m", "benchmarks.profile", *args], cwd=ROOT,
                          capture_output=True, text=True)
@@ -165,6 +204,8 @@ def main():
             t = _run("epoch", size, tmp)
             rows += _rows(size, "lambdarank-nn epoch", t, "epoch")
             print(size, "epoch", t, flush=True)
+        demo, reason = _demo_rows(tmp)
+        rows += demo
     load.append(open("/proc/loadavg").read().split()[0])
     notes = [f"{THREADS} threads for xgboost and the kernel (one below 2^20 pairs); networks: one BLAS "
              "thread; each fit in a fresh process; in-process timers around the library's steps",
@@ -173,8 +214,11 @@ def main():
              "building = the boosting loop less the lambdas; the fit's remainder is setup (the "
              "objective's per-query gains, booster parameters)",
              "machine load (uptime, 1 min) " + " / ".join(load) + f"; whole run "
-             f"{(time.perf_counter() - t_start) / 60:.0f} min; the cluster phases of the demo are "
-             "not profiled here (no node in this run)"]
+             f"{(time.perf_counter() - t_start) / 60:.0f} min",
+             "demo: pipeline.demo.run_demo (ltr demo's job; index there, node running: LTR_URL or "
+             "the local node) in one process with timers around its phases; the fits run in "
+             "worker processes (their seconds from the report, overlapping each other and the "
+             "parent's cluster work); shares of the whole demo; " + reason]
     write_table("profile", ["data", "what", "part", "seconds", "share"], rows, notes)
     print((Path(__file__).resolve().parent / "results" / "profile.md").read_text())
 
@@ -182,6 +226,8 @@ def main():
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "trees":
         child_trees(sys.argv[2], sys.argv[3], sys.argv[4] == "before")
+    elif len(sys.argv) > 1 and sys.argv[1] == "demo":
+        child_demo(sys.argv[2])
     elif len(sys.argv) > 1 and sys.argv[1] == "epoch":
         child_epoch(sys.argv[2], sys.argv[3])
     else:
