@@ -18,8 +18,9 @@ check), learning rate, 256 bins, threads. Measured: the whole fit (matrix + boos
 toolkit's objective alone (its share of the loop), the fit's peak RSS above the process
 with the data loaded (VmHWM reset before the fit), and test NDCG@10.
 
-Then the networks: two training epochs (lambdarank-nn and ranknet-nn, 136-64-16-1) on the
-200k rows with the compiled lambdas and with the NumPy blocks before, interleaved; the
+Then the networks: two training epochs (lambdarank-nn and ranknet-nn, 136-64-16-1, and the
+linear model) on the 200k rows with the compiled lambdas and with the NumPy blocks before
+(the linear model: its compiled epoch, and NumPy's query steps before), interleaved; the
 second epoch compares (the first also loads the compiled kernel, once per process).
 Table (Markdown + CSV) and PNG in benchmarks/results/. Nothing here is asserted in tests.
 """
@@ -49,7 +50,7 @@ SYSTEMS = ("toolkit", "toolkit-before", "native", "lightgbm")
 LABELS = {"toolkit": "toolkit LambdaMART (compiled lambdas)",
           "toolkit-before": "toolkit LambdaMART (NumPy blocks, before)",
           "native": "xgboost rank:ndcg (native)", "lightgbm": "LightGBM lambdarank"}
-NETS = ("lambdarank-nn", "ranknet-nn")
+NETS = ("lambdarank-nn", "ranknet-nn", "linear")
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 
@@ -173,9 +174,13 @@ def child_fit(system: str, folder: str, trees: int) -> None:
 def child_epoch(algo: str, variant: str, folder: str) -> None:
     """In a fresh process: two epochs of a network on the training rows (the first one
     also loads the compiled kernel)."""
+    from functools import partialmethod
+
+    from ltr_toolkit.models.neural import NeuralRanker
     if variant == "before":
         _use_blocks_before()
-    from ltr_toolkit.models.neural import NeuralRanker
+        # the linear model's epoch: NumPy's query steps, as before the compiled epoch
+        NeuralRanker._epoch_runner = partialmethod(NeuralRanker._epoch_runner, compiled=False)
     train = _load(Path(folder), "train")
     m = NeuralRanker(algo=algo, hidden=(64, 16), epochs=2, seed=0, patience=5).fit(train)
     print(json.dumps({"first_epoch_s": m.history[0]["seconds"], "epoch_s": m.history[1]["seconds"],
@@ -266,7 +271,7 @@ def _write(fits: dict, epochs: dict, load: list[str], minutes: float) -> None:
     for algo in NETS:
         after, before = _med(epochs[algo, "after"], "epoch_s"), _med(epochs[algo, "before"], "epoch_s")
         first = (_med(epochs[algo, "after"], "first_epoch_s"), _med(epochs[algo, "before"], "first_epoch_s"))
-        rows.append(["200k", f"{algo} 136-64-16-1, second epoch: before {before:.2f} s (first epoch: "
+        rows.append(["200k", f"{algo} {'136-1' if algo == 'linear' else '136-64-16-1'}, second epoch: before {before:.2f} s (first epoch: "
                      f"{first[0]:.2f} s after, {first[1]:.2f} s before)", after,
                      _med(epochs[algo, "after"], "cpu_s"), "", "", after / before, "", "", "", ""])
     notes = ["trees: " + ", ".join(f"{k} {t}" for k, (_, t) in SIZES.items()) + f"; depth {DEPTH} (LightGBM: <= {2 ** DEPTH} leaves), eta {ETA}, 256 bins, "
@@ -281,7 +286,8 @@ def _write(fits: dict, epochs: dict, load: list[str], minutes: float) -> None:
              f"generated sizes: {TEST_ROWS:,} generated rows, another seed)",
              "networks: the second training epoch on the 200k rows (the first also loads the compiled "
              "kernel, once per process), compiled lambdas vs the NumPy blocks "
-             "(tests/lambdas_before.py); 'fit / native' column: after / before",
+             "(tests/lambdas_before.py; linear: also its compiled epoch vs NumPy's query "
+             "steps); 'fit / native' column: after / before",
              "machine load (uptime) " + " / ".join(load) + f"; whole run {minutes:.0f} min"]
     write_table("trees_scale", ["data", "system", "fit s", "process CPU s", "ms / round", "objective ms / round",
                                 "fit / native", "fit / LightGBM", "peak MiB above data",

@@ -118,11 +118,12 @@ class NeuralRanker(EstimatorParams):
             grad += self._decay * self.net_.flat
         self.opt_.step([self.net_.flat], [grad])
 
-    def _epoch_runner(self, train: RankingDataset, Xt: np.ndarray):
+    def _epoch_runner(self, train: RankingDataset, Xt: np.ndarray, compiled: bool = True):
         """A callable(queries in the epoch's order): one pass of :meth:`step_query` over
         them, updating the network and the optimiser in place; compiled for the linear
-        model (``models.netkernel``), NumPy's for networks with hidden layers."""
-        if self._hidden():
+        model (``models.netkernel``) unless ``compiled`` is False, NumPy's for networks
+        with hidden layers."""
+        if self._hidden() or not compiled:
             w = train.weights
             steps = {q: (Xt[train.query(q)], self.pairs_for(
                 train.y[train.query(q)], None if w is None else w[train.query(q)]))
