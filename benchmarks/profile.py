@@ -22,6 +22,7 @@ Nothing here is asserted in tests.
 from __future__ import annotations
 
 import json
+from importlib.util import find_spec
 import subprocess
 import sys
 import tempfile
@@ -218,7 +219,11 @@ def main():
              "demo: pipeline.demo.run_demo (ltr demo's job; index there, node running: LTR_URL or "
              "the local node) in one process with timers around its phases; the fits run in "
              "worker processes (their seconds from the report, overlapping each other and the "
-             "parent's cluster work); shares of the whole demo; " + reason]
+             "parent's cluster work); shares of the whole demo; " + reason,
+             "environment: scikit-learn " + ("installed (xgboost imports it: about 1 s more in "
+                                             "each process that imports xgboost)"
+                                             if find_spec("sklearn") else
+                                             "not installed (the README's base install)")]
     write_table("profile", ["data", "what", "part", "seconds", "share"], rows, notes)
     print((Path(__file__).resolve().parent / "results" / "profile.md").read_text())
 
