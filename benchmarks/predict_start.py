@@ -22,6 +22,7 @@ within 2x the float32 matrix + 300 MB. Table (Markdown + CSV) in benchmarks/resu
 from __future__ import annotations
 
 import os
+from importlib.util import find_spec
 import statistics
 import subprocess
 import sys
@@ -143,7 +144,11 @@ def _write(runs: dict, load: list[str]) -> None:
     notes = [f"{ROWS:,} generated MSLR-shaped rows x {FEATURES} features; model: LambdaMART, 100 trees, "
              "depth 6, trained on the MSLR 5k extract; each command a fresh process, interleaved, "
              f"median of {REPEATS}; whole processes (interpreter start, imports, work)",
-             "machine load (uptime, 1 min) " + " / ".join(load)]
+             "machine load (uptime, 1 min) " + " / ".join(load),
+             "environment: scikit-learn " + ("installed: xgboost's import (in its parse) imports it, "
+                                             "about 1 s" if find_spec("sklearn") else
+                                             "not installed (the README's base install): xgboost's "
+                                             "import is at its fastest")]
     write_table("predict_start", ["measure", "value", "ratio", "target", "status"], rows, notes)
     print((Path(__file__).resolve().parent / "results" / "predict_start.md").read_text())
 
