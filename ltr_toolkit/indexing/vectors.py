@@ -173,10 +173,10 @@ def _prepare_vector_field(conn: Connection, index: str, fields, encoder: Encoder
     _check_updatable(index, mappings)
     if FIELD not in props:
         kind = require_vectors(conn, f"vectors in index {index}")
-        settings = request(conn, "GET", f"/{index}/_settings")
-        knn = next(iter(settings.values()))["settings"]["index"].get("knn") == "true"
+        settings = next(iter(request(conn, "GET", f"/{index}/_settings").values()))
+        approximate = kind.approximate_on(settings["settings"]["index"])
         request(conn, "PUT", f"/{index}/_mapping",
-                {"properties": {FIELD: field_mapping(kind, encoder.dim, approximate=knn or not kind.index_settings())}})
+                {"properties": {FIELD: field_mapping(kind, encoder.dim, approximate=approximate)}})
     if not recorded:
         _write_meta(conn, index, meta_entry(encoder, fields), mappings)
 

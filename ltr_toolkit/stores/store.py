@@ -98,13 +98,15 @@ def for_engine(conn: Connection, featureset: dict) -> dict:
 def upload_featureset(conn: Connection, featureset: dict, store: str | None = None) -> dict:
     """Create a feature set (``for_engine``'s form of it). The body is the plugin's
     ``{"featureset": {...}}`` form."""
-    name = featureset.get("name")
-    if not name:
+    if not featureset.get("name"):
         raise UserError("feature set has no name")
-    featureset = for_engine(conn, featureset)
-    body = {"featureset": featureset}
-    return request(conn, "POST", f"{store_path(store)}/_featureset/{name}", body=body,
-                   store=store)
+    return _post_featureset(conn, for_engine(conn, featureset), store)
+
+
+def _post_featureset(conn: Connection, adapted: dict, store: str | None) -> dict:
+    """Create a feature set already in ``for_engine``'s form."""
+    return request(conn, "POST", f"{store_path(store)}/_featureset/{adapted['name']}",
+                   body={"featureset": adapted}, store=store)
 
 
 def get_document(conn: Connection, path: str, store: str | None = None) -> dict | None:
@@ -185,10 +187,10 @@ def upload_featureset_versioned(conn: Connection, featureset: dict, store: str |
     on: absent -> created; identical -> left alone; changed -> created as ``{name}-v{n}``.
     Returns (name used, "created" | "unchanged" | "new version")."""
     name = featureset["name"]
-    featureset = for_engine(conn, featureset)
+    featureset = for_engine(conn, featureset)          # adapted once, posted as it is
     existing = get_featureset(conn, name, store)
     if existing is None:
-        upload_featureset(conn, featureset, store)
+        _post_featureset(conn, featureset, store)
         return name, "created"
     if _canonical(existing) == _canonical(featureset):
         return name, "unchanged"
@@ -197,7 +199,7 @@ def upload_featureset_versioned(conn: Connection, featureset: dict, store: str |
         candidate = f"{name}-v{n}"
         other = get_featureset(conn, candidate, store)
         if other is None:
-            upload_featureset(conn, dict(featureset, name=candidate), store)
+            _post_featureset(conn, dict(featureset, name=candidate), store)
             return candidate, "new version"
         if _canonical(other) == _canonical(featureset):
             return candidate, "unchanged"

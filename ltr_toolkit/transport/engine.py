@@ -64,6 +64,12 @@ class VectorKind:
     def index_settings(self) -> dict:
         return {"knn": True} if self.field_type == "knn_vector" else {}
 
+    def approximate_on(self, index_settings: dict) -> bool:
+        """Whether a vector field added to an index of these settings (``GET
+        /{index}/_settings``'s ``index`` object) may have an HNSW graph: on OpenSearch only
+        in an index made with ``index.knn``; Elasticsearch needs no index setting."""
+        return not self.index_settings() or str(index_settings.get("knn")).lower() == "true"
+
     def feature_template(self, field: str) -> str:
         """The feature's template (a string: the vector goes in through ``toJson``)."""
         vector = "{{#toJson}}" + QUERY_VECTOR + "{{/toJson}}"
