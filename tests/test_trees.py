@@ -244,3 +244,22 @@ def test_warm_start_adds_trees_equal_to_fitting_them_at_once(mslr_paths):
     np.testing.assert_array_equal(grown.predict(ds.X), once.predict(ds.X))
     with pytest.raises(ValueError, match="fewer than"):
         grown.set_params(n_estimators=4).fit(ds)
+
+
+def test_matrix_batches_never_cut_a_query(monkeypatch):
+    """The QuantileDMatrix is fed in batches of whole queries: a query cut between two
+    batches would be two groups to xgboost (its native objectives, its group info)."""
+    from ltr_toolkit.models import base
+    monkeypatch.setattr(base, "BATCH_ROWS", 50)
+    rng = np.random.default_rng(3)
+    sizes = np.array([30, 30, 120, 7, 45, 45, 1])
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    ds = RankingDataset(X=rng.normal(size=(off[-1], 4)).astype(np.float32),
+                        y=rng.integers(0, 3, off[-1]).astype(float), offsets=off,
+                        qids=[str(q) for q in range(len(sizes))])
+    batches = list(base.query_batches(off))
+    assert batches[0] == (0, 30) and (60, 180) in batches          # one query over 50: alone
+    assert [lo for lo, _ in batches[1:]] == [hi for _, hi in batches[:-1]]
+    assert set(lo for lo, _ in batches) <= set(off.tolist())
+    d = LambdaMART(nthread=1)._dmatrix(ds)
+    np.testing.assert_array_equal(d.get_uint_info("group_ptr"), off)

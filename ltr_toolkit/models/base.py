@@ -216,6 +216,21 @@ def row_batches(n: int):
     return ((lo, min(lo + BATCH_ROWS, n)) for lo in range(0, n, BATCH_ROWS))
 
 
+def query_batches(offsets):
+    """(lo, hi) row ranges of whole queries (``offsets``: each query's first row, then the
+    end), each of at most :data:`BATCH_ROWS` rows unless one query alone has more: a
+    matrix fed in batches (xgboost's DataIter with ``qid``) must not cut a query in two,
+    or it counts two groups."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    lo, n = 0, int(offsets[-1]) if len(offsets) else 0
+    while lo < n:
+        # the last query start within BATCH_ROWS of lo (at least one query past lo)
+        cut = int(np.searchsorted(offsets, lo + BATCH_ROWS, side="right")) - 1
+        hi = int(offsets[cut]) if offsets[cut] > lo else int(offsets[np.searchsorted(offsets, lo, side="right")])
+        yield lo, hi
+        lo = hi
+
+
 __all__ = ["BATCH_ROWS", "BOOLEAN", "EstimatorParams", "Interval", "Kind",
-           "NotFittedError", "Options", "as_ranking_dataset", "row_batches",
+           "NotFittedError", "Options", "as_ranking_dataset", "query_batches", "row_batches",
            "training_sets"]

@@ -42,8 +42,8 @@ from ..data.dataset import RankingDataset
 from ..rank.lambdas import DEFAULT_MU, QUERY_NORMALIZATIONS, check_weighting
 from ..rank.metrics import ndcg
 from ..rank.pairs import RankPairs
-from .base import (BOOLEAN, EstimatorParams, Interval, Kind, Options, row_batches,
-                   training_sets)
+from .base import (BOOLEAN, EstimatorParams, Interval, Kind, Options, query_batches,
+                   row_batches, training_sets)
 
 ALGOS = {"lambdamart": "lambdarank", "ranknet-tree": "ranknet"}
 
@@ -223,9 +223,10 @@ class LambdaMART(EstimatorParams):
 
     # ------------------------------------------------------------------ fit / predict
     def _dmatrix(self, ds: RankingDataset, ref=None):
-        """xgboost's matrix of a dataset, fed in batches of rows with NaN as
-        :data:`MISSING_AS` (never a second full copy of the features): a QuantileDMatrix
-        (the histogram index only) for ``hist``, a DMatrix otherwise."""
+        """xgboost's matrix of a dataset, fed in batches of whole queries with NaN as
+        :data:`MISSING_AS` (never a second full copy of the features; a query cut between
+        two batches would count as two groups): a QuantileDMatrix (the histogram index
+        only) for ``hist``, a DMatrix otherwise."""
         import xgboost as xgb
         qid = np.repeat(np.arange(ds.n_queries), ds.group_sizes)
         if self.tree_method != "hist":
@@ -236,7 +237,7 @@ class LambdaMART(EstimatorParams):
 
         class Batches(xgb.DataIter):
             def __init__(self):
-                self._todo = row_batches(len(X))
+                self._todo = query_batches(ds.offsets)
                 super().__init__()
 
             def next(self, input_data):
@@ -247,7 +248,7 @@ class LambdaMART(EstimatorParams):
                 return True
 
             def reset(self):
-                self._todo = row_batches(len(X))
+                self._todo = query_batches(ds.offsets)
         return xgb.QuantileDMatrix(Batches(), max_bin=int(self.max_bin), nthread=self.threads(),
                                    missing=np.nan, ref=ref)
 
