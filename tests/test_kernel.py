@@ -106,3 +106,25 @@ def test_query_modes_are_each_querys_commonest_label():
     # ties go to the smaller label; an empty query gets 0
     np.testing.assert_array_equal(pairs.query_modes(y, off), [0, 1, 0, 3, 0.5, 4])
     assert len(pairs.query_modes(np.zeros(0), np.array([0]))) == 0
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_warm_up_loads_the_kernel_grad_hess_calls(parallel, monkeypatch):
+    """RankPairs.warm (run beside xgboost's matrix building) calls the same compiled
+    function, serial or parallel, that grad_hess then calls, and changes nothing."""
+    s, y, off, w = _block(5, 1.0, True)
+    calls = []
+    real = pairs._kernel
+
+    class Spy:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(real(), name)
+    monkeypatch.setattr(pairs, "_kernel", lambda threads=None: Spy())
+    monkeypatch.setattr(pairs, "PARALLEL_PAIRS", 1 if parallel else 1 << 60)
+    rp = RankPairs(y, off, k=32, doc_weights=w, threads=2)
+    before = rp.grad_hess(s)
+    rp.warm()
+    after = rp.grad_hess(s)
+    assert calls[0] == calls[1] == calls[2] == ("tree_grad_hess" if parallel else "tree_grad_hess_serial")
+    np.testing.assert_array_equal(before[0], after[0])

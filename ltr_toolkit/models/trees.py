@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from numbers import Integral, Real
 
 import numpy as np
@@ -61,6 +62,17 @@ def default_threads() -> int:
     if env.isdigit() and int(env) > 0:
         return int(env)
     return os.cpu_count() or 1
+
+
+def _quietly(fn) -> None:
+    """``fn()`` (if any) with its exception dropped: a warm-up whose failure the real call
+    repeats and raises."""
+    if fn is None:
+        return
+    try:
+        fn()
+    except Exception:       # noqa: BLE001 - raised again by the real call
+        pass
 
 
 def fill_missing(X: np.ndarray) -> np.ndarray:
@@ -199,6 +211,7 @@ class LambdaMART(EstimatorParams):
 
         def obj(preds, dtrain):
             return pairs.grad_hess(preds)
+        obj.warm = pairs.warm
         return obj
 
     def rank_pairs(self, labels, offsets, weights=None) -> RankPairs:
@@ -274,6 +287,11 @@ class LambdaMART(EstimatorParams):
         if self.warm_start and hasattr(self, "booster_"):
             self._check_n_features(train.X)
         self.n_features_in_ = train.n_features
+        objective = self.objective(train)
+        # the compiled kernel loads while xgboost builds the matrix (a failure there
+        # shows again, and is raised, at the objective's first call)
+        warm = threading.Thread(target=_quietly, args=(getattr(objective, "warm", None),))
+        warm.start()
         dtrain = self._dmatrix(train)
         params = dict(self.booster_params(), disable_default_eval_metric=1)
         evals, metric = [], None
@@ -287,8 +305,9 @@ class LambdaMART(EstimatorParams):
         if done > int(self.n_estimators):
             raise ValueError(f"warm_start: n_estimators={self.n_estimators} is fewer than the "
                              f"{done} trees fitted")
+        warm.join()
         self.booster_ = xgb.train(
-            params, dtrain, num_boost_round=int(self.n_estimators) - done, obj=self.objective(train),
+            params, dtrain, num_boost_round=int(self.n_estimators) - done, obj=objective,
             evals=evals, custom_metric=metric, verbose_eval=False, callbacks=cbs,
             xgb_model=previous)
         self.set_booster(self.booster_, valid is not None)

@@ -162,6 +162,19 @@ class RankPairs:
     def _normalised_gains(self, g, sizes) -> np.ndarray:
         return normalised_gains(g, self.offsets, self.k, self.queries)
 
+    def warm(self) -> None:
+        """Load the compiled kernel :meth:`grad_hess` will call (numba's cache: about half
+        a second a process) by calling it on two documents with these options: run in a
+        thread while xgboost builds its matrix (which leaves the GIL free most of the
+        time), the load is hidden."""
+        tiny = RankPairs(np.array([0.0, 1.0]), np.array([0, 2]), self.weighting, self.sigma,
+                         self.k, self.mu, self.normalization, self.score_normalization,
+                         dtype=self.dtype, hessian_scale=self.hessian_scale,
+                         doc_weights=None if self.doc_weights is None else np.ones(2),
+                         threads=self.threads)
+        tiny.n_pairs = self.n_pairs                 # the same kernel: serial or parallel
+        tiny.grad_hess(np.zeros(2))
+
     def grad_hess(self, scores):
         """(lambdas, diagonal hessians) of every document for the current scores."""
         s = np.asarray(scores).astype(self.dtype).astype(np.float64)
