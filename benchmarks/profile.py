@@ -6,8 +6,9 @@ generated MSLR-shaped rows, as benchmarks/scale.py makes them), in-process timer
 the library's own steps:
 
 * a LambdaMART fit (toolkit defaults, 2 threads): building xgboost's matrix from the rows
-  (data movement), the lambdas (``RankPairs.grad_hess``: the compiled kernel, its first
-  call, which loads it from numba's cache, apart), and the rest of the boosting loop (tree
+  (data movement), the compiled kernel's load from numba's cache (``RankPairs.warm``, in a
+  thread while the matrix is built), the lambdas in the boosting loop
+  (``RankPairs.grad_hess``, its first call apart), and the rest of the boosting loop (tree
   building; xgboost's own work on the gradients); and the same fit with the NumPy block
   objective it had before (tests/lambdas_before.py), for the lambdas' share then;
 * a network epoch (lambdarank-nn 136-64-16-1 or 6-64-16-1, one BLAS thread): the lambdas
@@ -26,6 +27,7 @@ from importlib.util import find_spec
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -96,10 +98,17 @@ def child_trees(size: str, folder: str, before: bool) -> None:
     if before:
         sys.path.insert(0, str(ROOT / "tests"))
         import lambdas_before
-        trees.RankPairs = lambda *a, threads=None, **kw: lambdas_before.RankPairs(*a, **kw)
+        def old_rank_pairs(*a, threads=None, **kw):
+            pairs = lambdas_before.RankPairs(*a, **kw)
+            pairs.warm = lambda: None       # nothing compiled to load beforehand
+            return pairs
+        trees.RankPairs = old_rank_pairs
         timers.wrap(lambdas_before.RankPairs, "grad_hess", "lambdas", first_apart=True)
     else:
-        timers.wrap(pairs.RankPairs, "grad_hess", "lambdas", first_apart=True)
+        # the boosting loop's calls (the warm-up's, in its thread beside the matrix, apart)
+        timers.wrap(pairs.RankPairs, "grad_hess", "lambdas", first_apart=True,
+                    when=lambda *a, **kw: threading.current_thread() is threading.main_thread())
+        timers.wrap(pairs.RankPairs, "warm", "kernel load (a thread, beside the matrix)")
     timers.wrap(trees.LambdaMART, "_dmatrix", "matrix (rows -> QuantileDMatrix)")
     timers.wrap(xgb, "train", "boosting loop")
     t0 = time.perf_counter()
@@ -211,7 +220,8 @@ def main():
     notes = [f"{THREADS} threads for xgboost and the kernel (one below 2^20 pairs); networks: one BLAS "
              "thread; each fit in a fresh process; in-process timers around the library's steps",
              "fit parts: matrix = LambdaMART._dmatrix (NaN filled, rows fed to a QuantileDMatrix); "
-             "lambdas = RankPairs.grad_hess (first call, loading the compiled kernel, apart); tree "
+             "lambdas = RankPairs.grad_hess in the boosting loop (its first call apart); kernel load = "
+             "RankPairs.warm, loading the compiled kernel in a thread while the matrix is built; tree "
              "building = the boosting loop less the lambdas; the fit's remainder is setup (the "
              "objective's per-query gains, booster parameters)",
              "machine load (uptime, 1 min) " + " / ".join(load) + f"; whole run "
