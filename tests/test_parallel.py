@@ -127,7 +127,9 @@ def test_an_error_or_ctrl_c_stops_the_running_fits_at_once(tmp_path, capfd, caus
             time.sleep(0.05)
         time.sleep(0.5)
         raised_at.append(time.time())
-        os.kill(os.getpid(), signal.SIGINT)         # what Ctrl-C sends
+        # what Ctrl-C sends, to the main thread as the terminal's SIGINT reaches it (a
+        # process-wide kill from this thread may be taken by any thread of the process)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     if cause == "interrupt":
         threading.Thread(target=interrupt, daemon=True).start()
