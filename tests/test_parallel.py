@@ -105,14 +105,12 @@ def _slow_or_fast(_shared, what, pid_file):
     return what
 
 
-@pytest.mark.parametrize("cause", ["callback", "worker", "interrupt"])
-def test_an_error_or_ctrl_c_stops_the_running_fits_at_once(tmp_path, capfd, cause):
-    """An error in the parent's work on a finished fit (its upload or rerank), in another
-    fit, or Ctrl-C, while a 30 s fit runs: the call ends within seconds (it waited for
-    the long fit before), the long fit's worker process is gone, and one line says so."""
+@pytest.mark.parametrize("cause", ["callback", "worker"])
+def test_an_error_stops_the_running_fits_at_once(tmp_path, capfd, cause):
+    """An error in the parent's work on a finished fit (its upload or rerank), or in
+    another fit, while a 30 s fit runs: the call ends within seconds (it waited for the
+    long fit before), the long fit's worker process is gone, and one line says so."""
     import os
-    import signal
-    import threading
     import time
     pid_file = tmp_path / "slow.pid"
     raised_at = []
@@ -122,21 +120,9 @@ def test_an_error_or_ctrl_c_stops_the_running_fits_at_once(tmp_path, capfd, caus
             raised_at.append(time.time())
             raise UserError("the cluster refused the upload")
 
-    def interrupt():
-        while not pid_file.exists():
-            time.sleep(0.05)
-        time.sleep(0.5)
-        raised_at.append(time.time())
-        # what Ctrl-C sends, to the main thread as the terminal's SIGINT reaches it (a
-        # process-wide kill from this thread may be taken by any thread of the process)
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-    if cause == "interrupt":
-        threading.Thread(target=interrupt, daemon=True).start()
     tasks = [("slow", str(pid_file)), ("fails" if cause == "worker" else "fast", str(pid_file))]
     tasks += [("fast", str(pid_file))] * 3
-    expected = {"callback": UserError, "worker": InputError, "interrupt": KeyboardInterrupt}[cause]
-    with pytest.raises(expected):
+    with pytest.raises(UserError if cause == "callback" else InputError):
         parallel.run_all(_slow_or_fast, tasks, jobs=2, on_done=done)
     # the worker's error came right after the slow fit started
     seconds = time.time() - (raised_at[0] if raised_at else pid_file.stat().st_mtime)
@@ -145,3 +131,46 @@ def test_an_error_or_ctrl_c_stops_the_running_fits_at_once(tmp_path, capfd, caus
         os.kill(int(pid_file.read_text()), 0)
     lines = [ln for ln in capfd.readouterr().err.splitlines() if "parallel fits" in ln]
     assert len(lines) == 1 and "stopped" in lines[0] and "worker processes terminated" in lines[0], lines
+
+
+def test_ctrl_c_stops_the_running_fits_at_once(tmp_path):
+    """Ctrl-C (SIGINT to the process, as a terminal sends it) while a 30 s fit runs, in a
+    process of its own as a user's command is: KeyboardInterrupt within seconds, the long
+    fit's worker process gone, and one line says so. (In the suite's own process, where
+    this ran before, the interrupt went unseen after the tests before it; not reproduced
+    alone.)"""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    pid_file = tmp_path / "slow.pid"
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_parallel import _slow_or_fast\n"
+        "from ltr_toolkit.pipeline import parallel\n"
+        f"tasks = [('slow', {str(pid_file)!r})] + [('fast', {str(pid_file)!r})] * 4\n"
+        "try:\n"
+        "    parallel.run_all(_slow_or_fast, tasks, jobs=2)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('KeyboardInterrupt', flush=True)\n"
+        "    sys.exit(130)\n"
+        "print('finished', flush=True)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 10, "it waited for the running fit"
+    assert proc.returncode == 130 and "KeyboardInterrupt" in out, (out, err)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+    lines = [ln for ln in err.splitlines() if "parallel fits" in ln]
+    assert len(lines) == 1 and "stopped on Ctrl-C" in lines[0], err
