@@ -96,13 +96,8 @@ def child_trees(size: str, folder: str, before: bool) -> None:
     ds = _data(size, Path(folder))
     timers = Timers()
     if before:
-        sys.path.insert(0, str(ROOT / "tests"))
-        import lambdas_before
-        def old_rank_pairs(*a, threads=None, **kw):
-            pairs = lambdas_before.RankPairs(*a, **kw)
-            pairs.warm = lambda: None       # nothing compiled to load beforehand
-            return pairs
-        trees.RankPairs = old_rank_pairs
+        from .trees_scale import _use_blocks_before
+        lambdas_before = _use_blocks_before()
         timers.wrap(lambdas_before.RankPairs, "grad_hess", "lambdas", first_apart=True)
     else:
         # the boosting loop's calls (the warm-up's, in its thread beside the matrix, apart)
