@@ -15,6 +15,17 @@ from ltr_toolkit.errors import InputError
 from ltr_toolkit.rank.metrics import ndcg
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def parser(request, monkeypatch):
+    """Chunks parsed by the NumPy path first, or by the compiled one first (where numba
+    pays: large files, or numba loaded); either falls back to the reference."""
+    jit = None
+    if request.param == "compiled":
+        from ltr_toolkit.data.svmlight_jit import jit_chunk as jit
+    monkeypatch.setattr(svmlight, "_compiled_parser", lambda size: jit)
+    return request.param
+
+
 def test_round_trip_with_comments_sparse_and_qid_order(tmp_path):
     p = tmp_path / "a.txt"
     p.write_text(
@@ -62,7 +73,7 @@ def test_missing_fill_value(tmp_path):
     ("1 qid:1 1:0.5\n0 qid:1 0:1\n", 2, ">= 1"),
     ("1 qid:1 1:0.5 oops\n", 1, "bad feature token"),
 ])
-def test_errors_name_file_and_line(tmp_path, text, line, fragment):
+def test_errors_name_file_and_line(tmp_path, text, line, fragment, parser):
     p = tmp_path / "bad.txt"
     p.write_text(text)
     with pytest.raises(InputError) as ei:
@@ -108,7 +119,7 @@ GOOD = "2 qid:1 1:0.5 2:1 3:-2 # d1\n1 qid:1 1:0.25 3:4\n\n# a comment line\n"  
     ("1 qid:1 10001:1", f"feature id 10001 is above {MAX_FEATURE_ID}", {}),
     ("1 qid:1 2000000000:1", f"is above {MAX_FEATURE_ID}", {}),
 ])
-def test_every_error_names_file_and_line(tmp_path, bad, fragment, kwargs):
+def test_every_error_names_file_and_line(tmp_path, bad, fragment, kwargs, parser):
     p = tmp_path / "bad.txt"
     p.write_text(GOOD + bad + "\n" + GOOD)
     with pytest.raises(InputError) as ei:
@@ -132,7 +143,7 @@ def test_feature_ids_up_to_the_plugin_limit_are_fine(tmp_path):
 
 @pytest.mark.parametrize("chunk", [97, 4096])
 @pytest.mark.parametrize("bad", ["1 qid:7 5:1 5:2", "1 qid:7 1:zz", "oops", "1 qid:7 1:1e99"])
-def test_error_lines_are_counted_across_chunks(tmp_path, monkeypatch, chunk, bad):
+def test_error_lines_are_counted_across_chunks(tmp_path, monkeypatch, chunk, bad, parser):
     """Errors far into a file (many chunks in, after blank/comment lines, CRLF endings and
     a chunk of non-ASCII doc ids) still name their line."""
     monkeypatch.setattr(svmlight, "_CHUNK_BYTES", chunk)
@@ -214,7 +225,7 @@ def _random_file(rng, n_rows):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("chunk", [64, 1000, None])
-def test_reader_matches_a_plain_reference(tmp_path, monkeypatch, seed, chunk):
+def test_reader_matches_a_plain_reference(tmp_path, monkeypatch, seed, chunk, parser):
     if chunk:
         monkeypatch.setattr(svmlight, "_CHUNK_BYTES", chunk)
     rng = random.Random(seed)
@@ -244,6 +255,59 @@ def test_mslr_takes_the_fast_path(mslr_paths):
     np.testing.assert_array_equal(fast.block, slow.block)
     np.testing.assert_array_equal(fast.y, slow.y)
     assert fast.qnames == slow.qnames and list(fast.qinv) == list(slow.qinv)
+
+
+def _ascii_file(seed: int, n_rows: int) -> str:
+    """A random file the compiled path takes whole: ASCII comments only."""
+    text = _random_file(random.Random(seed), n_rows)
+    return text.replace("caf\u00e9", "cafe").replace("x\u00a0y", "x_y")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_chunks_are_the_references(seed):
+    """The compiled parser takes plain chunks (exponents, signs, long digit strings,
+    sparse and unsorted ids, comments, CRLF, blank lines) and gives the reference's rows,
+    qids and doc ids, value for value; what it does not take, it returns None for."""
+    from ltr_toolkit.data.svmlight_jit import jit_chunk
+    data = _ascii_file(seed, 400).encode()
+    data = data if data.endswith(b"\n") else data + b"\n"
+    for n_features in (None, 70):
+        jit = jit_chunk(data, n_features, np.nan)
+        ref = svmlight._slow_chunk(data, n_features, np.nan)
+        assert jit is not None
+        np.testing.assert_array_equal(jit.block, ref.block)
+        assert np.array_equal(np.signbit(jit.block), np.signbit(ref.block))
+        np.testing.assert_array_equal(jit.y, ref.y)
+        assert jit.qnames == ref.qnames and list(jit.qinv) == list(ref.qinv)
+        assert list(jit.doc_ids) == list(ref.doc_ids)
+        assert (jit.n_lines, jit.n_newlines) == (ref.n_lines, ref.n_newlines)
+    for other in (b"1 qid:1 1:0 # caf\xc3\xa9\n", b"1 qid:1 1:x\n", b"1 qid:1 1:1 1:2\n",
+                  b"1 qid:1 0:1\n", b"1 qid:1 71:1\n", b"1\n", b"1 q:1\n", b"1 qid:1 2:1e999\n",
+                  b"1 qid:1 1:1\rx\n", b"1 qid:1 1:1:2\n", b"1 qid:1 1:\n"):
+        assert jit_chunk(other, 70, 0.0) is None, other
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_scored_chunks_stream_every_row_in_file_order(tmp_path, monkeypatch, parser, seed):
+    """``scored_chunks`` (what ``ltr predict`` reads with) scores every row as
+    ``load_logged`` reads it, in the file's order (a query in several runs stays where
+    it was), chunk by chunk; and its errors are the reader's."""
+    monkeypatch.setattr(svmlight, "_CHUNK_BYTES", 1000)
+    text = _random_file(random.Random(seed), 300)
+    p = tmp_path / "r.txt"
+    p.write_text(text, encoding="utf-8", newline="")
+    X, _, _, _, order = _reference(text, n_features=70)
+    in_file = np.empty_like(X)
+    in_file[order] = X
+    chunks = list(svmlight.scored_chunks(p, 70, lambda B: B[:, 3] * 3.0 + B[:, 69]))
+    assert len(chunks) > 5
+    np.testing.assert_array_equal(np.concatenate(chunks), in_file[:, 3] * 3.0 + in_file[:, 69])
+    p.write_text(text.replace("qid:", "qid", 1) if "qid:" in text else "", encoding="utf-8")
+    with pytest.raises(InputError, match=r"r\.txt:\d+"):
+        list(svmlight.scored_chunks(p, 70, lambda B: B[:, 0]))
+    p.write_text("# nothing\n\n")
+    with pytest.raises(InputError, match="no data rows"):
+        list(svmlight.scored_chunks(p, 70, lambda B: B[:, 0]))
 
 
 def test_logged_file_absent_features_are_nan(tmp_path):

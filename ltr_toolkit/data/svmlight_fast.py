@@ -165,7 +165,7 @@ def _python_floats(a, starts, ends, which, out) -> bool:
     return True
 
 
-def _strings(a, starts, ends) -> np.ndarray:
+def strings(a, starts, ends) -> np.ndarray:
     """The fields as a NumPy bytes array (fixed width, gathered without Python loops)."""
     lens = ends - starts
     width = max(1, int(lens.max())) if len(lens) else 1
@@ -186,7 +186,7 @@ def _first_words(a, starts, ends) -> np.ndarray:
     after &= cols >= begin[:, None]
     stop = after.argmax(axis=1)
     stop[~solid.any(axis=1)] = 0
-    words = _strings(a, starts + begin, starts + stop)
+    words = strings(a, starts + begin, starts + stop)
     cut = np.flatnonzero(~after.any(axis=1))     # a word past the window: the slow way
     if len(cut):
         words = words.astype(object)
@@ -230,7 +230,7 @@ def fast_chunk(buf, n_features, missing) -> Part | None:
     block = _block(tokens, idx, vals, missing)
     if block is None:
         return None
-    qnames, qinv = _qids(a, tokens)
+    qnames, qinv = qid_groups(a, tokens.qc + 1, tokens.qe)
     return Part(block=block, y=y, qnames=qnames, qinv=qinv,
                 doc_ids=_doc_ids(tokens, comment_lines, doc_words),
                 n_lines=len(nl), n_newlines=len(nl), n_bytes=n)
@@ -386,9 +386,9 @@ def _block(t: _Tokens, idx, vals, missing):
     return block
 
 
-def _qids(a, t: _Tokens):
-    """(the chunk's distinct qids in order of first appearance, each row's index)."""
-    uniq, first_at, inv = np.unique(_strings(a, t.qc + 1, t.qe), return_index=True,
+def qid_groups(a, starts, ends):
+    """(the distinct qids a[starts:ends] in order of first appearance, each row's index)."""
+    uniq, first_at, inv = np.unique(strings(a, starts, ends), return_index=True,
                                      return_inverse=True)
     order = np.argsort(first_at)
     rank = np.empty(len(order), dtype=np.int64)
