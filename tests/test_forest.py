@@ -30,11 +30,21 @@ def _data(seed=0, n_q=30, n_d=25, f=6) -> RankingDataset:
                           qids=[str(q) for q in range(n_q)])
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def walk(request, monkeypatch):
+    """The forest's NumPy walk or its compiled one (``io.compiled.pays`` decides)."""
+    from ltr_toolkit.models import forest
+    monkeypatch.setattr(forest.compiled, "pays", lambda seconds: request.param == "compiled")
+    return request.param
+
+
 @pytest.mark.parametrize("seed", [0, 1])
-def test_forest_scores_are_xgboosts_bit_for_bit(seed):
+def test_forest_scores_are_xgboosts_bit_for_bit(seed, walk, monkeypatch):
     """A toolkit model (early stopped: trees up to its best round), rows with NaN and
     +-inf, in float32 and float64, in blocks and threads (values on thresholds:
-    tests/test_trees.py)."""
+    tests/test_trees.py), by either walk."""
+    from ltr_toolkit.models import forest as forest_module
+    monkeypatch.setattr(forest_module, "_ROWS_PER_THREAD", 100)
     ds = _data(seed)
     m = LambdaMART(n_estimators=40, max_depth=5, early_stopping_rounds=3).fit(ds, valid=_data(seed + 7))
     assert m.best_iteration_ < 39
@@ -47,7 +57,7 @@ def test_forest_scores_are_xgboosts_bit_for_bit(seed):
     np.testing.assert_array_equal(forest.predict(X64, threads=3), m.predict(X64))
 
 
-def test_forest_of_a_plain_booster_adds_its_intercept_and_skips_deleted_nodes():
+def test_forest_of_a_plain_booster_adds_its_intercept_and_skips_deleted_nodes(walk):
     """xgboost's own objective with an intercept; trees of uneven depths with deleted
     nodes (the exact method prunes by gamma after growing)."""
     rng = np.random.default_rng(3)

@@ -24,12 +24,18 @@ import os
 
 import numpy as np
 
+from ..io import compiled
 from .trees import MISSING_AS
 
 #: threads of ``predict`` by default: two, as the SVMlight reader's
 THREADS = max(1, min(2, os.cpu_count() or 1))
 #: elements of the [trees, rows] arrays of one block: small enough to stay in cache
 _BLOCK_ELEMENTS = 1 << 17
+#: rows below which one thread scores them all
+_ROWS_PER_THREAD = 4096
+#: seconds the NumPy walk spends per row, tree and level over the compiled one (measured
+#: on 200,000 rows x 100 trees of depth 6: 0.35 s against 0.04 s)
+_NUMPY_STEP_SECONDS = 2.5e-9
 
 
 class Forest:
@@ -68,23 +74,35 @@ class Forest:
 
     def predict(self, X: np.ndarray, threads: int = THREADS) -> np.ndarray:
         """The margin of every row of X [rows, n_features] (float64 holding float32),
-        blocks of rows shared out among ``threads`` threads (NumPy releases the GIL)."""
+        blocks of rows shared out among up to ``threads`` threads (NumPy and the compiled
+        walk release the GIL; a few thousand rows take one)."""
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has shape {X.shape}, but the model expects "
                              f"{self.n_features_in_} features")
         out = np.empty(len(X), dtype=np.float64)
+        threads = max(1, min(int(threads), -(-len(X) // _ROWS_PER_THREAD)))
+        if compiled.pays(len(X) * len(self.roots) * self.depth * _NUMPY_STEP_SECONDS):
+            from .forestkernel import walk
+            args = (self.right, self.feature, self.threshold, self.value, self.roots,
+                    self.depth, self.base, MISSING_AS, out)
+            cuts = np.linspace(0, len(X), threads + 1).astype(int).tolist()
+            self._shared(walk, [(X, lo, hi, *args) for lo, hi in zip(cuts[:-1], cuts[1:])])
+            return out
         rows = max(1, _BLOCK_ELEMENTS // len(self.roots))
         blocks = [(lo, min(lo + rows, len(X))) for lo in range(0, len(X), rows)]
-        n_threads = max(1, min(int(threads), len(blocks)))
-        if n_threads == 1:
-            self._blocks(X, blocks, rows, out)
-            return out
-        with ThreadPoolExecutor(n_threads) as pool:
-            for done in [pool.submit(self._blocks, X, blocks[i::n_threads], rows, out)
-                         for i in range(n_threads)]:
-                done.result()
+        self._shared(self._blocks, [(X, blocks[i::threads], rows, out) for i in range(threads)])
         return out
+
+    @staticmethod
+    def _shared(work, calls: list) -> None:
+        """``work(*args)`` for each args of ``calls``, on as many threads."""
+        if len(calls) == 1:
+            work(*calls[0])
+            return
+        with ThreadPoolExecutor(len(calls)) as pool:
+            for done in [pool.submit(work, *args) for args in calls]:
+                done.result()
 
     def _blocks(self, X, blocks, rows: int, out) -> None:
         work = _Work(rows, len(self.roots), self.n_features_in_)
