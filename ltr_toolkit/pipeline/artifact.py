@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.svmlight import load_logged
+from ..data.svmlight import read_sidecar, scored_chunks
 from ..errors import InputError, UserError
 from ..io.atomic import atomic_write, check_writable
 from ..io.text import read_text
@@ -77,21 +77,19 @@ def model_from_artifact(art: dict):
 
 def predict_file(model_path, data_path, output) -> int:
     """One score per data row, in the file's row order: the score the plugin serves for
-    that row (see ``models.export.plugin_scores``). A broken artifact is refused before
-    any row is read."""
+    that row (see ``models.export.plugin_scores``). A broken artifact, or data logged with
+    other features, is refused before any row is read; the rows are scored as they are
+    read and written as they are scored (``data.svmlight.scored_chunks``), never held
+    all at once."""
     check_writable(output)
     art, model = load_model(model_path, scorer=True)
-    ds = load_logged(data_path, n_features=art.get("n_features") or getattr(model, "n_features_in_", None))
     check_same_features(model_path, {"featureset_sha256": art.get("featureset_sha256"),
                                      "feature_names": art.get("feature_names") if art.get("featureset") else None},
-                        data_path, ds.meta["sidecar"])
-    scores = plugin_scores(art, model, ds.X)
-    perm = ds.meta.get("input_rows")
-    if perm is not None:          # rows were regrouped by query: back to input order
-        in_order = np.empty_like(scores)
-        in_order[perm] = scores
-        scores = in_order
+                        data_path, read_sidecar(data_path))
+    n_features = art.get("n_features") or getattr(model, "n_features_in_", None)
+    rows = 0
     with atomic_write(output) as fh:
-        fh.write("\n".join("%.9g" % s for s in scores.tolist()))
-        fh.write("\n")
-    return len(scores)
+        for scores in scored_chunks(data_path, n_features, lambda X: plugin_scores(art, model, X)):
+            fh.write("".join(["%.9g\n" % s for s in scores.tolist()]))
+            rows += len(scores)
+    return rows
