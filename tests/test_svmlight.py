@@ -283,7 +283,9 @@ def test_compiled_chunks_are_the_references(seed):
         assert (jit.n_lines, jit.n_newlines) == (ref.n_lines, ref.n_newlines)
     for other in (b"1 qid:1 1:0 # caf\xc3\xa9\n", b"1 qid:1 1:x\n", b"1 qid:1 1:1 1:2\n",
                   b"1 qid:1 0:1\n", b"1 qid:1 71:1\n", b"1\n", b"1 q:1\n", b"1 qid:1 2:1e999\n",
-                  b"1 qid:1 1:1\rx\n", b"1 qid:1 1:1:2\n", b"1 qid:1 1:\n"):
+                  b"1 qid:1 1:1\rx\n", b"1 qid:1 1:1:2\n", b"1 qid:1 1:\n", b"1 qid:1 1:0\x0b\n",
+                  b"1 qid:\xc3\xa9 1:0\n", b"1 qid:1 1:0 #a\x0cb\n", b"1 qid:1 1:0\xc3\xa9\n",
+                  b"\xc3\xa9 qid:1\n", b"1 qid:1 # \xc3\xa9 x\n"):
         assert jit_chunk(other, 70, 0.0) is None, other
 
 

@@ -31,24 +31,6 @@ OK, FAIL = 0, 1
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _counts(a):
-    """(newlines, colons, whether every byte is plain: ASCII, no control byte but \\t, \\n
-    and \\r right before \\n)."""
-    n_nl = n_colon = n_odd = n_cr = 0
-    for c in a:
-        n_nl += c == 10
-        n_colon += c == 58
-        n_odd += (c > 127) | ((c < 32) & (c != 9) & (c != 10) & (c != 13))
-        n_cr += c == 13
-    if n_cr:
-        for i in range(len(a) - 1):
-            if a[i] == 13 and a[i + 1] != 10:
-                return n_nl, n_colon, False
-        n_odd += a[len(a) - 1] == 13
-    return n_nl, n_colon, n_odd == 0
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def _exponent(a, i, e):
     """The exponent ``[sign]digits`` (1 to 3 digits) that fills a[i:e], and whether it does."""
     neg = False
@@ -124,10 +106,11 @@ def _unusual(a, i, m, digits, frac, neg, pow10):
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _token_end(a, j):
-    """(the end of the token starting at j, its number of colons)."""
+    """(the end of the token starting at j, its number of colons; one more for a byte
+    above 127, which the compiled path leaves to the others)."""
     n_colon = 0
     while a[j] > 32 and a[j] != 35:
-        n_colon += a[j] == 58
+        n_colon += (a[j] == 58) | (a[j] > 127)
         j += 1
     return j, n_colon
 
@@ -161,16 +144,38 @@ def _feature(a, i, limit):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _comment(a, j):
-    """(start, end) of the first word after the '#' at j-1, and the line's end (its \\n)."""
+    """(start, end) of the first word after the '#' at j-1, and the line's end (its \\n),
+    or -1 as the end where the comment has a byte the compiled path leaves to the others."""
     while a[j] != 10 and a[j] <= 32:
+        if not _blank(a, j):
+            return 0, 0, -1
         j += 1
     s = j
     while a[j] > 32:
         j += 1
     e = j
+    odd = False
     while a[j] != 10:
+        odd |= a[j] > 127 or (a[j] < 32 and not _blank(a, j))
         j += 1
-    return s, e, j
+    odd |= _high(a, s, e)
+    return s, e, -1 if odd else j
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _blank(a, j):
+    """Whether the byte at j (below 33, not \\n) is a space, a tab, or \\r before \\n: any
+    other control byte breaks lines for str.splitlines()."""
+    return a[j] == 32 or a[j] == 9 or (a[j] == 13 and a[j + 1] == 10)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _high(a, s, e):
+    """Whether a byte of a[s:e] is above 127."""
+    for j in range(s, e):
+        if a[j] > 127:
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -179,23 +184,22 @@ def _scan(a, limit):
     grades, per-row counts, per-row spans [qid start, qid end, doc start, doc end], values,
     their columns, numbers left to float() as [slot, start, end] (slot: a value's index, or
     -1 - row for a grade), how many)."""
-    n_nl, n_colon, plain = _counts(a)
-    y = np.empty(n_nl)
-    nnz = np.empty(n_nl, np.int64)
-    spans = np.empty((n_nl, 4), np.int64)
-    vals = np.empty(n_colon)
-    cols = np.empty(n_colon, np.int32)
+    n = len(a)
+    most = n // 8 + 1               # a row takes 8 bytes at least: "0 qid:1\n"
+    y = np.empty(most)
+    nnz = np.empty(most, np.int64)
+    spans = np.empty((most, 4), np.int64)
+    vals = np.empty(n // 4 + 1)     # a value 4: "1:0 "
+    cols = np.empty(n // 4 + 1, np.int32)
     bad = np.empty((_BAD_CAP, 3), np.int64)
     out = (y, nnz, spans, vals, cols, bad)
-    if not plain:
-        return FAIL, 0, 0, 0, 0, n_nl, out
-    row = nv = n_bad = width = i = 0
-    n = len(a)
+    row = nv = n_bad = width = i = lines = 0
     while i < n:
         status, i, row, nv, n_bad, width = _line(a, i, limit, row, nv, n_bad, width, out)
+        lines += 1
         if status != OK:
-            return FAIL, 0, 0, 0, 0, n_nl, out
-    return OK, row, nv, width, n_bad, n_nl, out
+            return FAIL, 0, 0, 0, 0, lines, out
+    return OK, row, nv, width, n_bad, lines, out
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -206,10 +210,14 @@ def _line(a, i, limit, row, nv, n_bad, width, out):
     while a[i] != 10:
         c = a[i]
         if c <= 32:
+            if not _blank(a, i):
+                return FAIL, i, row, nv, n_bad, width
             i += 1
             continue
         if c == 35:
             doc_s, doc_e, i = _comment(a, i + 1)
+            if i < 0:
+                return FAIL, 0, row, nv, n_bad, width
             break
         if tok == 0:
             s, slot = i, -1 - row
@@ -241,7 +249,8 @@ def _line(a, i, limit, row, nv, n_bad, width, out):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _qid(a, i, row, spans):
-    """(the end of the ``qid:VALUE`` token from i, whether it is one); its VALUE's span."""
+    """(the end of the ``qid:VALUE`` token from i, whether it is one, in ASCII); its
+    VALUE's span."""
     end, colons = _token_end(a, i)
     ok = colons == 1 and end - i >= 5 and a[i] == 113 and a[i + 1] == 105 and \
         a[i + 2] == 100 and a[i + 3] == 58
@@ -298,7 +307,7 @@ def _python_floats(a, bad, y, vals) -> bool:
     for slot, s, e in bad.tolist():
         try:
             v = float(a[s:e].tobytes().decode("ascii"))
-        except ValueError:
+        except ValueError:          # UnicodeDecodeError too
             return False
         if not -F32_LIMIT < v < F32_LIMIT:
             return False
