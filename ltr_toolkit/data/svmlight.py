@@ -59,6 +59,9 @@ MAX_FEATURE_ID = PLUGIN_MAX_FEATURES
 
 _CHUNK_BYTES = 1 << 20          # parse unit: big enough to amortise NumPy calls
 _THREADS = max(1, min(2, os.cpu_count() or 1))
+#: chunks handed to the threads before the oldest is taken back (a thread that finishes
+#: early finds the next one waiting)
+_AHEAD = 2 * _THREADS
 _NUM_TOKEN = re.compile(r"^\d+:[^\s:]+$")
 _SHAPE = "expected `grade qid:N index:value ...`"
 
@@ -164,7 +167,7 @@ def parsed_chunks(path, n_features, missing, byte_range=None, then=None, keys=Tr
             for buf in _chunks(fh, path):
                 pending.append(pool.submit(_chunk_work, buf, n_features, missing, jit, then,
                                            keys))
-                if len(pending) > _THREADS:
+                if len(pending) > _AHEAD:
                     yield lines.counted(pending.popleft())
             while pending:
                 yield lines.counted(pending.popleft())
@@ -231,7 +234,7 @@ def _keep_freed_memory():
 def _chunks(fh, path):
     """Chunks of about ``_CHUNK_BYTES`` that end with a newline, as memoryviews of a few
     reused buffers: ``load_svmlight`` holds at most ``_THREADS + 1`` of them at once."""
-    ring = [bytearray(_CHUNK_BYTES) for _ in range(_THREADS + 2)]
+    ring = [bytearray(_CHUNK_BYTES) for _ in range(_AHEAD + 2)]
     slot = 0                        # moves on only once its chunk is handed out
     carry = b""
     while True:

@@ -90,6 +90,6 @@ def predict_file(model_path, data_path, output) -> int:
     rows = 0
     with atomic_write(output) as fh:
         for scores in scored_chunks(data_path, n_features, lambda X: plugin_scores(art, model, X)):
-            fh.write("".join(["%.9g\n" % s for s in scores.tolist()]))
+            fh.write(("%.9g\n" * len(scores)) % tuple(scores.tolist()))   # one format call
             rows += len(scores)
     return rows
