@@ -22,6 +22,7 @@ def walk(X, lo, hi, right, feature, threshold, value, roots, depth, base, missin
     ``missing_as``); a row goes left (``right - 1``) when below the node's threshold, else
     right; at a leaf (threshold +inf) it stays."""
     nf = X.shape[1]
+    zero = np.float32(0.0)
     node = np.empty(_BLOCK, np.intp)
     acc = np.empty(_BLOCK, np.float32)
     for start in range(lo, hi, _BLOCK):
@@ -32,8 +33,10 @@ def walk(X, lo, hi, right, feature, threshold, value, roots, depth, base, missin
             for _ in range(depth):
                 for j in range(n):
                     nd = node[j]
-                    v = np.float32(X[start + j, min(feature[nd], nf - 1)])
+                    f = feature[nd]
+                    v = np.float32(X[start + j, min(f, nf - 1)])
                     v = missing_as if np.isnan(v) else v
+                    v = v if f < nf else zero       # a leaf reads 0: below its +inf
                     node[j] = right[nd] - (v < threshold[nd])
             for j in range(n):
                 acc[j] += value[node[j]]
