@@ -46,6 +46,7 @@ class Forest:
         self.right, self.feature, self.threshold, self.value = right, feature, threshold, value
         self.roots, self.depth = roots, int(depth)
         self.n_features_in_, self.base = int(n_features), np.float32(base)
+        self._compiled = None     # (feature, threshold) of the compiled walk, made once
 
     @classmethod
     def from_state(cls, state: dict) -> "Forest":
@@ -83,8 +84,10 @@ class Forest:
         out = np.empty(len(X), dtype=np.float64)
         threads = max(1, min(int(threads), -(-len(X) // _ROWS_PER_THREAD)))
         if compiled.pays(len(X) * len(self.roots) * self.depth * _NUMPY_STEP_SECONDS):
-            from .forestkernel import walk
-            args = (self.right, self.feature, self.threshold, self.value, self.roots,
+            from .forestkernel import leaf_thresholds, walk
+            if self._compiled is None:
+                self._compiled = leaf_thresholds(self.feature, self.threshold, self.n_features_in_)
+            args = (self.right, *self._compiled, self.value, self.roots,
                     self.depth, self.base, MISSING_AS, out)
             cuts = np.linspace(0, len(X), threads + 1).astype(int).tolist()
             self._shared(walk, [(X, lo, hi, *args) for lo, hi in zip(cuts[:-1], cuts[1:])])

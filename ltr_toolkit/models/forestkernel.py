@@ -19,10 +19,10 @@ def walk(X, lo, hi, right, feature, threshold, value, roots, depth, base, missin
     """Rows lo..hi of X [rows, n_features]: their margins into out[lo:hi]. Blocks of rows
     descend each tree together, ``depth`` levels (independent rows: no waiting on one
     row's chain of loads, no branch on a row's path). A feature is read as float32 (NaN as
-    ``missing_as``); a row goes left (``right - 1``) when below the node's threshold, else
-    right; at a leaf (threshold +inf) it stays."""
-    nf = X.shape[1]
-    zero = np.float32(0.0)
+    ``missing_as``); a row goes left (``right - 1``) unless it is at or above the node's
+    threshold, else right. A leaf's threshold is NaN (:func:`leaf_thresholds`): no value
+    is at or above it, so a row at a leaf goes "left", to the leaf itself, whatever the
+    column it reads holds (even +inf)."""
     node = np.empty(_BLOCK, np.intp)
     acc = np.empty(_BLOCK, np.float32)
     for start in range(lo, hi, _BLOCK):
@@ -33,11 +33,17 @@ def walk(X, lo, hi, right, feature, threshold, value, roots, depth, base, missin
             for _ in range(depth):
                 for j in range(n):
                     nd = node[j]
-                    f = feature[nd]
-                    v = np.float32(X[start + j, min(f, nf - 1)])
+                    v = np.float32(X[start + j, feature[nd]])
                     v = missing_as if np.isnan(v) else v
-                    v = v if f < nf else zero       # a leaf reads 0: below its +inf
-                    node[j] = right[nd] - (v < threshold[nd])
+                    node[j] = right[nd] - (not v >= threshold[nd])
             for j in range(n):
                 acc[j] += value[node[j]]
         out[start:start + n] = acc[:n]
+
+
+def leaf_thresholds(feature, threshold, n_features: int):
+    """(feature, threshold) for :func:`walk`: a leaf (feature ``n_features``, the NumPy
+    walk's zero column) reads column 0 against NaN."""
+    leaf = feature == n_features
+    return (np.where(leaf, 0, feature),
+            np.where(leaf, np.float32(np.nan), threshold).astype(np.float32))
