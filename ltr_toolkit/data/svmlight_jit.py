@@ -59,8 +59,6 @@ def _number(a, i, pow10):
     if a[i] == 46:
         m, i, frac = _digits(a, i + 1, m)
         digits += frac
-        if digits == 0:
-            return (0.0, False, 0), i
     if a[i] > 32 and a[i] != 35:
         return _unusual(a, i, m, digits, frac, neg, pow10)
     return _scaled(m, digits, -frac, neg, pow10), i
