@@ -125,12 +125,14 @@ class NeuralRanker(EstimatorParams):
         with hidden layers."""
         if self._hidden() or not compiled:
             w = train.weights
-            steps = {q: (Xt[train.query(q)], self.pairs_for(
-                train.y[train.query(q)], None if w is None else w[train.query(q)]))
-                for q in range(train.n_queries)}
+            steps: dict = {}        # each trained query prepared once, at its first step
 
             def numpy_epoch(queries):
                 for q in queries:
+                    if q not in steps:
+                        rows = train.query(q)
+                        steps[q] = (Xt[rows], self.pairs_for(
+                            train.y[rows], None if w is None else w[rows]))
                     self.step_query(*steps[q])
             return numpy_epoch
         from .netkernel import linear_epoch
@@ -139,7 +141,8 @@ class NeuralRanker(EstimatorParams):
         opt, net = self.opt_, (self.net_.flat, self.net_.grad_flat, self._decay)
         adam = isinstance(opt, Adam)
         t = np.array([opt.t if adam else 0], dtype=np.int64)
-        state = (opt.m[0], opt.v[0], t) if adam else (self._decay, self._decay, t)
+        unused = np.zeros(0)        # SGD keeps no moments
+        state = (opt.m[0], opt.v[0], t) if adam else (unused, unused, t)
         hyper = (float(opt.lr), *((opt.b1, opt.b2, opt.eps) if adam else (0.0, 0.0, 0.0)), adam)
         X = np.ascontiguousarray(Xt)
 
