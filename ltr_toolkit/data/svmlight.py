@@ -5,7 +5,7 @@ vectorised NumPy on the raw bytes (:mod:`.svmlight_fast`) (token boundaries from
 eight digits at a time in 64-bit words, the classic SWAR technique, exactly as float()
 rounds them), two chunks at a time on two threads (NumPy releases the GIL). Large files
 (where numba's start-up pays, ``io.compiled``) go first through a compiled one-pass scan
-(:mod:`.svmlight_jit`), 2.3x faster, which takes the plain case only and otherwise hands
+(:mod:`.svmlight_jit`), about 2.5x faster, which takes the plain case only and otherwise hands
 the chunk to the NumPy path. :func:`scored_chunks` streams a file through a model
 (``ltr predict``) without ever holding its matrix. Rows go
 chunk by chunk into one float32 matrix, so memory peaks near that matrix's size (twice
@@ -82,12 +82,18 @@ def read_sidecar(path) -> dict:
         raise InputError(side, getattr(exc, "lineno", None), "sidecar is not valid JSON") from None
 
 
+def missing_value(side: dict) -> float:
+    """What a feature absent from a row reads as, by the sidecar: NaN (it did not match)
+    for data logged by the toolkit, 0.0 (the LETOR convention) otherwise."""
+    return np.nan if side.get("missing_features") == MISSING_ABSENT else 0.0
+
+
 def load_logged(path, n_features: int | None = None,
                 byte_range: tuple[int, int] | None = None) -> RankingDataset:
     """:func:`load_svmlight` with what the sidecar says: feature names, and absent
     features as missing (NaN) when it records ``"missing_features": "absent"``."""
     side = read_sidecar(path)
-    missing = np.nan if side.get("missing_features") == MISSING_ABSENT else 0.0
+    missing = missing_value(side)
     names = side.get("feature_names")
     if n_features is None and names:
         n_features = len(names)   # trailing features may be absent from every row
@@ -122,13 +128,12 @@ def load_svmlight(path, n_features: int | None = None, missing: float = 0.0,
     return builder.finish()
 
 
-def scored_chunks(path, n_features: int, score):
+def scored_chunks(path, n_features: int, score, missing: float = 0.0):
     """``score(X)`` of each chunk's rows [rows, n_features], chunk after chunk in file
     order: the file streamed, each chunk scored in the thread that parsed it, its rows as
-    :func:`load_logged` would read them (the same checks and errors), the whole matrix
-    never held. What ``ltr predict`` does. InputError if the file has no data rows."""
-    side = read_sidecar(path)
-    missing = np.nan if side.get("missing_features") == MISSING_ABSENT else 0.0
+    :func:`load_svmlight` would read them (the same checks and errors; ``missing`` for
+    absent features: :func:`missing_value` of the sidecar, for logged data), the whole
+    matrix never held. What ``ltr predict`` does. InputError if the file has no data rows."""
     n_features = int(n_features)
 
     def rows_scored(part):
@@ -162,7 +167,7 @@ def parsed_chunks(path, n_features, missing, byte_range=None, then=None, keys=Tr
     lines = _Lines(path)
     _keep_freed_memory()
     with fh, ThreadPoolExecutor(_THREADS) as pool:
-        pending: deque = deque()     # at most one chunk ahead of the workers
+        pending: deque = deque()     # at most _AHEAD chunks handed out, not yet taken back
         try:
             for buf in _chunks(fh, path):
                 pending.append(pool.submit(_chunk_work, buf, n_features, missing, jit, then,
@@ -233,7 +238,7 @@ def _keep_freed_memory():
 
 def _chunks(fh, path):
     """Chunks of about ``_CHUNK_BYTES`` that end with a newline, as memoryviews of a few
-    reused buffers: ``load_svmlight`` holds at most ``_THREADS + 1`` of them at once."""
+    reused buffers: ``parsed_chunks`` holds at most ``_AHEAD + 1`` of them at once."""
     ring = [bytearray(_CHUNK_BYTES) for _ in range(_AHEAD + 2)]
     slot = 0                        # moves on only once its chunk is handed out
     carry = b""
@@ -362,7 +367,7 @@ def _matrix(rows: int, width: int) -> np.ndarray:
 
 
 #: seconds the NumPy path spends per byte over the compiled one (two threads; measured on
-#: 200,000 MSLR-shaped rows: 4.9-5.1 against 2.1-2.2 ms a MB): numba's start-up pays from
+#: 200,000 MSLR-shaped rows: 4.4-5.1 against 1.7-1.8 ms a MB): numba's start-up pays from
 #: about 160 MB
 _SAVED_PER_BYTE = 2.8e-9
 

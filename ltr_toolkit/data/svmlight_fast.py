@@ -152,7 +152,7 @@ def _decimals(words, starts, ends, first):
     return value, ~ok
 
 
-def _python_floats(a, starts, ends, which, out) -> bool:
+def python_floats(a, starts, ends, which, out) -> bool:
     """float() on the fields ``which``; False if one is not a finite float32 number."""
     for i in which.tolist():
         try:
@@ -361,7 +361,7 @@ def _numbers(a, words, t: _Tokens):
     longer = np.flatnonzero(ends - starts > 1)
     if len(longer):
         vals[longer], bad[longer] = _decimals(words, starts[longer], ends[longer], first[longer])
-    if bad.any() and not _python_floats(a, starts, ends, np.flatnonzero(bad), vals):
+    if bad.any() and not python_floats(a, starts, ends, np.flatnonzero(bad), vals):
         return None
     return vals[:t.n_rows].copy(), vals[t.n_rows:]    # (a view would keep all values)
 

@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 from ..versions import PLUGIN_MAX_FEATURES
-from .svmlight_fast import F32_LIMIT, Part, qid_groups, strings
+from .svmlight_fast import Part, python_floats, qid_groups, strings
 
 _POW10 = 10.0 ** np.arange(23)
 #: numbers handed to float() per chunk before the chunk goes to the NumPy path instead
@@ -149,14 +149,14 @@ def _comment(a, j):
             return 0, 0, -1
         j += 1
     s = j
+    odd = False
     while a[j] > 32:
+        odd |= a[j] > 127
         j += 1
     e = j
-    odd = False
     while a[j] != 10:
         odd |= a[j] > 127 or (a[j] < 32 and not _blank(a, j))
         j += 1
-    odd |= _high(a, s, e)
     return s, e, -1 if odd else j
 
 
@@ -168,20 +168,12 @@ def _blank(a, j):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _high(a, s, e):
-    """Whether a byte of a[s:e] is above 127."""
-    for j in range(s, e):
-        if a[j] > 127:
-            return True
-    return False
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def _scan(a, limit):
     """Every line's tokens, checked and decoded. Returns (status, rows, values, highest id,
-    grades, per-row counts, per-row spans [qid start, qid end, doc start, doc end], values,
-    their columns, numbers left to float() as [slot, start, end] (slot: a value's index, or
-    -1 - row for a grade), how many)."""
+    how many numbers are left to float(), lines, arrays) with arrays: (grades, per-row
+    counts, per-row spans [qid start, qid end, doc start, doc end], values, their
+    columns, the numbers left to float() as [slot, start, end] (slot: a value's index, or
+    -1 - row for a grade))."""
     n = len(a)
     most = n // 8 + 1               # a row takes 8 bytes at least: "0 qid:1\n"
     y = np.empty(most)
@@ -287,7 +279,7 @@ def jit_chunk(buf, n_features, missing, keys=True) -> Part | None:
     if status != OK:
         return None
     y, nnz, spans, vals, cols, bad = out
-    if n_bad and not _python_floats(a, bad[:n_bad], y, vals):
+    if n_bad and not _left_to_float(a, bad[:n_bad], y, vals):
         return None
     block = _fill(vals, cols, nnz, rows, width, float(missing))
     if block.shape[0] != rows:
@@ -300,19 +292,16 @@ def jit_chunk(buf, n_features, missing, keys=True) -> Part | None:
                 n_lines=n_lines, n_newlines=n_lines, n_bytes=len(a))
 
 
-def _python_floats(a, bad, y, vals) -> bool:
-    """float() on the numbers the scan left; False if one is not a finite float32 number."""
-    for slot, s, e in bad.tolist():
-        try:
-            v = float(a[s:e].tobytes().decode("ascii"))
-        except ValueError:          # UnicodeDecodeError too
-            return False
-        if not -F32_LIMIT < v < F32_LIMIT:
-            return False
-        if slot < 0:
-            y[-1 - slot] = v
-        else:
-            vals[slot] = v
+def _left_to_float(a, bad, y, vals) -> bool:
+    """The numbers the scan left, by ``svmlight_fast``'s float(); False if one is not a
+    finite float32 number."""
+    got = np.empty(len(bad))
+    if not python_floats(a, bad[:, 1], bad[:, 2], np.arange(len(bad)), got):
+        return False
+    slot = bad[:, 0]
+    grade = slot < 0
+    y[-1 - slot[grade]] = got[grade]
+    vals[slot[~grade]] = got[~grade]
     return True
 
 

@@ -2,8 +2,9 @@
 pays for its start-up, ``io.compiled``): each row descends tree after tree to its leaf,
 the leaves added in float32 from the intercept, in tree order, exactly as the NumPy walk
 (and xgboost's predictor) add them, so the scores are the same bit for bit
-(tests/test_forest.py). It reads the same flat arrays; a leaf is the node whose feature
-is the zero column (``n_features``)."""
+(tests/test_forest.py). It reads the same flat arrays, but for the leaves' feature and
+threshold (:func:`leaf_thresholds`: column 0 against NaN instead of the NumPy walk's
+zero column against +inf)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def walk(X, lo, hi, right, feature, threshold, value, roots, depth, base, missin
     """Rows lo..hi of X [rows, n_features]: their margins into out[lo:hi]. Blocks of rows
     descend each tree together, ``depth`` levels (independent rows: no waiting on one
     row's chain of loads, no branch on a row's path). A feature is read as float32 (NaN as
-    ``missing_as``); a row goes left (``right - 1``) unless it is at or above the node's
-    threshold, else right. A leaf's threshold is NaN (:func:`leaf_thresholds`): no value
+    ``missing_as``); a row goes right when it is at or above the node's threshold, else
+    left (``right - 1``). A leaf's threshold is NaN (:func:`leaf_thresholds`): no value
     is at or above it, so a row at a leaf goes "left", to the leaf itself, whatever the
     column it reads holds (even +inf)."""
     node = np.empty(_BLOCK, np.intp)

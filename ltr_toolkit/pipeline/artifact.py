@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.svmlight import read_sidecar, scored_chunks
+from ..data.svmlight import missing_value, read_sidecar, scored_chunks
 from ..errors import InputError, UserError
 from ..io.atomic import atomic_write, check_writable
 from ..io.text import read_text
@@ -83,13 +83,15 @@ def predict_file(model_path, data_path, output) -> int:
     all at once."""
     check_writable(output)
     art, model = load_model(model_path, scorer=True)
+    side = read_sidecar(data_path)
     check_same_features(model_path, {"featureset_sha256": art.get("featureset_sha256"),
                                      "feature_names": art.get("feature_names") if art.get("featureset") else None},
-                        data_path, read_sidecar(data_path))
-    n_features = art.get("n_features") or getattr(model, "n_features_in_", None)
+                        data_path, side)
+    n_features = art.get("n_features") or model.n_features_in_
     rows = 0
     with atomic_write(output) as fh:
-        for scores in scored_chunks(data_path, n_features, lambda X: plugin_scores(art, model, X)):
+        for scores in scored_chunks(data_path, n_features, lambda X: plugin_scores(art, model, X),
+                                    missing_value(side)):
             fh.write(("%.9g\n" * len(scores)) % tuple(scores.tolist()))   # one format call
             rows += len(scores)
     return rows
