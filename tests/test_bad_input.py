@@ -143,7 +143,7 @@ def _cases(f):
                            ("--epochs", "0", "--epochs"), ("--trees", "-1", "--trees"),
                            ("--trees", "0", "--trees"), ("--depth", "-1", "--depth"),
                            ("--depth", "0", "--depth"), ("--depth", "99", "--depth"),
-                           ("--k", "0", "--k"), ("--k", "-3", "--k"), ("--patience", "0", "--patience"),
+                           ("--cutoff", "0", "--cutoff"), ("--cutoff", "-3", "--cutoff"), ("--patience", "0", "--patience"),
                            ("--algo", "svm", "--algo"), ("--optimizer", "rmsprop", "--optimizer"),
                            ("--hidden", "64,x", "--hidden"), ("--hidden", "0", "--hidden"),
                            ("--truncation", "0", "--truncation"), ("--truncation", "top", "--truncation"),
@@ -190,12 +190,13 @@ def _cases(f):
                        ("j_list.jsonl", "j_list.jsonl:1"), ("j_bin.txt", "UTF-8")]:
         case(["judgments", "check", str(f[name])], frag)
         out = o / f"log-{name}.txt"
-        case(["--url", closed, "log", str(f[name]), "--featureset", "x", "-o", str(out)], frag, out)
+        case(["--url", closed, "log", str(f[name]), "--featureset", "x", "-o", str(out), "--index", "x",
+              "--fields", "title"], frag, out)
     case(["judgments", "check", str(f["qrels.trec"])], "")   # qrels read as ranklib: no query text
-    case(["judgments", "check", str(f["qrels.trec"]), "--format", "trec"], "queries file")
+    case(["judgments", "check", str(f["qrels.trec"]), "--input-format", "trec"], "queries file")
     case(["judgments", "check", str(f["qrels.trec"]), "--queries", str(f["queries.tsv"])], "not in")
     case(["judgments", "check", str(f["qrels_bad.trec"]), "--queries", str(f["queries.tsv"])], "qrels_bad.trec:1")
-    case(["judgments", "check", j, "--format", "xml"], "--format")
+    case(["judgments", "check", j, "--input-format", "xml"], "--input-format")
     case(["judgments", "check", str(f["missing"])], "cannot read")
     case(["judgments", "cranfield", "--split", "bogus", "-o", str(o / "jc.txt")], "--split", o / "jc.txt")
     # ---------------------------------------------------------------- feature sets
@@ -208,19 +209,21 @@ def _cases(f):
     # ---------------------------------------------------------------- first-stage templates
     for name, frag in [("t_json.json", "invalid JSON"), ("t_shape.json", '{"query"'),
                        ("t_novar.json", "no {{variable}}"), ("t_section.json", "sections")]:
-        case(["--url", closed, "search", "x", "--first-stage", str(f[name])], frag)
-    case(["--url", closed, "search", "x", "--first-stage", str(f["missing"])], "cannot read")
-    case(["--url", closed, "search", "x", "--fields", ","], "at least one field")
-    case(["--url", closed, "search", "x", "--fields", "a", "--first-stage", str(f["t_novar.json"])], "")
-    case(["--url", closed, "search", "x", "--param", "novalue"], "NAME=VALUE")
-    case(["--url", closed, "search", "x", "--statistics", "global"], "--statistics")
+        case(["--url", closed, "query", "search", "x", "--index", "x", "--first-stage", str(f[name])], frag)
+    case(["--url", closed, "query", "search", "x", "--index", "x", "--first-stage", str(f["missing"])], "cannot read")
+    case(["--url", closed, "query", "search", "x", "--index", "x", "--fields", ","], "at least one field")
+    case(["--url", closed, "query", "search", "x", "--index", "x", "--fields", "a", "--first-stage", str(f["t_novar.json"])], "")
+    case(["--url", closed, "query", "search", "x", "--index", "x", "--fields", "t", "--param", "novalue"], "NAME=VALUE")
+    case(["--url", closed, "query", "search", "x", "--index", "x", "--statistics", "global"], "--statistics")
+    case(["--url", closed, "query", "search", "x", "--index", "x"], "--fields")
+    case(["--url", closed, "query", "search", "x"], "--index")
     # ---------------------------------------------------------------- model files
     for name, frag in [("m_list.json", "not an ltr-toolkit model"), ("m_text.json", "invalid JSON"),
                        ("m_format.json", "not an ltr-toolkit model"), ("m_broken.json", "broken model"),
                        ("m_algo.json", "svm")]:
         out = o / f"pm-{name}.txt"
         case(["predict", str(f[name]), good, "-o", str(out)], frag, out)
-        case(["--url", closed, "upload", str(f[name]), "--name", "m"], frag)
+        case(["--url", closed, "model", "upload", str(f[name]), "--name", "m"], frag)
     case(["predict", str(f["missing"]), good, "-o", str(o / "pm.txt")], "cannot read", o / "pm.txt")
     # ---------------------------------------------------------------- options, URLs, TLS
     for url, frag in [("ftp://x:21", "not an http(s) URL"), ("http://127.0.0.1:99999", "out of range"),
@@ -232,14 +235,14 @@ def _cases(f):
     case(["--timeout", "-1", "store", "list"], "--timeout")
     case(["--timeout", "x", "store", "list"], "--timeout")
     case(["--url", "https://127.0.0.1:1", "--ca-certs", str(f["missing"]), "store", "list"], "")
-    case(["--url", closed, "evaluate", j, "--k", "0"], "--k")
-    case(["--url", closed, "evaluate", j, "--k", "-5"], "--k")
-    case(["--url", closed, "evaluate", j, "--window", "0"], "--window")
-    case(["--url", closed, "evaluate", j, "--cv", "1"], "--cv")
-    case(["--url", closed, "evaluate", j, "--cv", "3"], "--featureset")
-    case(["--url", closed, "search", "x", "--size", "0"], "--size")
-    case(["--url", closed, "log", j, "--featureset", "x", "-o", str(o / "l1.txt"), "--batch", "0"], "--batch", o / "l1.txt")
-    case(["--url", closed, "log", j, "--featureset", "x", "-o", str(o / "l2.txt"), "--candidates", "0"], "--candidates", o / "l2.txt")
+    case(["--url", closed, "evaluate", "models", j, "--index", "x", "--cutoff", "0"], "--cutoff")
+    case(["--url", closed, "evaluate", "models", j, "--index", "x", "--cutoff", "-5"], "--cutoff")
+    case(["--url", closed, "evaluate", "models", j, "--index", "x", "--window", "0"], "--window")
+    case(["--url", closed, "evaluate", "cv", j, "--index", "x", "--featureset", "x", "--algo", "linear", "--folds", "1"], "--folds")
+    case(["--url", closed, "evaluate", "cv", j, "--index", "x", "--algo", "linear"], "--featureset")
+    case(["--url", closed, "query", "search", "x", "--index", "x", "--size", "0"], "--size")
+    case(["--url", closed, "log", j, "--featureset", "x", "--index", "x", "-o", str(o / "l1.txt"), "--batch", "0"], "--batch", o / "l1.txt")
+    case(["--url", closed, "log", j, "--featureset", "x", "--index", "x", "-o", str(o / "l2.txt"), "--window", "0"], "--window", o / "l2.txt")
     # ---------------------------------------------------------------- output paths
     case(["train", good, "-o", str(f["dir"])], "is a directory")
     case(["train", good, "-o", "/proc/no-such/m.json"], "cannot write")

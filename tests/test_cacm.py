@@ -41,10 +41,10 @@ def test_cacm_path_from_documents_to_a_recommended_deployment(ltr_cluster, cacm_
     assert r.returncode == 0, r.stderr
     before = set(model_names(ltr_cluster.conn()))
     report_path = d / "report.json"
-    r = cli("--url", url, "evaluate", str(d / "qrels.txt"), "--format", "trec", "--queries",
+    r = cli("--url", url, "evaluate", "cv", str(d / "qrels.txt"), "--input-format", "trec", "--queries",
             str(d / "queries.tsv"), "--index", "cacm-test", "--fields", "title,abstract",
-            "--cv", "5", "--featureset", "cacm", "--algo", "linear", "--algo", "lambdamart",
-            "--workdir", str(d / "cv"), "--json", str(report_path), "--deploy", "cacm-ranker",
+            "--folds", "5", "--featureset", "cacm", "--algo", "linear", "--algo", "lambdamart",
+            "--workdir", str(d / "cv"), "-o", str(report_path), "--deploy", "cacm-ranker",
             timeout=1800)
     assert r.returncode == 0, r.stderr
     report = json.loads(report_path.read_text())
@@ -79,10 +79,10 @@ def test_a_budget_of_zero_seconds_trains_one_candidate_per_fold_and_says_what_it
                  ("featureset", "upload", str(ROOT / "docs" / "cacm" / "featureset.json"))):
         cli("--url", url, *args)
     out = d / "budget.json"
-    r = cli("--url", url, "evaluate", str(d / "qrels.txt"), "--format", "trec", "--queries",
+    r = cli("--url", url, "evaluate", "cv", str(d / "qrels.txt"), "--input-format", "trec", "--queries",
             str(d / "queries.tsv"), "--index", "cacm-test", "--fields", "title,abstract",
-            "--cv", "5", "--featureset", "cacm", "--algo", "lambdamart", "--budget", "0",
-            "--jobs", "2", "--workdir", str(d / "cv-budget"), "--json", str(out), timeout=900)
+            "--folds", "5", "--featureset", "cacm", "--algo", "lambdamart", "--budget", "0",
+            "--jobs", "2", "--workdir", str(d / "cv-budget"), "-o", str(out), timeout=900)
     assert r.returncode == 0, r.stderr
     report = json.loads(out.read_text())
     folds = report["settings"]["lambdamart"]

@@ -50,7 +50,7 @@ def test_auto_uses_the_chosen_model_and_reports_every_model(tmp_path, cli):
     with open(path, "w") as fh:
         for kind, doc in S.ubi_documents(sim, base=0):
             fh.write(json.dumps(doc) + "\n")
-    r = cli("judgments", "clicks", str(path), "--model", "auto", "-o", str(tmp_path / "j.txt"))
+    r = cli("judgments", "clicks", str(path), "--click-model", "auto", "-o", str(tmp_path / "j.txt"))
     assert r.returncode == 0, r.stderr
     rep = json.loads((tmp_path / "j.txt.json").read_text())
     choice = rep["model_choice"]

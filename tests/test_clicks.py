@@ -94,7 +94,7 @@ def test_coec_equals_the_workbench_formula_by_hand(tmp_path, cli):
     for base in (0, 1):
         f = _write(tmp_path / f"ev{base}.ndjson", _fixture_events(base))
         out = tmp_path / f"coec{base}.csv"
-        r = cli("judgments", "clicks", str(f), "-o", str(out), "--model", "coec", "--grades", "estimate",
+        r = cli("judgments", "clicks", str(f), "-o", str(out), "--click-model", "coec", "--grades", "estimate",
                 "--min-impressions", "1")
         assert r.returncode == 0, r.stderr
         assert f"counted from {base}" in r.stdout
@@ -152,7 +152,7 @@ def test_bad_event_data_is_counted_not_fatal(tmp_path, cli):
     ]
     f = _write(tmp_path / "bad.ndjson", good + bad)
     out = tmp_path / "j.txt"
-    r = cli("judgments", "clicks", str(f), "-o", str(out), "--model", "pbm", "--min-impressions", "1")
+    r = cli("judgments", "clicks", str(f), "-o", str(out), "--click-model", "pbm", "--min-impressions", "1")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "bad data:" in r.stderr
     rep = json.loads((tmp_path / "j.txt.json").read_text())["bad_data"]
@@ -243,7 +243,7 @@ def test_simulated_traffic_on_the_node_to_judgments(ltr_cluster, ubi_on_node, tm
     mapping = conn.client().indices.get_mapping(index=ev)[ev]["mappings"]["properties"]
     assert mapping["event_attributes"]["properties"]["position"]["properties"]["ordinal"]["type"] == "integer"
     out = tmp_path / "clicks.jsonl"
-    r = cli("--url", ltr_cluster.url, "judgments", "clicks", "-o", str(out), "--model", "pbm",
+    r = cli("--url", ltr_cluster.url, "judgments", "clicks", "-o", str(out), "--click-model", "pbm",
             "--days", "7", "--queries-index", qi, "--events-index", ev, "--min-impressions", "3")
     assert r.returncode == 0, r.stderr
     report = json.loads((tmp_path / "clicks.jsonl.json").read_text())
@@ -282,7 +282,7 @@ def test_click_job_logs_features_of_the_last_days(ltr_cluster, cranfield_index, 
     # the same events, read from the node, joined with the snapshot's features; debiased training
     out = tmp_path / "clicks.txt"
     r = cli("--url", ltr_cluster.url, "judgments", "click-features", "--days", "3", "--queries-index", qi,
-            "--events-index", ev, "--features", str(snap / "features.txt"), "-o", str(out))
+            "--events-index", ev, str(snap / "features.txt"), "-o", str(out))
     assert r.returncode == 0, r.stderr
     counts = json.loads((tmp_path / "clicks.txt.json").read_text())["clicks"]
     recent = {"range": {"timestamp": {"gte": "now-3d"}}}

@@ -75,7 +75,7 @@ def blend(ltr_cluster, cranfield_index, shipped_featureset, tmp_path_factory):
     (d / "blend.json").write_text(json.dumps(art))
     names, said = {}, {}
     for kind in ("blend", "alone", "other"):
-        r = run_cli("--url", conn.url, "upload", str(d / f"{kind}.json"), "--name", f"contract-{kind}")
+        r = run_cli("--url", conn.url, "model", "upload", str(d / f"{kind}.json"), "--name", f"contract-{kind}")
         assert r.returncode == 0, r.stderr
         names[kind], said[kind] = r.stdout.split("uploaded ")[1].split()[0], r.stdout
     assert "blended: first stage +" in said["blend"] and "the model alone" in said["alone"]
@@ -103,31 +103,31 @@ def test_a_blend_scores_the_same_through_every_path(blend, tmp_path):
     jl = cranfield.split_judgments("test")
     jfile = tmp_path / "test.txt"
     assert run_cli("judgments", "cranfield", "--split", "test", "-o", str(jfile)).returncode == 0
-    ev = run_cli("--url", url, "evaluate", str(jfile), "--index", INDEX, "--model", name,
-                 "--json", str(tmp_path / "rep.json"))
+    ev = run_cli("--url", url, "evaluate", "models", str(jfile), "--index", INDEX, "--model", name,
+                 "-o", str(tmp_path / "rep.json"))
     assert ev.returncode == 0 and "warning" not in ev.stderr, ev.stderr
     top = json.loads((tmp_path / "rep.json").read_text())["top"][name]
     for qid in jl.judged_qids()[:3]:
         text, base = jl.queries[qid], ("--url", url)
-        ref = run_cli(*base, "search", text, "--index", INDEX, "--model", name,
+        ref = run_cli(*base, "query", "search", text, "--index", INDEX, "--model", name,
                       "--query-weight", f"{q!r}", "--rescore-weight", f"{beta!r}")
         assert ref.returncode == 0 and "warning" not in ref.stderr, ref.stderr
         want = [(r[1], r[2]) for r in _rows(ref.stdout)]
-        got = run_cli(*base, "search", text, "--index", INDEX, "--model", name)
+        got = run_cli(*base, "query", "search", text, "--index", INDEX, "--model", name)
         assert got.returncode == 0 and "warning" not in got.stderr, got.stderr
         assert [(r[1], r[2]) for r in _rows(got.stdout)] == want
-        alone = run_cli(*base, "search", text, "--index", INDEX, "--model", name,
+        alone = run_cli(*base, "query", "search", text, "--index", INDEX, "--model", name,
                         "--query-weight", "0", "--rescore-weight", "1")
         assert [(r[1], r[2]) for r in _rows(alone.stdout)] != want
         assert len(alone.stderr.strip().splitlines()) == 1 and "overriding its serving contract" \
             in alone.stderr, alone.stderr
-        ex = run_cli(*base, "explain", text, "--index", INDEX, "--model", name, "--json")
+        ex = run_cli(*base, "query", "explain", text, "--index", INDEX, "--model", name, "--json")
         assert ex.returncode == 0 and "warning" not in ex.stderr, ex.stderr
         docs = json.loads(ex.stdout)["documents"]
         assert [(d["id"], f"{d['served_score']:.4f}") for d in docs] == want
         for d in docs:
             assert abs(d["contributions_sum"] - d["served_score"]) <= 1e-4 * abs(d["served_score"])
-        inter = run_cli(*base, "search", text, "--index", INDEX, "--interleave", f"first-stage,{name}")
+        inter = run_cli(*base, "query", "search", text, "--fields", "title,abstract", "--index", INDEX, "--interleave", f"first-stage,{name}")
         assert inter.returncode == 0 and "warning" not in inter.stderr, inter.stderr
         scored = dict(want)
         mine = [r for r in _rows(inter.stdout) if r[1] == name]
@@ -197,12 +197,12 @@ def test_deleting_a_model_deletes_its_contract_and_a_stale_one_is_not_applied(bl
     from ltr_toolkit.stores.model_store import delete_model
     from ltr_toolkit.transport.lookups import forget, forget_model
     conn, d = blend["conn"], blend["dir"]
-    r = run_cli("--url", conn.url, "upload", str(d / "blend.json"), "--name", "contract-gone")
+    r = run_cli("--url", conn.url, "model", "upload", str(d / "blend.json"), "--name", "contract-gone")
     name = r.stdout.split("uploaded ")[1].split()[0]
     assert C.recorded(conn, name).blended
     delete_model(conn, name)
     assert C.recorded(conn, name) is None
-    r = run_cli("--url", conn.url, "upload", str(d / "blend.json"), "--name", name, "--exact")
+    r = run_cli("--url", conn.url, "model", "upload", str(d / "blend.json"), "--name", name, "--exact")
     assert r.returncode == 0, r.stderr
     request(conn, "DELETE", f"/_ltr/_model/{name}")     # by other means: the record stays
     forget_model(conn, name, None)                 # what this process read is forgotten,

@@ -302,7 +302,7 @@ def click_files(tmp_path):
 def test_click_features_then_train_with_propensities(cli, tmp_path, click_files):
     events, logged, sim = click_files
     out = tmp_path / "clicks.txt"
-    r = cli("judgments", "click-features", str(events), "--features", str(logged), "-o", str(out))
+    r = cli("judgments", "click-features", str(logged), str(events), "-o", str(out))
     assert r.returncode == 0, r.stderr
     side = json.loads((tmp_path / "clicks.txt.json").read_text())
     assert side["feature_names"] == ["doc", "query"] and len(side["clicks"]["positions"]) == sim.shown.sum()
@@ -325,8 +325,8 @@ def test_click_features_then_train_with_propensities(cli, tmp_path, click_files)
 
 
 @pytest.mark.parametrize("args, says", [
-    (["judgments", "click-features", "{tmp}/none.ndjson", "--features", "{logged}", "-o", "{tmp}/o.txt"], "none.ndjson"),
-    (["judgments", "click-features", "{events}", "--features", "{tmp}/none.txt", "-o", "{tmp}/o.txt"], "none.txt"),
+    (["judgments", "click-features", "{logged}", "{tmp}/none.ndjson", "-o", "{tmp}/o.txt"], "none.ndjson"),
+    (["judgments", "click-features", "{tmp}/none.txt", "{events}", "-o", "{tmp}/o.txt"], "none.txt"),
     (["train", "{logged}", "-o", "{tmp}/m.json", "--propensity", "0,x"], "--propensity"),
     (["train", "{logged}", "-o", "{tmp}/m.json", "--propensity", "pbm"], "no click positions"),
     (["train", "{logged}", "-o", "{tmp}/m.json", "--propensity", "pbm", "--propensity-power", "2"], "power"),

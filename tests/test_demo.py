@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -13,10 +14,17 @@ def test_demo_end_to_end(ltr_cluster, cli, tmp_path):
     """The outcome the demo exists for, live: a reranker significantly better than BM25
     on NDCG@10, none significantly worse, every query scored by a model that never saw it."""
     out = tmp_path / "report.json"
-    r = cli("--url", ltr_cluster.url, "demo", "--workdir", str(tmp_path / "w"), "--json", str(out),
-            "--recreate", timeout=1500)
+    r = cli("--url", ltr_cluster.url, "demo", "--workdir", str(tmp_path / "w"), "-o", str(out),
+            "--recreate", timeout=1500, env={"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     rep = json.loads(out.read_text())
+    # what a person reads in an 80-column terminal: no library's log line, no Python
+    # literal, and every system's row named in full
+    shown = r.stdout + r.stderr
+    assert not re.search(r"^(DEBUG|INFO|WARNING|ERROR):", shown, re.M), shown
+    assert not re.search(r"\{'|\[\{|\}\]|': ", shown), shown
+    for name in rep["systems"]:
+        assert re.search(rf"^{re.escape(name)} +\d", r.stdout, re.M), (name, r.stdout)
     assert rep["queries"] == 225 and rep["folds"] == 5 and "cross-validation" in rep["evaluation"]
     assert set(rep["tests"]) == set(rep["settings"]) == {"linear", "lambdarank-nn", "lambdamart"}
     assert all(len(fold) == 5 for fold in rep["settings"].values())

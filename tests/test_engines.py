@@ -236,26 +236,26 @@ def test_every_command_on_each_engine(engine_cluster, engine_cranfield, cli, tmp
     run("judgments", "cranfield", "--split", "train", "-o", str(train_j))
     run("judgments", "cranfield", "--split", "test", "-o", str(test_j))
     logged = tmp_path / "logged.txt"
-    run("log", str(train_j), "--featureset", fs, "--index", index, "--candidates", "30", "-o", str(logged))
+    run("log", str(train_j), "--featureset", fs, "--fields", "title,abstract", "--index", index, "--window", "30", "-o", str(logged))
     for algo, extra in (("lambdamart", ["--trees", "30"]), ("linear", ["--epochs", "5"])):
         _ok(cli("train", str(logged), "--algo", algo, "-o", str(tmp_path / f"{algo}.json"),
                 *extra))
-        run("upload", str(tmp_path / f"{algo}.json"), "--name", f"walk-{algo}-{tag}", "--exact",
+        run("model", "upload", str(tmp_path / f"{algo}.json"), "--name", f"walk-{algo}-{tag}", "--exact",
             "--index", index)
     models = run("model", "list")
     assert f"walk-lambdamart-{tag}" in models and f"walk-linear-{tag}" in models
     mart, lin = f"walk-lambdamart-{tag}", f"walk-linear-{tag}"
-    assert "1" in run("search", "boundary layer flow", "--index", index)
-    assert run("search", "boundary layer flow", "--index", index, "--model", mart).strip()
-    explained = json.loads(run("explain", "boundary layer flow", "--index", index, "--model", mart, "--json"))
+    assert "1" in run("query", "search", "boundary layer flow", "--fields", "title,abstract", "--index", index)
+    assert run("query", "search", "boundary layer flow", "--index", index, "--model", mart).strip()
+    explained = json.loads(run("query", "explain", "boundary layer flow", "--index", index, "--model", mart, "--json"))
     assert explained["documents"]
     report = tmp_path / "eval.json"
-    run("evaluate", str(test_j), "--index", index, "--model", mart, "--model", lin, "--json", str(report))
+    run("evaluate", "models", str(test_j), "--index", index, "--model", mart, "--model", lin, "-o", str(report))
     assert set(json.loads(report.read_text())["systems"]) >= {mart, lin}
-    assert "team" in run("search", "boundary layer flow", "--index", index, "--interleave", f"{mart},{lin}").lower()
-    run("featureset", "cost", fs, str(test_j), "--index", index, "--folds", "2",
+    assert "team" in run("query", "search", "boundary layer flow", "--fields", "title,abstract", "--index", index, "--interleave", f"{mart},{lin}").lower()
+    run("featureset", "cost", fs, str(test_j), "--fields", "title,abstract", "--index", index, "--folds", "2",
         "--timing-queries", "5", "--passes", "1", "--workdir", str(tmp_path / "cost"),
-        "--json", str(tmp_path / "cost.json"))
+        "-o", str(tmp_path / "cost.json"))
     job = tmp_path / "job.toml"
     job.write_text(f'[cluster]\nurl = "{url}"\n\n[logging]\nfeatureset = "{fs}"\nindex = "{index}"\n'
                    f'judgments = "{test_j}"\n\n[output]\ndirectory = "{tmp_path / "job-out"}"\n')
@@ -289,7 +289,7 @@ def test_native_upload_names_what_the_cluster_lacks(engine_cluster, tree_model, 
     distribution) or on OpenSearch: one line naming what is missing, exit 2, nothing
     created (no trained model: the refusal comes before any PUT; no plugin model either)."""
     name = f"native-{uuid.uuid4().hex[:6]}"
-    r = cli("--url", engine_cluster.url, "upload", str(tree_model), "--name", name,
+    r = cli("--url", engine_cluster.url, "model", "upload", str(tree_model), "--name", name,
             "--target", "elasticsearch", "--alias", "ranker", "--featureset",
             str(cranfield.LEXICAL_FEATURE_SET))
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
@@ -303,7 +303,7 @@ def test_native_upload_names_what_the_cluster_lacks(engine_cluster, tree_model, 
 
 
 def test_show_request_prints_the_native_rescorer(cli):
-    r = cli("--url", "http://127.0.0.1:9", "search", "boundary layer", "--model", "ranker",
+    r = cli("--url", "http://127.0.0.1:9", "query", "search", "boundary layer", "--model", "ranker",
             "--target", "elasticsearch", "--window", "50", "--show-request")
     assert r.returncode == 0, r.stderr
     body = json.loads(r.stdout)
@@ -322,7 +322,7 @@ def test_elasticsearch_cluster_of_two_nodes_lifecycle(fresh_home, cli):
         pytest.skip(f"no LTR plugin zip for Elasticsearch in {localnode.plugin_dir()} "
                     f"(or {ELASTICSEARCH_DIST.zip_env})")
     env = {"LTR_HOME": str(fresh_home / "home"), "LTR_URL": "", ELASTICSEARCH_DIST.zip_env: str(zip_path)}
-    r = cli("cluster", "start", "--engine", "elasticsearch", "--nodes", "2", env=env, timeout=900)
+    r = cli("--engine", "elasticsearch", "cluster", "start", "--nodes", "2", env=env, timeout=900)
     assert r.returncode == 0, r.stderr
     nodes = json.loads((fresh_home / "home" / ELASTICSEARCH_DIST.state_file("cluster.json")).read_text())["nodes"]
     try:
@@ -338,7 +338,7 @@ def test_elasticsearch_cluster_of_two_nodes_lifecycle(fresh_home, cli):
         r = cli("--url", nodes[1]["url"], "store", "init", env=env)
         assert r.returncode == 0, r.stderr
     finally:
-        stop = cli("cluster", "stop", "--engine", "elasticsearch", env=env)
+        stop = cli("--engine", "elasticsearch", "cluster", "stop", env=env)
     assert stop.returncode == 0 and all(str(n["pid"]) in stop.stdout for n in nodes), stop.stdout
     deadline = time.monotonic() + 10      # reaped by init once they exit
     while any(Path(f"/proc/{n['pid']}").exists() for n in nodes) and time.monotonic() < deadline:

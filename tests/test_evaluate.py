@@ -63,7 +63,7 @@ def test_cli_evaluate_json_and_plot(cluster, cli, tmp_path, index):
     j = tmp_path / "test.txt"
     assert cli("judgments", "cranfield", "--split", "test", "-o", str(j)).returncode == 0
     out, png = tmp_path / "r.json", tmp_path / "d.png"
-    r = cli("--url", cluster.url, "evaluate", str(j), "--index", index, "--json", str(out),
+    r = cli("--url", cluster.url, "evaluate", "models", str(j), "--fields", "title,abstract", "--index", index, "-o", str(out),
             "--plot", str(png))
     assert r.returncode == 0, r.stderr
     rep = json.loads(out.read_text())
@@ -76,7 +76,7 @@ def test_evaluate_with_model_needs_plugin(cluster, cli, tmp_path, index):
         pytest.skip("the node has the plugin; this checks the error without it")
     j = tmp_path / "test.txt"
     cli("judgments", "cranfield", "--split", "test", "-o", str(j))
-    r = cli("--url", cluster.url, "evaluate", str(j), "--index", index, "--model", "m1")
+    r = cli("--url", cluster.url, "evaluate", "models", str(j), "--index", index, "--model", "m1")
     assert r.returncode == 2 and "LTR plugin" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -92,7 +92,7 @@ def test_randomisation_test():
 
 
 def test_cli_search_baseline_table(cluster, cli, index):
-    r = cli("--url", cluster.url, "search", "boundary layer heat transfer", "--index", index, "--size", "5")
+    r = cli("--url", cluster.url, "query", "search", "boundary layer heat transfer", "--fields", "title,abstract", "--index", index, "--size", "5")
     assert r.returncode == 0, r.stderr
     assert "rank" in r.stdout and "title" in r.stdout
     hits = search(cluster.conn(), index, {"keywords": "boundary layer heat transfer"}, size=5)
@@ -101,7 +101,7 @@ def test_cli_search_baseline_table(cluster, cli, index):
 
 
 def test_unknown_first_stage_field_is_refused_before_searching(cluster, cli, index):
-    r = cli("--url", cluster.url, "search", "flutter", "--index", index, "--fields", "title,nonesuch")
+    r = cli("--url", cluster.url, "query", "search", "flutter", "--index", index, "--fields", "title,nonesuch")
     assert r.returncode == 2 and "'nonesuch'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -115,19 +115,19 @@ def test_cli_evaluate_reads_trec_qrels_like_ranklib(cluster, cli, tmp_path, inde
     qrels.write_text("".join(f"{q} 0 {d} {int(g)}\n" for q, docs in jl.by_query().items() for d, g in docs))
     queries.write_text("".join(f"{q}\t{jl.queries[q]}\n" for q in jl.judged_qids()))
     reports = []
-    for args in ([str(j)], [str(qrels), "--format", "trec", "--queries", str(queries)]):
+    for args in ([str(j)], [str(qrels), "--input-format", "trec", "--queries", str(queries)]):
         out = tmp_path / f"r{len(reports)}.json"
-        r = cli("--url", cluster.url, "evaluate", *args, "--index", index, "--json", str(out))
+        r = cli("--url", cluster.url, "evaluate", "models", *args, "--fields", "title,abstract", "--index", index, "-o", str(out))
         assert r.returncode == 0, r.stderr
         reports.append(json.loads(out.read_text()))
     assert reports[0]["systems"] == reports[1]["systems"] and reports[0]["queries"] == 45
 
 
 @pytest.mark.parametrize("cmd", [
-    ["log", "j.txt", "--featureset", "fs", "-o", "{dir}"],
-    ["evaluate", "j.txt", "--json", "{dir}"],
-    ["evaluate", "j.txt", "--plot", "{dir}"],
-    ["demo", "--json", "{dir}"],
+    ["log", "j.txt", "--featureset", "fs", "--index", "x", "--fields", "t", "-o", "{dir}"],
+    ["evaluate", "models", "j.txt", "--index", "x", "--fields", "t", "-o", "{dir}"],
+    ["evaluate", "models", "j.txt", "--index", "x", "--fields", "t", "--plot", "{dir}"],
+    ["demo", "-o", "{dir}"],
 ])
 def test_unwritable_outputs_are_refused_before_any_work(cli, tmp_path, cmd):
     """An output that is a directory is refused at once (exit 2, one line), before any

@@ -67,7 +67,7 @@ def test_explain_cli_and_its_errors(models, cli, tmp_path):
     jfile = tmp_path / "j.txt"
     r = cli("judgments", "cranfield", "-o", str(jfile))
     assert r.returncode == 0, r.stderr
-    r = cli("--url", conn.url, "explain", text, "--index", INDEX, "--model", name,
+    r = cli("--url", conn.url, "query", "explain", text, "--index", INDEX, "--model", name,
             "--judgments", str(jfile), "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
@@ -75,10 +75,10 @@ def test_explain_cli_and_its_errors(models, cli, tmp_path):
     assert any(d["grade"] is not None for d in rep["documents"])      # query 1 is judged
     for args, why in ((("--model", "no-such-model"), "not found"),
                       (("--model", name, "--index", "no-such-index"), "no-such-index")):
-        r = cli("--url", conn.url, "explain", text, "--index", INDEX, *args)
+        r = cli("--url", conn.url, "query", "explain", text, "--index", INDEX, *args)
         assert r.returncode == 2 and why in r.stderr, r.stderr
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    r = cli("--url", conn.url, "explain", "qqqzzz xxyyzz", "--index", INDEX, "--model", name)
+    r = cli("--url", conn.url, "query", "explain", "qqqzzz xxyyzz", "--index", INDEX, "--model", name)
     assert r.returncode == 2 and "finds nothing" in r.stderr, r.stderr
 
 
@@ -87,8 +87,8 @@ def test_model_explain_gives_the_global_picture(models, cli):
     d = models["dir"]
     out = {}
     for m in (models["names"]["lambdamart"], str(d / "lambdamart.json")):
-        r = cli("--url", models["conn"].url, "model", "explain", m, "--data", str(d / "train.txt"),
-                "--rows", "800", "--json", str(d / "summary.json"))
+        r = cli("--url", models["conn"].url, "model", "explain", m, str(d / "train.txt"),
+                "--rows", "800", "-o", str(d / "summary.json"))
         assert r.returncode == 0, r.stderr
         out[m] = json.loads((d / "summary.json").read_text())
     a, b = out.values()
@@ -104,9 +104,9 @@ def report_file(models, tmp_path_factory):
     d = tmp_path_factory.mktemp("report")
     jfile = d / "test.txt"
     run_cli("judgments", "cranfield", "-o", str(jfile), "--split", "test")
-    r = run_cli("--url", models["conn"].url, "evaluate", str(jfile), "--index", INDEX,
+    r = run_cli("--url", models["conn"].url, "evaluate", "models", str(jfile), "--index", INDEX,
             "--model", models["names"]["lambdamart"], "--model", models["names"]["linear"],
-            "--html", str(d / "report.html"), "--json", str(d / "report.json"))
+            "--html", str(d / "report.html"), "-o", str(d / "report.json"))
     assert r.returncode == 0, r.stderr
     return d / "report.html", json.loads((d / "report.json").read_text())
 

@@ -27,9 +27,9 @@ def test_featureset_cost_reports_every_feature(ltr_cluster, cranfield_index, cli
     assert cli("judgments", "cranfield", "--split", "test", "-o", str(judg)).returncode == 0
     out = tmp_path / "cost.json"
     r = cli("--url", ltr_cluster.url, "featureset", "cost", name, str(judg),
-            "--index", cranfield_index["index"], "--algo", "linear", "--folds", "3", "--window", "30",
+            "--fields", "title,abstract", "--index", cranfield_index["index"], "--algo", "linear", "--folds", "3", "--window", "30",
             "--timing-queries", "8", "--passes", "1", "--workdir", str(tmp_path / "w"),
-            "--json", str(out), timeout=900)
+            "-o", str(out), timeout=900)
     assert r.returncode == 0, r.stderr
     rep = json.loads(out.read_text())
     names = [f["name"] for f in fs["features"]]

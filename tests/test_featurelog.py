@@ -67,7 +67,7 @@ def test_ltr_log_killed_and_resumed_is_identical(logged_setup, tmp_path, ltr_clu
     subprocess.run([sys.executable, "-m", "ltr_toolkit.cli", "judgments", "cranfield", "--split",
                     "train", "-o", str(j)], check=True)
     args = [sys.executable, "-m", "ltr_toolkit.cli", "--url", ltr_cluster.url, "log", str(j),
-            "--featureset", fs["name"], "--index", index, "--batch", "5"]
+            "--featureset", fs["name"], "--fields", "title,abstract", "--index", index, "--batch", "5"]
     ref = tmp_path / "ref.txt"
     subprocess.run(args + ["-o", str(ref)], check=True, capture_output=True)
     out = tmp_path / "out.txt"
@@ -207,6 +207,6 @@ def test_the_term_budget_is_measured_once_and_used_for_candidates_and_rows(logge
     save_ranklib(jl, tmp_path / "j.txt")
     calls.clear()
     assert main(["--url", ltr_cluster.url, "log", str(tmp_path / "j.txt"), "--featureset", fs["name"],
-                 "--index", index, "--candidates", "20", "-o", str(tmp_path / "cli.txt")]) == 0
+                 "--fields", "title,abstract", "--index", index, "--window", "20", "-o", str(tmp_path / "cli.txt")]) == 0
     assert len(calls) == 1
     assert json.loads((tmp_path / "cli.txt.json").read_text())["max_query_terms"] == side["max_query_terms"]

@@ -185,7 +185,7 @@ def test_debiased_credit_names_the_better_list_that_counted_wins_miss(tmp_path):
         r, = interleaving.credit(files.read_file(tmp_path / "ev.ndjson"))
         assert r["winner"] == "a", (seed, r["wins_a"], r["wins_b"])
         assert r["debiased"]["winner"] == "b", (seed, r["debiased"])
-    cli = run_cli("evaluate", "interleaving", "--events", str(tmp_path / "ev.ndjson"), "--top", "0")
+    cli = run_cli("evaluate", "interleaving", str(tmp_path / "ev.ndjson"), "--top", "0")
     assert cli.returncode == 0 and "deep wins" in cli.stdout and "the two disagree" in cli.stdout, cli.stdout
 
 
@@ -247,7 +247,7 @@ def test_a_head_query_served_again_and_again_is_one_query(tmp_path):
     q = r["per_query_test"]
     assert (q["queries"], q["wins_a"], q["wins_b"]) == (12, 6, 6) and q["p_value"] > 0.5
     assert r["verdict"] == "per query" and r["winner"] is None
-    cli = run_cli("evaluate", "interleaving", "--events", str(tmp_path / "ev.ndjson"), "--top", "0",
+    cli = run_cli("evaluate", "interleaving", str(tmp_path / "ev.ndjson"), "--top", "0",
                   "--propensity", "none")
     assert cli.returncode == 0 and "no winner yet (by the per query test" in cli.stdout, cli.stdout
 
@@ -308,8 +308,8 @@ def test_the_debiased_credit_is_tested_per_query_when_queries_repeat():
 def test_cli_evaluate_interleaving(tmp_path):
     recs, clicks = _records()
     _write(tmp_path / "ev.ndjson", recs, clicks)
-    r = run_cli("evaluate", "interleaving", "--events", str(tmp_path / "ev.ndjson"),
-                "--json", str(tmp_path / "out.json"))
+    r = run_cli("evaluate", "interleaving", str(tmp_path / "ev.ndjson"),
+                "-o", str(tmp_path / "out.json"))
     assert r.returncode == 0, r.stderr
     assert "experiment m1-vs-m2" in r.stdout and "no winner yet" in r.stdout
     assert "debiased (pbm examination by rank 1," in r.stdout and "too few impressions" in r.stdout
@@ -319,12 +319,12 @@ def test_cli_evaluate_interleaving(tmp_path):
 def test_cli_errors_are_one_line(tmp_path):
     (tmp_path / "plain.ndjson").write_text(json.dumps({"action_name": "click", "query_id": "q",
                                                        "event_attributes": {"object": {"object_id": "d"}}}) + "\n")
-    for args in (["evaluate", "interleaving", "--events", str(tmp_path / "plain.ndjson")],
-                 ["evaluate", "interleaving", "--events", str(tmp_path / "missing.ndjson")],
-                 ["evaluate", "interleaving", "--events", str(tmp_path / "plain.ndjson"), "--propensity", "2,1"],
-                 ["evaluate", "interleaving", "--events", str(tmp_path / "plain.ndjson"), "--propensity-clip", "0"],
-                 ["search", "x", "--interleave", "onlyone", "--url", "http://127.0.0.1:9"],
-                 ["search", "x", "--ubi", "--url", "http://127.0.0.1:9"]):
+    for args in (["evaluate", "interleaving", str(tmp_path / "plain.ndjson")],
+                 ["evaluate", "interleaving", str(tmp_path / "missing.ndjson")],
+                 ["evaluate", "interleaving", str(tmp_path / "plain.ndjson"), "--propensity", "2,1"],
+                 ["evaluate", "interleaving", str(tmp_path / "plain.ndjson"), "--propensity-clip", "0"],
+                 ["query", "search", "x", "--index", "x", "--fields", "t", "--interleave", "onlyone", "--url", "http://127.0.0.1:9"],
+                 ["query", "search", "x", "--index", "x", "--fields", "t", "--ubi", "--url", "http://127.0.0.1:9"]):
         r = run_cli(*args)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
@@ -381,12 +381,12 @@ def test_live_interleaving_end_to_end(live_model, tmp_path):
         expect["won"][0 if ca > cb else 1 if ca == cb else 2] += 1
         expect["at"][[int(t == "b") for t in teams], np.arange(10)] += clicked      # clicks per team and rank
     ubi.write_documents(conn, docs, UBI_Q, UBI_E)
-    r = run_cli("--url", conn.url, "search", "wing flutter", "--index", LIVE_INDEX,
+    r = run_cli("--url", conn.url, "query", "search", "wing flutter", "--fields", "title,abstract", "--index", LIVE_INDEX,
                 "--interleave", f"first-stage,{name}", "--ubi", "--queries-index", UBI_Q)
     assert r.returncode == 0, r.stderr
     assert "first-stage" in r.stdout and name in r.stdout and "query_id" in r.stdout
     r = run_cli("--url", conn.url, "evaluate", "interleaving", "--queries-index", UBI_Q,
-                "--events-index", UBI_E, "--json", str(tmp_path / "rep.json"))
+                "--events-index", UBI_E, "-o", str(tmp_path / "rep.json"))
     assert r.returncode == 0, r.stderr
     rep, = json.loads((tmp_path / "rep.json").read_text())["experiments"]
     assert rep["impressions"] == 121                       # the CLI's search: one more, no click

@@ -54,11 +54,11 @@ def long_run(ltr_cluster, cranfield_index, tmp_path_factory):
     save_ranklib(jl, judg)
     url, index = ltr_cluster.url, cranfield_index["index"]
     run = {"url": url, "fs": fs, "index": index, "judg": judg, "text": long_text, "dir": d}
-    run["log"] = run_cli("--url", url, "log", str(judg), "--featureset", fs, "--index", index,
-                         "--candidates", "30", "-o", str(d / "logged.txt"))
+    run["log"] = run_cli("--url", url, "log", str(judg), "--featureset", fs, "--fields", "title,abstract", "--index", index,
+                         "--window", "30", "-o", str(d / "logged.txt"))
     run["train"] = run_cli("train", str(d / "logged.txt"), "--algo", "linear", "--epochs", "3",
                            "-o", str(d / "m.json"))
-    run["upload"] = run_cli("--url", url, "upload", str(d / "m.json"), "--name", "long-q",
+    run["upload"] = run_cli("--url", url, "model", "upload", str(d / "m.json"), "--name", "long-q",
                             "--featureset", fs)
     run["model"] = run["upload"].stdout.split("uploaded ")[-1].split()[0]
     return run
@@ -73,12 +73,12 @@ def test_a_1000_word_query_is_logged_trained_reranked_and_evaluated(long_run, cl
     assert 1 <= side["max_query_terms"] < len(distinct_words(r["text"]))
     assert "long queries sent as their first" in r["log"].stderr
     assert json.loads((d / "m.json").read_text())["max_query_terms"] == side["max_query_terms"]
-    s = cli("--url", r["url"], "search", r["text"], "--index", r["index"], "--model", r["model"],
+    s = cli("--url", r["url"], "query", "search", r["text"], "--index", r["index"], "--model", r["model"],
             "--size", "5")
     assert s.returncode == 0 and "warning" not in s.stderr, s.stderr
     assert len(re.findall(r"^│ \d+ ", s.stdout, flags=re.M)) == 5, s.stdout
-    e = cli("--url", r["url"], "evaluate", str(r["judg"]), "--index", r["index"], "--model",
-            r["model"], "--json", str(d / "report.json"))
+    e = cli("--url", r["url"], "evaluate", "models", str(r["judg"]), "--index", r["index"], "--model",
+            r["model"], "-o", str(d / "report.json"))
     assert e.returncode == 0, e.stderr
     report = json.loads((d / "report.json").read_text())
     assert report["queries"] == 8 and "1" in report["per_query"][r["model"]]

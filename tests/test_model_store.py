@@ -100,7 +100,7 @@ def test_uploads_version_and_prune_keeps_the_newest(store, cli, ltr_cluster, tmp
     model = tmp_path / "m.json"
     assert cli("train", str(data), "--algo", "linear", "--epochs", "2", "-o", str(model)).returncode == 0
     url = ("--url", ltr_cluster.url)
-    up = ("upload", str(model), "--name", "lin", "--featureset", "fs", "--store", name)
+    up = ("model", "upload", str(model), "--name", "lin", "--featureset", "fs", "--store", name)
     for v in (1, 2):
         r = cli(*url, *up)
         assert r.returncode == 0 and f"lin-v{v}" in r.stdout, (r.stdout, r.stderr)

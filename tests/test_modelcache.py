@@ -120,7 +120,7 @@ def test_upload_prints_what_the_model_takes(ltr_cluster, cli, tmp_path):
             {"name": n, "params": ["keywords"], "template_language": "mustache",
              "template": {"match": {"title": "{{keywords}}"}}} for n in FEATURES]}, store)
         conn.client().index(index=index, id="1", body={"title": "wing"}, refresh=True)
-        r = cli("--url", ltr_cluster.url, "upload", str(model), "--name", "m", "--featureset", "fs",
+        r = cli("--url", ltr_cluster.url, "model", "upload", str(model), "--name", "m", "--featureset", "fs",
                 "--store", store, "--index", index)
         assert r.returncode == 0, r.stderr
         assert "plugin cache: the model takes" in r.stdout and "ltr.caches.max_mem" in r.stdout

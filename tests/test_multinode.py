@@ -92,7 +92,7 @@ def models(three):
     r = run_cli("judgments", "cranfield", "--split", "test", "-o", str(d / "j.txt"))
     assert r.returncode == 0, r.stderr
     r = run_cli("--url", url, "log", str(d / "j.txt"), "--featureset", "cranfield", "--index",
-                INDEX, "--candidates", "30", "-o", str(d / "c.txt"), env=env)
+                INDEX, "--fields", "title,abstract", "--window", "30", "-o", str(d / "c.txt"), env=env)
     assert r.returncode == 0, r.stderr
     out = {}
     for algo, extra in (("lambdamart", ["--trees", "30", "--depth", "3"]), ("linear", ["--epochs", "3"])):
@@ -101,7 +101,7 @@ def models(three):
                      ("predict", str(m), str(d / "c.txt"), "-o", str(d / f"{algo}.scores"))):
             r = run_cli(*args, env=env)
             assert r.returncode == 0, r.stderr
-        r = run_cli("--url", url, "upload", str(m), "--name", f"mn-{algo}", "--featureset",
+        r = run_cli("--url", url, "model", "upload", str(m), "--name", f"mn-{algo}", "--featureset",
                     "cranfield", env=env)
         assert r.returncode == 0, r.stderr
         out[algo] = (r.stdout.split("uploaded ")[1].split()[0], np.loadtxt(d / f"{algo}.scores"))
@@ -159,7 +159,7 @@ def test_models_are_seen_the_same_by_every_node(three, models):
     first = [_served(n["url"], name, "_primary", rows) for n in three["nodes"]]
     assert all(np.array_equal(first[0], f) for f in first)
     # a replacement is a new version; the old one stays as it was until deleted
-    r = run_cli("--url", three["url"], "upload", str(three["dir"] / "lambdamart.json"), "--name",
+    r = run_cli("--url", three["url"], "model", "upload", str(three["dir"] / "lambdamart.json"), "--name",
                 "mn-linear", "--featureset", "cranfield", env=three["env"])
     assert r.returncode == 0, r.stderr
     newer = r.stdout.split("uploaded ")[1].split()[0]

@@ -173,12 +173,12 @@ def test_requests_for_upload_and_search():
 def test_ltr_export_writes_the_body_and_refuses_in_one_line(trained, logged, cli, tmp_path):
     _, path = trained["ranknet-tree", "missing"]
     out = tmp_path / "body.json"
-    r = cli("export", str(path), "--target", "elasticsearch", "-o", str(out),
+    r = cli("model", "export", str(path), "--target", "elasticsearch", "-o", str(out),
             "--featureset", str(LEXICAL), "--es-version", "8.14.0")
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["input"]["field_names"] == logged["names"]
     assert "the rescorer's params must give: keywords" in r.stdout
-    r = cli("export", str(path), "--target", "elasticsearch", "-o", str(out),
+    r = cli("model", "export", str(path), "--target", "elasticsearch", "-o", str(out),
             "--featureset", str(ROOT / "feature_sets" / "cranfield-feedback.json"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "another version of the feature set" in r.stderr

@@ -56,13 +56,13 @@ def test_index_neighbours_command_expands_an_existing_index(cluster, cli):
     try:
         c = conn.client()
         assert "neighbours" not in c.indices.get_mapping(index="nbr-plain")["nbr-plain"]["mappings"]["properties"]
-        r = cli("--url", cluster.url, "index", "neighbours", "--index", "nbr-plain", "--k", "2")
+        r = cli("--url", cluster.url, "index", "neighbours", "--index", "nbr-plain", "--neighbours", "2")
         assert r.returncode == 0, r.stderr
         assert "for 120 of 120 documents" in r.stdout and "_source keeps neighbours" in r.stdout
         src = c.get(index="nbr-plain", id="5")["_source"]
         hits = c.search(index="nbr-plain", body=neighbours_query("5", ("title", "abstract"), 2))["hits"]["hits"]
         assert src["neighbours"] == neighbour_text(hits, ("title", "abstract")) != ""
-        bad = cli("--url", cluster.url, "index", "neighbours", "--index", "nbr-plain", "--fields", "body")
+        bad = cli("--url", cluster.url, "index", "neighbours", "--index", "nbr-plain", "--neighbour-fields", "body")
         assert bad.returncode == 2 and "no field 'body'" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         conn.client().indices.delete(index="nbr-plain", ignore_unavailable=True)

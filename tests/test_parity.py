@@ -227,8 +227,8 @@ def test_evaluate_twice_with_a_network_gives_identical_per_query_results(logged,
     reports = []
     for run in range(2):
         out = d / f"eval-{run}.json"
-        r = cli("--url", engine_cluster.url, "evaluate", str(jfile), "--index", index,
-                "--model", name, "--json", str(out))
+        r = cli("--url", engine_cluster.url, "evaluate", "models", str(jfile), "--index", index,
+                "--model", name, "-o", str(out))
         assert r.returncode == 0, r.stderr
         reports.append(json.loads(out.read_text()))
     assert reports[0]["per_query"][name] == reports[1]["per_query"][name]

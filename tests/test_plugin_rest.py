@@ -191,7 +191,7 @@ def test_msearch_carries_ext(tiny):
 ])
 def test_sltr_errors_are_one_line(tiny, cli, engine_cluster, args, needles):
     _, index, _ = tiny
-    r = cli("--url", engine_cluster.url, "search", "flutter", "--index", index, "--fields", "title,body", *args)
+    r = cli("--url", engine_cluster.url, "query", "search", "flutter", "--index", index, "--fields", "title,body", *args)
     _one_line_exit_2(r, *needles)
 
 

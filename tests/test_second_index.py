@@ -93,7 +93,7 @@ def test_log_train_upload_evaluate_on_a_differently_shaped_index(shaped, cli):
     assert r.returncode == 0, r.stderr
     data = s["dir"] / "train.txt"
     r = cli(*base, "log", str(s["judgments"]), "--featureset", s["fs_name"], "--index", s["index"],
-            "--first-stage", str(s["template"]), "--candidates", "30", "-o", str(data))
+            "--first-stage", str(s["template"]), "--window", "30", "-o", str(data))
     assert r.returncode == 0, r.stderr
     side = json.loads((s["dir"] / "train.txt.json").read_text())
     assert side["first_stage"]["params"] == ["category", "keywords"]
@@ -104,21 +104,21 @@ def test_log_train_upload_evaluate_on_a_differently_shaped_index(shaped, cli):
     assert r.returncode == 0, r.stderr
     art = json.loads(model.read_text())
     assert art["first_stage"] == side["first_stage"]
-    r = cli(*base, "upload", str(model), "--name", f"{s['fs_name']}-linear", "--index", s["index"])
+    r = cli(*base, "model", "upload", str(model), "--name", f"{s['fs_name']}-linear", "--index", s["index"])
     assert r.returncode == 0, r.stderr
     name = r.stdout.split()[1]
     rep_path = s["dir"] / "eval.json"
-    r = cli(*base, "evaluate", str(s["judgments"]), "--index", s["index"], "--first-stage",
-            str(s["template"]), "--model", name, "--window", "30", "--json", str(rep_path))
+    r = cli(*base, "evaluate", "models", str(s["judgments"]), "--index", s["index"], "--first-stage",
+            str(s["template"]), "--model", name, "--window", "30", "-o", str(rep_path))
     assert r.returncode == 0, r.stderr
     rep = json.loads(rep_path.read_text())
     assert rep["queries"] == 40 and rep["first_stage"]["params"] == ["category", "keywords"]
     # a ranker of this shaped data puts full headline matches first: it must not lose to
     # the first stage, which also ranks on the body text
     assert rep["systems"][name]["ndcg@10"] >= rep["systems"]["bm25"]["ndcg@10"], rep["systems"]
-    # no Cranfield field and no default first stage: an unknown template field is refused
-    r = cli(*base, "search", "turbine", "--index", s["index"])
-    assert r.returncode == 2 and "'title'" in r.stderr
+    # no default first stage: the toolkit asks for one instead of guessing Cranfield's fields
+    r = cli(*base, "query", "search", "turbine", "--index", s["index"])
+    assert r.returncode == 2 and "--fields" in r.stderr and "--first-stage" in r.stderr
 
 
 def test_a_rejected_query_is_reported_and_the_run_completes(shaped, cli, ltr_cluster):

@@ -443,17 +443,17 @@ def test_ca_certs_end_to_end(proxy, tiny_index, tmp_path):
         ltr("store", "init", "--store", store)
         r = ltr("featureset", "upload", str(fs_file), "--store", store)
         assert f"feature set {fs_name} (3 features): created" in r.stdout
-        r = ltr("log", str(judg), "--featureset", fs_name, "--index", tiny_index,
+        r = ltr("log", str(judg), "--featureset", fs_name, "--fields", "title,abstract", "--index", tiny_index,
                 "-o", str(logged), "--store", store)
         rows = sum(len(g) for _, g in QUERIES.values())
         assert f"{rows} rows with 3 features" in r.stdout
         assert len([ln for ln in logged.read_text().splitlines() if ln and not ln.startswith("#")]) == rows
         r = ltr("train", str(logged), "--algo", "linear", "--epochs", "20", "-o", str(model_file))
         assert model_file.is_file()
-        r = ltr("upload", str(model_file), "--name", model, "--store", store, "--index", tiny_index)
+        r = ltr("model", "upload", str(model_file), "--name", model, "--store", store, "--index", tiny_index)
         assert f"uploaded {model}-v1" in r.stdout
-        r = ltr("evaluate", str(judg), "--index", tiny_index, "--model", f"{model}-v1",
-                "--store", store, "--json", str(report), "--k", "5")
+        r = ltr("evaluate", "models", str(judg), "--index", tiny_index, "--model", f"{model}-v1",
+                "--store", store, "-o", str(report), "--cutoff", "5")
         rep = json.loads(report.read_text())
         assert rep["queries"] == len(QUERIES)
         assert list(rep["systems"]) == ["bm25", f"{model}-v1"], rep["systems"]
@@ -480,7 +480,7 @@ def test_ca_certs_end_to_end(proxy, tiny_index, tmp_path):
           f"toolkit processes watched; files searched: {written}")
 
 
-@pytest.mark.parametrize("command", [["store", "list"], ["search", "flow", "--index", "none-such"],
+@pytest.mark.parametrize("command", [["store", "list"], ["query", "search", "flow", "--fields", "title,abstract", "--index", "none-such"],
                                      ["cluster", "status"]],
                          ids=["store-list", "search", "cluster-status"])
 @pytest.mark.parametrize("case", ["wrong-ca", "no-ca", "wrong-password", "no-credentials",
@@ -537,8 +537,8 @@ def test_insecure_warns_once_and_works(proxy, tiny_index, tmp_path):
     judg = _judgments(tmp_path / "judgments.txt")
     report = tmp_path / "report.json"
     # many requests: plugin check, several searches, _msearch rounds
-    r = _ok(run_watched(["--url", proxy.url, "--insecure", "evaluate", str(judg), "--index",
-                         tiny_index, "--json", str(report)], proxy.env(), secrets_=[proxy.password]))
+    r = _ok(run_watched(["--url", proxy.url, "--insecure", "evaluate", "models", str(judg), "--index",
+                         tiny_index, "--fields", "title,abstract", "-o", str(report)], proxy.env(), secrets_=[proxy.password]))
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r.stderr
     assert lines[0].startswith("warning: ") and "--insecure" in lines[0] and "not verified" in lines[0], lines[0]

@@ -33,11 +33,11 @@ def sharded(ltr_cluster, tmp_path_factory):
     save_ranklib(cranfield.judgments().subset(QIDS), d / "j.txt")
     url = ltr_cluster.url
     for args in (("--url", url, "log", str(d / "j.txt"), "--featureset", fs, "--index",
-                  "cran-3-shards", "--candidates", str(WINDOW), "-o", str(d / "c.txt")),
+                  "cran-3-shards", "--fields", "title,abstract", "--window", str(WINDOW), "-o", str(d / "c.txt")),
                  ("train", str(d / "c.txt"), "--algo", "lambdamart", "--trees", "20", "--depth", "3",
                   "-o", str(d / "m.json")),
                  ("predict", str(d / "m.json"), str(d / "c.txt"), "-o", str(d / "s.txt")),
-                 ("--url", url, "upload", str(d / "m.json"), "--name", "shards", "--featureset", fs)):
+                 ("--url", url, "model", "upload", str(d / "m.json"), "--name", "shards", "--featureset", fs)):
         r = run_cli(*args)
         assert r.returncode == 0, r.stderr
     model = r.stdout.split("uploaded ")[1].split()[0]

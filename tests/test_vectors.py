@@ -101,7 +101,7 @@ def test_the_artifact_records_the_encoder_and_upload_refuses_another_index(seman
         meta = _mapping(conn, other)["_meta"]
         meta["vectors"]["encoder"] = dict(meta["vectors"]["encoder"], sha256="0" * 64, name="other")
         request(conn, "PUT", f"/{other}/_mapping", {"_meta": meta})
-        r = cli("--url", conn.url, "upload", str(model), "--name", "vec-refused", "--featureset",
+        r = cli("--url", conn.url, "model", "upload", str(model), "--name", "vec-refused", "--featureset",
                 name, "--index", other)
         assert r.returncode == 2 and "encoder" in r.stderr and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
@@ -121,7 +121,7 @@ def test_another_encoder_is_refused_at_logging_and_serving(semantic_logged, tmp_
     jfile = tmp_path / "j.txt"
     jfile.write_text("".join(f"# qid:{q}: {jl.queries[q]}\n" + "".join(
         f"{int(g)} qid:{q} # {d}\n" for d, g in jl.docs_of(q)) for q in jl.judged_qids()[:2]))
-    r = cli("--url", conn.url, "log", str(jfile), "--featureset", name, "--index", "cranfield-test",
+    r = cli("--url", conn.url, "log", str(jfile), "--featureset", name, "--fields", "title,abstract", "--index", "cranfield-test",
             "-o", str(tmp_path / "x.txt"), env=env)
     assert r.returncode == 2 and "came from encoder" in r.stderr and "enc384:encode" in r.stderr
     assert not (tmp_path / "x.txt").exists() and "Traceback" not in r.stderr
@@ -173,14 +173,14 @@ def test_vectors_added_to_an_existing_index_resume_after_a_kill(ltr_cluster, tmp
         conn.client().indices.refresh(index=index)
         first = request(conn, "POST", f"/{index}/_count", {"query": {"exists": {"field": FIELD}}})["count"]
         assert first == 2
-        r = cli("--url", conn.url, "index", "vectors", "--index", index, "--fields", "title,body")
+        r = cli("--url", conn.url, "index", "vectors", "--index", index, "--vector-fields", "title,body")
         assert r.returncode == 0, r.stderr
         assert "for 4 documents" in r.stdout and "1 without text" in r.stdout   # only the rest
         assert index_vectors(conn, index)["text_fields"] == ["title", "body"]
         hit = request(conn, "GET", f"/{index}/_doc/d3")["_source"][FIELD]
         expect = default_encoder().encode(["panel flutter\naeroelastic instability of thin panels in supersonic flow"])[0]
         assert np.allclose(hit, expect, atol=1e-6)
-        again = cli("--url", conn.url, "index", "vectors", "--index", index, "--fields", "title,body")
+        again = cli("--url", conn.url, "index", "vectors", "--index", index, "--vector-fields", "title,body")
         assert again.returncode == 0 and "for 0 documents" in again.stdout
     finally:
         conn.client().indices.delete(index=index, ignore_unavailable=True)
@@ -198,15 +198,15 @@ def test_vectors_written_by_the_users_pipeline_are_named_not_recomputed(ltr_clus
         for i, (t, v) in enumerate(zip(texts, vecs)):
             conn.client().index(index=index, id=str(i), body={"title": t, "emb": v.tolist()})
         conn.client().indices.refresh(index=index)
-        r = cli("--url", conn.url, "index", "vectors", "--index", index, "--existing", "--field", "emb",
-                "--fields", "title")
+        r = cli("--url", conn.url, "index", "vectors", "--index", index, "--existing", "--vector-field", "emb",
+                "--vector-fields", "title")
         assert r.returncode == 0 and "median cosine 1.0000" in r.stdout, r.stdout + r.stderr
         rec = index_vectors(conn, index)
         assert rec["field"] == "emb" and rec["written_by"] == "user"
-        r = cli("--url", conn.url, "index", "vectors", "--index", index, "--existing", "--field", "emb",
-                "--fields", "title", env={"LTR_ENCODER": "no_such_mod:f"})
+        r = cli("--url", conn.url, "index", "vectors", "--index", index, "--existing", "--vector-field", "emb",
+                "--vector-fields", "title", env={"LTR_ENCODER": "no_such_mod:f"})
         assert r.returncode == 2 and "cannot be loaded" in r.stderr
-        r = cli("--url", conn.url, "index", "vectors", "--index", index, "--existing", "--field", "title")
+        r = cli("--url", conn.url, "index", "vectors", "--index", index, "--existing", "--vector-field", "title")
         assert r.returncode == 2 and "no knn_vector field 'title'" in r.stderr
     finally:
         conn.client().indices.delete(index=index, ignore_unavailable=True)
@@ -229,8 +229,8 @@ def test_genuine_vectors_of_short_texts_pass_and_another_models_are_refused(ltr_
             for i, (t, v) in enumerate(zip(fixture["texts"], fixture[source])):
                 conn.client().index(index=index, id=str(i), body={"title": str(t), "emb": v.tolist()})
             conn.client().indices.refresh(index=index)
-            r = cli("--url", conn.url, "index", "vectors", "--index", index, "--existing", "--field", "emb",
-                    "--fields", "title")
+            r = cli("--url", conn.url, "index", "vectors", "--index", index, "--existing", "--vector-field", "emb",
+                    "--vector-fields", "title")
             assert r.returncode == code, r.stdout + r.stderr
             if code == 0:
                 assert "median cosine 0.98" in r.stdout and index_vectors(conn, index)["field"] == "emb"
@@ -283,7 +283,7 @@ def test_a_cluster_without_the_knn_plugin_keeps_the_lexical_path(fresh_home, cli
         jfile = tmp_path / "j.txt"
         jfile.write_text("".join(f"# qid:{q}: {jl.queries[q]}\n" + "".join(
             f"{int(g)} qid:{q} # {d}\n" for d, g in jl.docs_of(q)) for q in jl.judged_qids()[:3]))
-        r = cli("--url", url, "log", str(jfile), "--featureset", "cranfield-lexical", "--index", "lex",
+        r = cli("--url", url, "log", str(jfile), "--featureset", "cranfield-lexical", "--fields", "title,abstract", "--index", "lex",
                 "-o", str(tmp_path / "lex.txt"), env=env)
         assert r.returncode == 0 and (tmp_path / "lex.txt").read_text().count("qid:") > 10, r.stderr
     finally:
@@ -300,10 +300,10 @@ def test_upload_refuses_a_model_trained_on_another_feature_set_version(semantic_
     from ltr_toolkit.stores import store as st
     from ltr_toolkit.data.featuresets import load_featureset
     other, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.LEXICAL_FEATURE_SET))
-    r = cli("--url", conn.url, "upload", str(model), "--name", "wrong-set", "--featureset", other)
+    r = cli("--url", conn.url, "model", "upload", str(model), "--name", "wrong-set", "--featureset", other)
     assert r.returncode == 2 and "another version of feature set" in r.stderr, r.stderr
     assert f"--featureset {name}" in r.stderr and "Traceback" not in r.stderr
-    r = cli("--url", conn.url, "upload", str(model), "--name", "right-set", "--featureset", name)
+    r = cli("--url", conn.url, "model", "upload", str(model), "--name", "right-set", "--featureset", name)
     assert r.returncode == 0, r.stderr
 
 

@@ -1,6 +1,14 @@
 """The ``ltr`` command line: a thin layer over the library, one module per group of
-commands (``admin``, ``documents``, ``logs``, ``models``, ``export``, ``learning``) over
-``common``.
+commands over ``common`` (the apps, the options every command shares, their one meaning
+each: docs/cli.md):
+
+* ``learning``: ``demo``, ``train``, ``predict``, ``judgments click-features``;
+* ``logs``: ``log``;
+* ``evaluate``: ``evaluate models|cv|interleaving``;
+* ``query``: ``query search|explain``;
+* ``model``: ``model upload|export|list|show|delete|prune|explain``;
+* ``corpus``: ``index ...`` and ``judgments ...``;
+* ``admin``: ``featureset ...``, ``store ...``, ``cluster ...``, ``job run``.
 
 User errors (bad files, no node, no plugin, no store) end with one line on stderr and
 exit code 2; no traceback.
@@ -14,27 +22,30 @@ import typer
 
 from ..errors import UserError
 # the command modules register their commands on import, in the order `ltr --help` lists them
-from . import admin, documents, logs, models, export, learning, online  # noqa: F401,I001
-from .common import app, err, out
-import sys
+from . import learning, logs, evaluate, query, model, corpus, admin  # noqa: F401,I001
+from .common import alias, app, err, out
+import logging
 import tempfile
 import traceback
 
-def _two_word_commands(argv: Optional[List[str]]) -> List[str]:
-    """``evaluate interleaving`` is the command :data:`.online.COMMAND` (``ltr evaluate``
-    takes a judgments file as its first argument, so it cannot be a group)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    for i in range(len(args) - 1):
-        if args[i] == "evaluate" and args[i + 1] == "interleaving":
-            return args[:i] + [online.COMMAND] + args[i + 2:]
-    return args
+alias(app, "evaluate-interleaving", "evaluate interleaving", evaluate.evaluate_interleaving)
+#: `ltr --help` lists the loop's steps in the order a user takes them, then the groups
+_STEPS = ("demo", "log", "train", "predict")
+app.registered_commands.sort(key=lambda c: _STEPS.index(c.name) if c.name in _STEPS else len(_STEPS))
+
+
+#: client libraries that log every non-2xx answer as a WARNING line: the toolkit reports
+#: what went wrong itself (in one line), and a 404 it asked for on purpose is no warning
+_QUIET_LOGGERS = ("opensearch", "elastic_transport", "elasticsearch", "urllib3")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the CLI: user errors (ours and typer's usage errors) are one line on stderr and
     exit 2; anything unexpected is one line naming where the full trace went, exit 1."""
+    for name in _QUIET_LOGGERS:     # a handler of their own: Python's last-resort one stays silent
+        logging.getLogger(name).addHandler(logging.NullHandler())
     try:
-        rv = app(args=_two_word_commands(argv), standalone_mode=False, prog_name="ltr")
+        rv = app(args=argv, standalone_mode=False, prog_name="ltr")
         if isinstance(rv, int):
             return rv
     except UserError as exc:

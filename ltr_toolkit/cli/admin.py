@@ -12,24 +12,26 @@ import typer
 from rich.table import Table
 
 from ..errors import ClusterError, UserError
-from .common import (Algo, EXIT_PARTIAL, EngineOpt, FieldsOpt, Format, Statistics, StatsOpt,
-                     StoreOpt, TemplateOpt, _conn, _engine, _engine_conn, _first_stage, _ltr_conn,
-                     _writable, cluster_app, err, featureset_app, job_app, out, store_app)
+from .common import (Algo, EXIT_PARTIAL, CutoffOpt, FieldsOpt, FoldsOpt, IndexOpt,
+                     InputFormatOpt, JsonOpt, OldEngineOpt, QueriesFileOpt, ReportOpt, Statistics,
+                     StatsOpt, StoreOpt, TemplateOpt, WorkdirOpt, _conn, _first_stage, _ltr_conn,
+                     _old_engine, _print_json, _writable, cluster_app, err, featureset_app,
+                     job_app, out, store_app)
 
 
 @cluster_app.command("start")
-def cluster_start(ctx: typer.Context, engine: EngineOpt = None,
+def cluster_start(ctx: typer.Context, engine: OldEngineOpt = None,
                   no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start the engine without the LTR plugin when it cannot be provisioned (diagnostics only).")] = False,
                   nodes: Annotated[int, typer.Option("--nodes", min=1, help="Start a cluster of N local nodes (each 512 MiB heap).")] = 1,
                   no_knn: Annotated[bool, typer.Option("--no-knn", help="OpenSearch: without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False):
-    """Provision (cached) and start a local node of --engine (OpenSearch 3.6.0 or
+    """Provision (cached) and start a local node of `ltr --engine E` (OpenSearch 3.6.0 or
     Elasticsearch 8.17.0, from Maven Central), or a cluster of N nodes; return when it is
     healthy."""
     from ..transport import localnode
     from ..transport.distributions import distribution
     from ..transport.localcluster import start_cluster
     t0 = time.monotonic()
-    dist = distribution(_engine(ctx, engine))
+    dist = distribution(_old_engine(ctx, engine))
     if nodes > 1:
         started = start_cluster(nodes, require_plugin=not no_ltr, log=lambda m: err.print(m),
                                 engine=dist.engine)
@@ -47,12 +49,13 @@ def cluster_start(ctx: typer.Context, engine: EngineOpt = None,
 
 
 @cluster_app.command("stop")
-def cluster_stop(ctx: typer.Context, engine: EngineOpt = None):
-    """Stop the node(s) `ltr cluster start` started (by their pids): of --engine, else all."""
+def cluster_stop(ctx: typer.Context, engine: OldEngineOpt = None):
+    """Stop the node(s) `ltr cluster start` started (by their pids): of `ltr --engine E`,
+    else all."""
     from ..transport import localnode
     from ..transport.distributions import DISTRIBUTIONS
     from ..transport.localcluster import stop_all
-    name = _engine(ctx, engine)
+    name = _old_engine(ctx, engine)
     many = stop_all(name)
     single = [localnode.stop(d.engine) for d in DISTRIBUTIONS if not name or d.engine == name]
     if many:
@@ -64,12 +67,13 @@ def cluster_stop(ctx: typer.Context, engine: EngineOpt = None):
 
 
 @cluster_app.command("status")
-def cluster_status(ctx: typer.Context, engine: EngineOpt = None):
+def cluster_status(ctx: typer.Context, engine: OldEngineOpt = None, as_json: JsonOpt = False):
     """URL, engine and version, LTR plugin version, vectors and health; exit 1 when no
     node answers."""
     from ..transport import client as cl
     from ..transport.engine import detect
-    conn = _engine_conn(ctx, engine)
+    _old_engine(ctx, engine)
+    conn = _conn(ctx)
     try:
         found = detect(conn)
         health = cl.request(conn, "GET", "/_cluster/health")
@@ -77,14 +81,16 @@ def cluster_status(ctx: typer.Context, engine: EngineOpt = None):
     except ClusterError as exc:   # nothing (usable) answers: exit 1; bad settings stay exit 2
         err.print(f"error: {exc}")
         raise typer.Exit(1)
-    table = Table(show_header=False)
-    table.add_row("url", conn.display_url)
-    table.add_row("engine", found.label)
-    table.add_row("ltr plugin", ltr or "not installed")
     vectors = found.vectors
-    table.add_row("vectors", f"{vectors.field_type} (semantic features; score {vectors.score})"
-                  if vectors else "none: no k-NN plugin (lexical features only)")
-    table.add_row("health", health.get("status", "?"))
+    rows = {"url": conn.display_url, "engine": found.label, "ltr plugin": ltr or "not installed",
+            "vectors": f"{vectors.field_type} (semantic features; score {vectors.score})"
+            if vectors else "none: no k-NN plugin (lexical features only)",
+            "health": health.get("status", "?")}
+    if as_json:
+        return _print_json(rows)
+    table = Table(show_header=False)
+    for key, value in rows.items():
+        table.add_row(key, value)
     out.print(table)
 
 
@@ -130,7 +136,9 @@ def store_list(ctx: typer.Context):
 # --------------------------------------------------------------------------- featureset
 
 @featureset_app.command("upload")
-def featureset_upload(ctx: typer.Context, file: Path, store: StoreOpt = None):
+def featureset_upload(ctx: typer.Context,
+                      file: Annotated[Path, typer.Argument(help="A feature set file (JSON: name and features with their templates).")],
+                      store: StoreOpt = None):
     """Upload a feature set file (validated locally first)."""
     from ..data.featuresets import load_featureset
     from ..stores import store as st
@@ -152,7 +160,9 @@ def featureset_list(ctx: typer.Context, store: StoreOpt = None):
 
 
 @featureset_app.command("show")
-def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
+def featureset_show(ctx: typer.Context,
+                    name: Annotated[str, typer.Argument(help="The stored feature set's name.")],
+                    store: StoreOpt = None):
     """Print a stored feature set as JSON."""
     from ..stores import store as st
     conn = _ltr_conn(ctx)
@@ -160,23 +170,24 @@ def featureset_show(ctx: typer.Context, name: str, store: StoreOpt = None):
     if fs is None:
         raise UserError(f"feature set {name} not found in store {store or '(default)'}",
                         "upload it with `ltr featureset upload FILE`")
-    out.print_json(json.dumps(fs))
+    _print_json(fs)
 
 
 @featureset_app.command("cost")
-def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
-                    index: Annotated[str, typer.Option("--index")] = "cranfield",
+def featureset_cost(ctx: typer.Context,
+                    name: Annotated[str, typer.Argument(help="The stored feature set's name.")],
+                    judgments: Annotated[Path, typer.Argument(help="The judged queries (RankLib, TREC qrels, CSV or JSONL).")],
+                    index: IndexOpt,
                     store: StoreOpt = None, fields: FieldsOpt = None, first_stage: TemplateOpt = None,
                     statistics: StatsOpt = Statistics.dfs,
                     window: Annotated[int, typer.Option("--window", min=1, help="The depth reranked: the first stage's global top WINDOW.")] = 100,
                     algo: Annotated[Algo, typer.Option("--algo", help="The model family of the ablation.")] = Algo.lambdamart,
-                    folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds of the ablation.")] = 5,
+                    folds: FoldsOpt = 5,
                     timing_queries: Annotated[int, typer.Option("--timing-queries", min=1, help="Judged queries timed live.")] = 100,
                     passes: Annotated[int, typer.Option("--passes", min=1, help="Timed passes over them (after one warm-up pass).")] = 2,
-                    workdir: Annotated[Path, typer.Option("--workdir", help="Where the logged candidates go.")] = Path("ltr-cost"),
-                    fmt: Annotated[Optional[Format], typer.Option("--format", help="Judgment format; guessed from the name when omitted.")] = None,
-                    queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None,
-                    json_out: Annotated[Optional[Path], typer.Option("--json")] = None):
+                    workdir: WorkdirOpt = Path("ltr-cost"),
+                    input_format: InputFormatOpt = None, queries: QueriesFileOpt = None,
+                    output: ReportOpt = None, as_json: JsonOpt = False):
     """What each feature of a stored set costs at serving time (ms added to the request,
     measured live) next to what it brings to NDCG@k (drop-one ablation under
     cross-validation on the logged candidates: a negative delta means the feature helps)."""
@@ -184,16 +195,18 @@ def featureset_cost(ctx: typer.Context, name: str, judgments: Path,
     from ..io.atomic import write_json
     from ..pipeline.featurecost import cost_report
     from ..serving.serving import Serving
-    _writable(json_out)
-    jl = load_judgments(judgments, fmt.value if fmt else None, queries)
+    _writable(output)
+    jl = load_judgments(judgments, input_format.value if input_format else None, queries)
     stage = _first_stage(fields, first_stage, statistics)
     conn = _ltr_conn(ctx)
     stage.check(conn, index)
     rep = cost_report(conn, Serving(index, stage, window, store), jl, name, workdir, algo.value,
                       folds, timing_queries, passes, log=lambda m: err.print(m))
+    if output:
+        write_json(output, rep)
+    if as_json:
+        return _print_json(rep)
     out.print(_cost_table(rep))
-    if json_out:
-        write_json(json_out, rep)
 
 
 def _cost_table(rep: dict) -> Table:

@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import replace
 import json
 import time
 from pathlib import Path
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
+from rich import box
 from rich.table import Table
 
 from ..errors import UserError
@@ -25,20 +27,20 @@ import os
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, add_completion=False,
                   help="Learning to rank for OpenSearch/Elasticsearch with the LTR plugin.")
-cluster_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The local node (OpenSearch or Elasticsearch) with the LTR plugin.")
-store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="LTR feature stores.")
-featureset_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Feature sets in a store.")
-app.add_typer(cluster_app, name="cluster")
-app.add_typer(store_app, name="store")
-app.add_typer(featureset_app, name="featureset")
+evaluate_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The first stage against rerankers on judged queries (live), or interleaved rankers on users' clicks.")
+query_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Live queries: the first stage and the reranked results, and why.")
+model_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Model artifacts and the models stored in the cluster: upload, export, list, show, delete, prune, explain.")
+featureset_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Feature sets in a store, and what each feature costs and brings.")
 index_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Load document collections into an index.")
-judgments_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Judgment lists.")
-app.add_typer(index_app, name="index")
-app.add_typer(judgments_app, name="judgments")
-model_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Models in a feature store.")
-app.add_typer(model_app, name="model")
+judgments_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Judgment lists: check, from Cranfield, from clicks.")
+store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="LTR feature stores.")
+cluster_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The local node (OpenSearch or Elasticsearch) with the LTR plugin.")
 job_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Scheduled feature-logging jobs.")
-app.add_typer(job_app, name="job")
+for _name, _group in (("evaluate", evaluate_app), ("query", query_app), ("model", model_app),
+                      ("featureset", featureset_app), ("index", index_app),
+                      ("judgments", judgments_app), ("store", store_app),
+                      ("cluster", cluster_app), ("job", job_app)):
+    app.add_typer(_group, name=_name)
 
 # markup off: paths, model and feature-set names are echoed as they are (a name with
 # ``[/x]`` in it is text, not a Rich tag that would end a finished command with exit 1)
@@ -69,6 +71,8 @@ Grading = choices("Grading", "levels", "estimate")
 Positions = choices("Positions", "auto", zero="0", one="1")
 Via = choices("Via", "plugin", "named-queries")
 EngineName = choices("EngineName", "opensearch", "elasticsearch")
+#: where a model is served: the LTR plugin's store, or Elasticsearch's native trained models
+Target = choices("Target", "plugin", "elasticsearch")
 #: the local node's engine: a command's own --engine, else the global one (LTR_ENGINE)
 EngineOpt = Annotated[Optional[EngineName], typer.Option("--engine", help="The local node's engine (default: the global --engine / LTR_ENGINE, else opensearch).")]
 
@@ -181,13 +185,18 @@ def _ltr_conn(ctx: typer.Context):
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Feature store name (default store when omitted).")]
 
 
-FieldsOpt = Annotated[Optional[str], typer.Option("--fields", help="First stage: BM25 best_fields over these comma-separated fields (default title,abstract).")]
+FieldsOpt = Annotated[Optional[str], typer.Option("--fields", help="First stage: BM25 best_fields over these comma-separated fields of the index (this or --first-stage, unless a stored model's serving contract names its first stage).")]
 TemplateOpt = Annotated[Optional[Path], typer.Option("--first-stage", help="First stage: a search template file {\"query\": {...}} with {{keywords}} and per-query params.")]
 StatsOpt = Annotated[Statistics, typer.Option("--statistics", help="Term statistics of the first stage, the logged features and the rescore: dfs (the whole index's, whatever the number of shards) or shard (each shard's own: query_then_fetch). Serve a model with the statistics it was logged with.")]
 
 
 def _first_stage(fields: Optional[str], template: Optional[Path], statistics: Statistics = Statistics.dfs):
+    """The first stage the options name; one line when they name none (the toolkit does
+    not guess a user's fields)."""
     from ..query.firststage import FirstStage
+    if not fields and template is None:
+        raise UserError("no first stage: the command searches the index first",
+                        "name it with --fields F1,F2 (BM25 over those fields) or --first-stage FILE")
     return FirstStage.resolve(template, [f for f in fields.split(",")] if fields else None,
                               (statistics or Statistics.dfs).value)
 
@@ -200,7 +209,10 @@ def _given_first_stage(fields: Optional[str], template: Optional[Path],
                        statistics: Optional[Statistics]) -> FirstStage | None:
     """The first stage the options give; None when none of --fields, --first-stage and
     --statistics is given (a stored model is then served with its contract's)."""
-    if fields is None and template is None and statistics is None:
+    if fields is None and template is None:
+        if statistics is not None:
+            raise UserError("--statistics goes with --fields or --first-stage",
+                            "name the first stage too, or drop --statistics to serve the model's contract")
         return None
     return _first_stage(fields, template, statistics)
 
@@ -251,8 +263,15 @@ def _report_table(report: dict) -> Table:
     """An evaluation report (see ``evaluation.compare``) as a table: a row per system."""
     metrics = list(next(iter(report["systems"].values())))
     many = len(report["tests"]) > 1 and all("p_corrected" in t for t in report["tests"].values())
-    table = Table("system", *metrics, f"p (vs {report['baseline']})",
-                  *(["p corrected (max-T)"] if many else []), "W/T/L")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True,
+                  caption_justify="left",
+                  caption=f"p: paired randomisation test vs {report['baseline']}"
+                  + ("; max-T: corrected for the systems compared" if many else "")
+                  + "; W/T/L: queries won, tied, lost")
+    # a system's name is never cut: the other columns wrap their headers and values instead
+    table.add_column("system", no_wrap=True, min_width=max(map(len, report["systems"])))
+    for header in (*metrics, "p", *(["max-T"] if many else []), "W/T/L"):
+        table.add_column(header, overflow="fold", justify="right")
     for n, vals in report["systems"].items():
         t = report["tests"].get(n)
         table.add_row(n, *(f"{vals[m]:.4f}" for m in metrics), f"{t['p_value']:.4f}" if t else "",
@@ -261,7 +280,7 @@ def _report_table(report: dict) -> Table:
     return table
 
 
-JobsOpt = Annotated[Optional[int], typer.Option("--jobs", min=1, help="With --cv: fold fits run at once, in worker processes (default: the cores, fewer when memory is short; also LTR_JOBS).")]
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", min=1, help="Fold fits run at once, in worker processes (default: the cores, fewer when memory is short; also LTR_JOBS).")]
 # where UBI events come from, when not a file: the cluster's indices over a time range
 DaysOpt = Annotated[Optional[float], typer.Option("--days", help="Cluster: the last N days of events.")]
 SinceOpt = Annotated[Optional[str], typer.Option("--since", help="Cluster: events at or after this time (ISO 8601).")]
@@ -279,3 +298,46 @@ def _failed_queries(report: dict) -> None:
         err.print(f"failed: query {q}: {why}")
     if failed:
         raise typer.Exit(EXIT_PARTIAL)
+
+
+# --------------------------------------------------------------------------- one name, one meaning
+# (docs/cli.md: the grammar; tests/test_cli_grammar.py walks every command against it)
+
+IndexOpt = Annotated[str, typer.Option("--index", help="The index searched (required: the toolkit never guesses it).")]
+InputFormatOpt = Annotated[Optional[Format], typer.Option("--input-format", help="The judgments file's format; guessed from its name when omitted.")]
+QueriesFileOpt = Annotated[Optional[Path], typer.Option("--queries", help="The queries file that goes with TREC qrels (id and text per line).")]
+CutoffOpt = Annotated[int, typer.Option("--cutoff", "-k", min=1, help="The metrics' depth: NDCG@K, ERR@K, AP@K, RR@K.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (folds, sampling, initial weights): the same seed, the same result.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout instead of the table (progress stays on stderr).")]
+ReportOpt = Annotated[Optional[Path], typer.Option("-o", "--output", help="Also write the full report here, as JSON (atomically).")]
+FoldsOpt = Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds.")]
+WorkdirOpt = Annotated[Path, typer.Option("--workdir", help="Where logged candidates, features and fold models go.")]
+SizeOpt = Annotated[int, typer.Option("--size", min=1, help="Hits shown.")]
+ParamOpt = Annotated[Optional[List[str]], typer.Option("--param", help="Extra template parameter NAME=VALUE (repeatable).")]
+#: a command's old per-command --engine: kept hidden for one release (the global option is the one)
+OldEngineOpt = Annotated[Optional[EngineName], typer.Option("--engine", hidden=True, help="Deprecated here: use the global option, `ltr --engine E COMMAND`.")]
+
+
+def _old_engine(ctx: typer.Context, given) -> str | None:
+    """The engine of a command that still takes the old per-command ``--engine``: it says
+    once where the option now goes, and wins over the global one as it did."""
+    if given is not None:
+        err.print(f"note: `{ctx.command_path} --engine` is now `ltr --engine {given.value} "
+                  f"{ctx.command_path.partition(' ')[2]}` (the per-command spelling goes in the next release)")
+        ctx.find_root().meta["engine"] = given.value
+    return ctx.find_root().meta.get("engine")
+
+
+def alias(group: typer.Typer, old: str, new: str, command) -> None:
+    """Register ``command`` again, hidden, under its old spelling ``ltr OLD``: it runs the
+    same code after one line naming the new spelling (kept for one release)."""
+    @functools.wraps(command)
+    def renamed(*args, **kwargs):
+        err.print(f"note: `ltr {old}` is now `ltr {new}` (the old spelling goes in the next release)")
+        return command(*args, **kwargs)
+    group.command(old, hidden=True, help=f"Renamed: `ltr {new}`.")(renamed)
+
+
+def _print_json(value) -> None:
+    """A result as JSON on stdout (``--json``)."""
+    print(json.dumps(value, indent=2, default=str))

@@ -7,23 +7,24 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import (EXIT_PARTIAL, FieldsOpt, Format, JudgedOutside, Statistics, StatsOpt, StoreOpt,
-                     TemplateOpt, Unjudged, Via, _conn, _first_stage, _ltr_conn, _progress,
-                     _writable, app, err, out)
+from .common import (EXIT_PARTIAL, FieldsOpt, IndexOpt, InputFormatOpt, JudgedOutside,
+                     QueriesFileOpt, Statistics, StatsOpt, StoreOpt, TemplateOpt, Unjudged, Via,
+                     _conn, _first_stage, _ltr_conn, _progress, _writable, app, err, out)
 
 
 @app.command("log")
-def log_cmd(ctx: typer.Context, judgments: Path,
-            featureset: Annotated[str, typer.Option("--featureset", help="A stored feature set; with --via named-queries also a feature set file (.json).")],
-            output: Annotated[Path, typer.Option("-o", "--output")],
-            index: Annotated[str, typer.Option("--index")] = "cranfield",
+def log_cmd(ctx: typer.Context,
+            judgments: Annotated[Path, typer.Argument(help="The judged queries (RankLib, TREC qrels, CSV or JSONL).")],
+            featureset: Annotated[str, typer.Option("--featureset", help="The feature set logged: a stored set's name (with --via named-queries also a feature set file).")],
+            output: Annotated[Path, typer.Option("-o", "--output", help="The logged rows (SVMlight/RankLib, what each column means in OUT.json beside it).")],
+            index: IndexOpt,
             store: StoreOpt = None,
-            fmt: Annotated[Optional[Format], typer.Option("--format")] = None,
-            queries: Annotated[Optional[Path], typer.Option("--queries")] = None,
+            input_format: InputFormatOpt = None,
+            queries: QueriesFileOpt = None,
             batch: Annotated[int, typer.Option("--batch", min=1, help="Queries per _msearch round trip.")] = 25,
-            candidates: Annotated[Optional[int], typer.Option("--candidates", min=1, help="Log the first stage's top K per query (labelled from the judgments), not only the judged pairs.")] = None,
-            unjudged: Annotated[Unjudged, typer.Option("--unjudged", help="With --candidates: unjudged documents as grade 0, or dropped.")] = Unjudged.zero,
-            judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="With --candidates: judged documents outside the top K.")] = JudgedOutside.exclude,
+            candidates: Annotated[Optional[int], typer.Option("--window", min=1, help="Log the first stage's top WINDOW per query (labelled from the judgments), not only the judged pairs: the candidates a model reranks.")] = None,
+            unjudged: Annotated[Unjudged, typer.Option("--unjudged", help="With --window: unjudged documents as grade 0, or dropped.")] = Unjudged.zero,
+            judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="With --window: judged documents outside the top WINDOW.")] = JudgedOutside.exclude,
             fields: FieldsOpt = None, first_stage: TemplateOpt = None,
             statistics: StatsOpt = Statistics.dfs,
             incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False,
@@ -34,7 +35,7 @@ def log_cmd(ctx: typer.Context, judgments: Path,
     from ..features.candidates import judged_candidates
     from ..features.featurelog import log_features, log_incremental
     _writable(output)
-    jl = load_judgments(judgments, fmt.value if fmt else None, queries)
+    jl = load_judgments(judgments, input_format.value if input_format else None, queries)
     fs_stage = _first_stage(fields, first_stage, statistics)
     conn = _ltr_conn(ctx) if via is Via.plugin else _conn(ctx)
     info = budget = None

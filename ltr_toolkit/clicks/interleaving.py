@@ -1,7 +1,7 @@
 """Interleaved searches in UBI, and the clicks credited to their teams.
 
 Where the attribution lives: the search's ``ubi_queries`` record, written by the toolkit
-when it serves an interleaved list (``ltr search --interleave A,B --ubi``,
+when it serves an interleaved list (``ltr query search --interleave A,B --ubi``,
 :func:`record`)::
 
     {"query_id": "...", "user_query": "...", "query_response_hit_ids": [d1, d2, ...],

@@ -8,7 +8,7 @@ the cluster accepts for a feature set and first stage (``query.clauses``) and, f
 query with more distinct words than that, sends its first ``max_terms`` distinct words
 (lower-cased, in order of first appearance, without the 33 English stop words Lucene's
 English analyzer drops). A query within the budget is sent as it is. The rule is pure
-text: logging, training, ``ltr search``, ``ltr evaluate`` and users' own code apply it
+text: logging, training, ``ltr query search``, ``ltr evaluate`` and users' own code apply it
 with the same ``max_terms`` (recorded in the logged data's sidecar and the model artifact).
 """
 

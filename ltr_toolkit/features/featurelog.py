@@ -387,7 +387,7 @@ def _same_logging(out: Path, old: dict, fsinfo: dict, stage: FirstStage, feature
     k_now = (candidates or {}).get("k")
     if k_was is not None and k_now is not None and k_was != k_now:
         raise UserError(f"{out} holds the first stage's top {k_was}, this run asks for the top "
-                        f"{k_now}", f"log with --candidates {k_was}, or to a new file")
+                        f"{k_now}", f"log with --window {k_was}, or to a new file")
 
 
 def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,

@@ -5,8 +5,8 @@ rescorer over a trained model whose ``inference_config.learning_to_rank`` comput
 features (``feature_extractors``: one ``query_extractor`` per feature, a mustache query
 template rendered with the rescorer's ``params`` over ``default_params``) and whose
 ``definition.trained_model.ensemble`` scores them. The body is made here from the model
-artifact and its feature set alone (no cluster: ``ltr export``); sending it is
-``ltr upload --target elasticsearch``'s.
+artifact and its feature set alone (no cluster: ``ltr model export``); sending it is
+``ltr model upload --target elasticsearch``'s.
 
 The ensemble, read from the booster's saved JSON model (what the artifact stores):
 
@@ -77,7 +77,7 @@ def refuse_non_trees(algo: str) -> None:
     kind = "a linear model" if algo == "linear" else "a neural network"
     raise ExportError(f"{algo} is {kind}: Elasticsearch's learning_to_rank rescorer takes tree "
                       "ensembles only", "train lambdamart or ranknet-tree for the native path, "
-                      "or serve this model with the LTR plugin: ltr upload")
+                      "or serve this model with the LTR plugin: ltr model upload")
 
 
 # --------------------------------------------------------------------------- the ensemble

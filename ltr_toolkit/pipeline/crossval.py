@@ -162,7 +162,8 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         ranked = run.rankings(algos, jobs, log)
         for algo in algos:
             per_query[algo] = run_metrics(ranked[algo], qids, truth, k)
-            log(f"{algo}: chosen per fold: {run.chosen[algo]}")
+            log(f"{algo}: chosen per fold: "
+                + "; ".join(f"{f + 1}) {describe_choice(c)}" for f, c in enumerate(run.chosen[algo])))
     finally:
         left = [] if keep_models else _clean_up(conn, run.models, store, log)
     return _report(run, per_query, ranked, baseline_name, jl, truth, algos, side, failed, left,
@@ -325,6 +326,29 @@ def _summary(art: dict, fixed) -> dict:
         return {"first_stage": True, **left}
     return {"settings": sel["params"], "blend": sel["blend"],
             "rescore_query_weight": of_artifact(art).weights[1], **left}
+
+
+def describe_choice(chosen: dict | None) -> str:
+    """A fold's choice (:func:`_summary`) as short text: ``depth 4, lr 0.1, 100 trees,
+    blend 4``, or ``first stage kept``."""
+    if chosen is None:
+        return "not fitted"
+    left = chosen.get("left_out")
+    tail = f" (the budget left out {len(left)})" if left else ""
+    if chosen.get("first_stage"):
+        return "first stage kept" + tail
+    parts = [_setting(k, v) for k, v in sorted((chosen.get("settings") or {}).items())]
+    blend = chosen.get("blend")
+    parts.append("alone" if blend is None else f"blend {blend:.3g}")
+    return ", ".join(parts) + tail
+
+
+def _setting(name: str, value) -> str:
+    if isinstance(value, (list, tuple)):
+        value = "-".join(str(v) for v in value)
+    elif isinstance(value, float):
+        value = f"{value:.3g}"
+    return f"{value} trees" if name == "trees" else f"{name} {value}"
 
 
 def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,

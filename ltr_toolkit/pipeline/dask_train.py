@@ -1,6 +1,6 @@
 """``ltr train --dask``: the tree rankers trained on a Dask cluster from files the workers
 read, written as the same model artifact as ``train.train_from_files`` (``ltr predict``,
-``ltr upload`` take it unchanged). The settings are ``train.make_estimator``'s; the
+``ltr model upload`` take it unchanged). The settings are ``train.make_estimator``'s; the
 metrics in the artifact are computed on the workers, over every query of each split.
 """
 

@@ -220,7 +220,7 @@ def grade_variation(varied: int, n_queries: int, path) -> list[str]:
     """:func:`grade_variation_check` from the number of queries with two grades."""
     if varied == 0:
         raise UserError(f"{path}: no query has two different grades, so there is nothing to learn",
-                        "log candidates (`ltr log --candidates K`) so that unjudged documents "
+                        "log candidates (`ltr log --window K`) so that unjudged documents "
                         "appear as grade 0, or use judgments with graded relevance")
     if varied < n_queries / 2:
         return [f"{path}: only {varied} of {n_queries} queries have two different grades; "

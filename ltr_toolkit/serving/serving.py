@@ -3,7 +3,7 @@ statistics every search uses, ``FirstStage.statistics``), the depth it is rerank
 (``window``: exactly its global top ``window``), the long-query budget and, for
 reranking, the model with its rescore weights.
 
-Logging candidates, cross-validation, ``ltr evaluate``, ``ltr search`` and users' own
+Logging candidates, cross-validation, ``ltr evaluate``, ``ltr query search`` and users' own
 code take one :class:`Serving` and call its methods, so what a model is trained on (the
 candidates :meth:`Serving.log_candidates` logs) and what it reranks
 (:meth:`Serving.rerank`, :meth:`Serving.search`) come from the same values. A stored
@@ -150,7 +150,7 @@ class Serving:
                           encoder=s.encoder, batch=batch)
 
     def search(self, conn: Connection, params: dict, size: int = 10) -> list[dict]:
-        """One query's hits (rank, id, score, title), as ``ltr search`` shows them."""
+        """One query's hits (rank, id, score, title), as ``ltr query search`` shows them."""
         s = self.served(conn) if self.model else self
         return search(conn, s.index, params, s.first_stage, s.rescore, size,
                       max_terms=s.max_terms, encoder=s.encoder)

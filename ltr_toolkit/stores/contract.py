@@ -204,7 +204,7 @@ def recorded(conn: Connection, model: str, store: str | None = None) -> Contract
     if doc.get("model_sha256") != model_hash(conn, model, store):
         warnings.warn(ContractOverrideWarning(
             f"the serving contract recorded for model {model} was written for another model of "
-            "that name: it is not applied (upload the model with `ltr upload` to record one)"))
+            "that name: it is not applied (upload the model with `ltr model upload` to record one)"))
         return None
     contract = Contract.from_dict(doc["contract"])
     contract.check(model)

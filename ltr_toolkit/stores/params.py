@@ -118,7 +118,7 @@ def stored_model(conn, model: str, store: str | None = None) -> dict:
                          lambda: get_document(conn, f"{store_path(store)}/_model/{model}", store))
     if doc is None:
         raise UserError(f"model {model} not found in store {store or '(default)'}",
-                        "`ltr model list` shows the stored models; `ltr upload` adds one")
+                        "`ltr model list` shows the stored models; `ltr model upload` adds one")
     return doc.get("model", {})
 
 

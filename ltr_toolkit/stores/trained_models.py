@@ -56,7 +56,7 @@ def create(conn: Connection, model_id: str, body: dict, alias: str | None = None
     refused in one line (nothing created) where the cluster cannot serve it."""
     why = native_support(conn)
     if why:
-        raise ClusterError(why, "upload to the LTR plugin instead (ltr upload without "
+        raise ClusterError(why, "upload to the LTR plugin instead (ltr model upload without "
                                 "--target), or use a cluster with x-pack-ml and a license that has it")
     method, path, payload = put_request(model_id, body)
     request(conn, method, path, body=payload)

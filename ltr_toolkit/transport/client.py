@@ -208,7 +208,7 @@ def _classify(text: str, status, reason: str, conn: Connection, store: str | Non
     m = re.search(r"Unknown model \[([^\]]*)\]", text)
     if m:
         return MissingResourceError(f"model {m.group(1)} not found in {where} on {url}",
-                            "`ltr model list` shows the stored models; `ltr upload` adds one")
+                            "`ltr model list` shows the stored models; `ltr model upload` adds one")
     m = re.search(r"(?:Unknown featureset|Stored feature set) \[([^\]]*)\]", text)
     if m:
         return MissingResourceError(f"feature set {m.group(1)} not found in {where} on {url}",

@@ -11,22 +11,25 @@ from rich.table import Table
 
 from ..errors import UserError
 from .common import (EXIT_PARTIAL, ClickModel, ClicksAsOpt, DaysOpt, EventsIndexOpt, Format,
-                     Grading, Positions, QueriesIndexOpt, SinceOpt, Split, UntilOpt, _conn,
-                     _event_log, _progress, _writable, err, index_app, judgments_app, out)
+                     Grading, InputFormatOpt, Positions, QueriesFileOpt, QueriesIndexOpt,
+                     SinceOpt, Split, UntilOpt, _conn, _event_log, _progress, _writable, err,
+                     index_app, judgments_app, out)
 
 
 ShardsOpt = Annotated[int, typer.Option("--shards", min=1, help="Primary shards of the new index.")]
 ReplicasOpt = Annotated[int, typer.Option("--replicas", min=0, help="Replicas of each shard.")]
 NeighboursOpt = Annotated[int, typer.Option(
-    "--neighbours", min=0, help="Each document's K nearest neighbours (more_like_this over title "
-    "and abstract, else all its fields) indexed in a 'neighbours' field: index-time feedback "
-    "for the neighbours_bm25 feature. 0: none.")]
+    "--neighbours", min=0, help="Each document's K nearest neighbours (more_like_this) whose text "
+    "is indexed in a 'neighbours' field: index-time feedback for the neighbours_bm25 feature. 0: none.")]
 
 
 VectorsOpt = Annotated[str, typer.Option(
-    "--vectors", help="Comma-separated fields whose text each document's vector encodes "
+    "--vector-fields", help="Comma-separated fields whose text each document's vector encodes "
     "(those the collection has; all its fields when none), written to a knn_vector field "
     "'vector' for the semantic features (needs the k-NN plugin); 'none': no vectors.")]
+NeighbourFieldsOpt = Annotated[str, typer.Option(
+    "--neighbour-fields", help="Comma-separated text fields more_like_this compares to find a "
+    "document's neighbours (best with term vectors).")]
 
 
 def _vector_fields(spec: str):
@@ -56,7 +59,7 @@ def _indexed(res: dict, what: str) -> None:
 
 @index_app.command("cranfield")
 def index_cranfield(ctx: typer.Context,
-                    index: Annotated[str, typer.Option("--index", help="Index name.")] = "cranfield",
+                    index: Annotated[str, typer.Option("--index", help="The index created (the demo's by default).")] = "cranfield",
                     recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
                     shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
                     vectors: VectorsOpt = "title,abstract"):
@@ -71,7 +74,7 @@ def index_cranfield(ctx: typer.Context,
 
 @index_app.command("jsonl")
 def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="One JSON object per line: an id and text fields.")],
-                index: Annotated[str, typer.Option("--index", help="Index name.")],
+                index: Annotated[str, typer.Option("--index", help="The index created.")],
                 recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
                 shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
                 vectors: VectorsOpt = "title,abstract"):
@@ -89,18 +92,20 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
 @index_app.command("vectors")
 def index_vectors_cmd(ctx: typer.Context,
                       index: Annotated[str, typer.Option("--index", help="Your index.")],
-                      fields: Annotated[str, typer.Option("--fields", help="Comma-separated text fields each document's vector encodes.")] = "title,abstract",
-                      field: Annotated[Optional[str], typer.Option("--field", help="With --existing: the knn_vector field your own pipeline writes.")] = None,
+                      fields: VectorsOpt = "title,abstract",
+                      field: Annotated[Optional[str], typer.Option("--vector-field", help="With --existing: the knn_vector field your own pipeline writes.")] = None,
                       existing: Annotated[bool, typer.Option("--existing", help="The vectors are already there (your ingest pipeline wrote them with --encoder's model): record the field and its model, compute nothing.")] = False):
     """Write each document's vector (FIELDS encoded) into the knn_vector field 'vector' of
     an existing INDEX, in batches; restartable (a second run writes only the documents
     still without one). Exit 3 when some documents failed (named)."""
     from ..indexing.vectors import add_vectors, register
     conn = _conn(ctx)
-    names = tuple(f.strip() for f in fields.split(",") if f.strip())
+    names = _vector_fields(fields)
+    if not names:
+        raise UserError(f"--vector-fields {fields!r}: name the text fields each vector encodes")
     if existing:
         if not field:
-            raise UserError("--existing needs --field: the knn_vector field your pipeline writes")
+            raise UserError("--existing needs --vector-field: the knn_vector field your pipeline writes")
         res = register(conn, index, field, text_fields=names if ctx.get_parameter_source("fields").name != "DEFAULT" else None)
         note = (f"; checked on a sample: median cosine {res['checked_cosine']:.4f}"
                 if res.get("checked_cosine") is not None else "")
@@ -120,8 +125,8 @@ def index_vectors_cmd(ctx: typer.Context,
 @index_app.command("neighbours")
 def index_neighbours(ctx: typer.Context,
                      index: Annotated[str, typer.Option("--index", help="Your index.")],
-                     fields: Annotated[str, typer.Option("--fields", help="Comma-separated text fields compared by more_like_this (best with term vectors).")] = "title,abstract",
-                     k: Annotated[int, typer.Option("--k", min=1, help="Neighbours per document.")] = 3):
+                     fields: NeighbourFieldsOpt = "title,abstract",
+                     k: Annotated[int, typer.Option("--neighbours", min=1, help="Neighbours per document.")] = 3):
     """Write each document's K nearest neighbours' text into the 'neighbours' field of an
     existing INDEX (index-time feedback for a neighbours_bm25 feature; run it again after
     changing documents)."""
@@ -140,8 +145,8 @@ def index_neighbours(ctx: typer.Context,
 
 
 @judgments_app.command("cranfield")
-def judgments_cranfield(output: Annotated[Path, typer.Option("-o", "--output")],
-                        split: Annotated[Split, typer.Option("--split")] = Split.all):
+def judgments_cranfield(output: Annotated[Path, typer.Option("-o", "--output", help="The judgment list (RankLib format).")],
+                        split: Annotated[Split, typer.Option("--split", help="The queries of the fixed seeded 60/20/20 split, or all.")] = Split.all):
     """Write the Cranfield judgments (fixed seeded 60/20/20 query split) in the toolkit's format."""
     from ..data.judgments import save_ranklib
     from ..datasets import cranfield
@@ -152,11 +157,11 @@ def judgments_cranfield(output: Annotated[Path, typer.Option("-o", "--output")],
 
 
 @judgments_app.command("check")
-def judgments_check(file: Path, fmt: Annotated[Optional[Format], typer.Option("--format", help="Guessed from the name when omitted.")] = None,
-                    queries: Annotated[Optional[Path], typer.Option("--queries", help="Queries file for TREC qrels.")] = None):
+def judgments_check(file: Annotated[Path, typer.Argument(help="The judgment list (RankLib, TREC qrels, CSV or JSONL).")],
+                    input_format: InputFormatOpt = None, queries: QueriesFileOpt = None):
     """Validate a judgment file: counts, duplicates; exit 2 with file:line on errors."""
     from ..data.judgments import load_judgments
-    jl = load_judgments(file, fmt.value if fmt else None, queries)
+    jl = load_judgments(file, input_format.value if input_format else None, queries)
     for d in jl.duplicates:
         err.print(f"warning: {d}")
     out.print(f"{len(jl)} judgments, {len(jl.queries)} queries, {len(jl.duplicates)} duplicates")
@@ -166,12 +171,12 @@ def judgments_check(file: Path, fmt: Annotated[Optional[Format], typer.Option("-
 def judgments_clicks(ctx: typer.Context,
                      output: Annotated[Path, typer.Option("-o", "--output", help="The judgment list (.csv, .jsonl, .qrels or RankLib); OUT.counts.csv and OUT.json go beside it.")],
                      file: Annotated[Optional[Path], typer.Argument(help="UBI events: NDJSON or the bulk format (both indices in one file). Without it: the cluster's UBI indices.")] = None,
-                     model: Annotated[ClickModel, typer.Option("--model")] = ClickModel.pbm,
-                     fmt: Annotated[Optional[Format], typer.Option("--format", help="Guessed from the output's name when omitted.")] = None,
+                     model: Annotated[ClickModel, typer.Option("--click-model", help="How clicks become grades: click-through rate, COEC, a cascade (sdbn), position-based (pbm) or user browsing (ubm) model, or auto (the least held-out perplexity).")] = ClickModel.pbm,
+                     fmt: Annotated[Optional[Format], typer.Option("--output-format", help="The judgment list's format; guessed from the output's name when omitted.")] = None,
                      prior: Annotated[Optional[float], typer.Option("--prior", min=0, help="Pseudo-observations towards the average (default: 0 for coec, 1 otherwise).")] = None,
-                     min_impressions: Annotated[int, typer.Option("--min-impressions", min=1)] = 5,
+                     min_impressions: Annotated[int, typer.Option("--min-impressions", min=1, help="Pairs seen fewer times are left out.")] = 5,
                      grades: Annotated[Grading, typer.Option("--grades", help="levels (whole grades 0..--levels) or estimate (the model's number).")] = Grading.levels,
-                     levels: Annotated[int, typer.Option("--levels", min=1)] = 4,
+                     levels: Annotated[int, typer.Option("--levels", min=1, help="With --grades levels: the highest grade (grades 0..LEVELS).")] = 4,
                      positions: Annotated[Positions, typer.Option("--positions", help="Positions counted from (auto: 1 when no impression has position 0).")] = Positions.auto,
                      max_rank: Annotated[int, typer.Option("--max-rank", min=1, help="COEC: ranks with a rank CTR (the Workbench's maxRank).")] = 20,
                      days: DaysOpt = None, since: SinceOpt = None, until: UntilOpt = None,

@@ -1,0 +1,238 @@
+"""``ltr evaluate``: the first stage against rerankers on judged queries, live:
+
+* ``ltr evaluate models JUDGMENTS``: stored models (or none: the first stage alone);
+* ``ltr evaluate cv JUDGMENTS``: K-fold cross-validation, every query reranked by a fold
+  model that never saw it, ending with what to deploy;
+* ``ltr evaluate interleaving [EVENTS]``: the clicks on interleaved searches credited to
+  their teams (``ltr query search --interleave A,B --ubi`` writes the teams; see
+  :mod:`ltr_toolkit.clicks.interleaving`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+from rich.table import Table
+
+from ..clicks import DEFAULT_CLIP
+from ..errors import UserError
+from .common import (Algo, BudgetOpt, ClicksAsOpt, CutoffOpt, DaysOpt, EventsIndexOpt, FieldsOpt,
+                     FoldsOpt, IndexOpt, InputFormatOpt, JobsOpt, JsonOpt, QueriesFileOpt,
+                     QueriesIndexOpt, QueryWeightOpt, ReportOpt, RescoreWeightOpt, SeedOpt,
+                     ServedStatsOpt, Settings, SinceOpt, Statistics, StatsOpt, StoreOpt,
+                     TemplateOpt, UntilOpt, Via, WindowOpt, WorkdirOpt, _conn, _event_log,
+                     _failed_queries, _first_stage, _given_first_stage, _ltr_conn, _print_json,
+                     _report_table, _weights, _writable, err, evaluate_app, out)
+
+PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the per-query NDCG deltas here (PNG; needs matplotlib).")]
+HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a report to open in a browser: metrics with confidence intervals, per-query deltas, both top 10s side by side with grades and each document's feature contributions (one self-contained file).")]
+
+
+@evaluate_app.command("models")
+def evaluate_models(ctx: typer.Context,
+                    judgments: Annotated[Path, typer.Argument(help="The judged queries (RankLib, TREC qrels, CSV or JSONL).")],
+                    index: IndexOpt,
+                    model: Annotated[Optional[List[str]], typer.Option("--model", help="A stored model to rerank with (repeatable), served as its serving contract says unless the options below say otherwise. None: the first stage alone.")] = None,
+                    cutoff: CutoffOpt = 10, window: WindowOpt = None, store: StoreOpt = None,
+                    fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                    statistics: ServedStatsOpt = None,
+                    query_weight: QueryWeightOpt = None, rescore_weight: RescoreWeightOpt = None,
+                    input_format: InputFormatOpt = None, queries: QueriesFileOpt = None,
+                    output: ReportOpt = None, as_json: JsonOpt = False,
+                    plot: PlotOpt = None, html: HtmlOpt = None):
+    """Every judged query live: the first stage alone vs each stored model, with paired
+    tests (corrected for the number of models). Exit 3 when some queries failed (named;
+    the others are evaluated)."""
+    from ..data.judgments import load_judgments
+    from ..evaluation.live import evaluate_live
+    _writable(output, plot, html)
+    jl = load_judgments(judgments, input_format.value if input_format else None, queries)
+    weights = _weights(query_weight, rescore_weight)
+    if weights is not None and not model:
+        raise UserError("--query-weight and --rescore-weight go with --model")
+    stage = _given_first_stage(fields, first_stage, statistics)
+    if stage is None and not model:
+        stage = _first_stage(fields, first_stage)      # one line: name the first stage
+    conn = _conn(ctx)
+    report, _, qids = evaluate_live(conn, index, jl, model or [], cutoff, window, store,
+                                    first_stage=stage, weights=weights, explain=html is not None)
+    _finish(conn, index, report, qids, jl, fields, output, as_json, plot, html, cutoff)
+    _failed_queries(report)
+
+
+@evaluate_app.command("cv")
+def evaluate_cv(ctx: typer.Context,
+                judgments: Annotated[Path, typer.Argument(help="The judged queries (RankLib, TREC qrels, CSV or JSONL).")],
+                index: IndexOpt,
+                featureset: Annotated[str, typer.Option("--featureset", help="The feature set logged for the candidates: a stored set's name (with --via named-queries also a feature set file).")],
+                algo: Annotated[List[Algo], typer.Option("--algo", help="An algorithm trained per fold (repeatable).")],
+                folds: FoldsOpt = 5, cutoff: CutoffOpt = 10,
+                window: Annotated[int, typer.Option("--window", min=1, help="Rerank the first stage's global top WINDOW; the candidates logged per query.")] = 100,
+                store: StoreOpt = None, fields: FieldsOpt = None, first_stage: TemplateOpt = None,
+                statistics: StatsOpt = Statistics.dfs,
+                workdir: WorkdirOpt = Path("ltr-cv"), seed: SeedOpt = 42,
+                settings: Annotated[Settings, typer.Option("--settings", help="choose: each algorithm's settings by inner cross-validation on the training folds; defaults: the library's defaults.")] = Settings.choose,
+                keep_fold_models: Annotated[bool, typer.Option("--keep-fold-models", help="Keep the fold models in the store (deleted when the run ends otherwise).")] = False,
+                deploy: Annotated[Optional[str], typer.Option("--deploy", help="Train the recommended reranker on all judged queries and upload it as NAME-vN, only if one is recommended.")] = None,
+                deploy_anyway: Annotated[Optional[Algo], typer.Option("--deploy-anyway", help="With --deploy: upload this algorithm even when it is not recommended.")] = None,
+                jobs: JobsOpt = None, budget: BudgetOpt = None,
+                via: Annotated[Via, typer.Option("--via", help="How the candidates' features are logged: plugin (sltr + ltr_log) or named-queries (each feature's template as a named query: what Elasticsearch's native learning to rank computes). Fold models are served by the plugin either way.")] = Via.plugin,
+                input_format: InputFormatOpt = None, queries: QueriesFileOpt = None,
+                output: ReportOpt = None, as_json: JsonOpt = False,
+                plot: PlotOpt = None, html: HtmlOpt = None):
+    """Cross-validation, live: every judged query reranked by a fold model that never saw
+    it, its settings chosen without it; the report ends with what to deploy (or: keep
+    the first stage). Exit 3 when some queries failed (named; the others are evaluated)."""
+    from ..data.judgments import load_judgments
+    from ..pipeline.crossval import cross_validate
+    _writable(output, plot, html)
+    if deploy_anyway and not deploy:
+        raise UserError("--deploy-anyway needs --deploy NAME")
+    jl = load_judgments(judgments, input_format.value if input_format else None, queries)
+    stage = _first_stage(fields, first_stage, statistics)
+    conn = _ltr_conn(ctx)
+    fixed = {} if settings is Settings.defaults else None
+    report = cross_validate(conn, index, jl, featureset, {a.value: fixed for a in algo},
+                            workdir, folds, cutoff, window, store, stage, seed,
+                            log=lambda m: err.print(m), keep_models=keep_fold_models,
+                            jobs=jobs, budget=budget, explain=html is not None, via=via.value)
+    qids = list(next(iter(report["per_query"].values())))
+    _finish(conn, index, report, qids, jl, fields, output, as_json, plot, html, cutoff)
+    if deploy:
+        _deploy(conn, report, workdir, featureset, deploy, store, cutoff, seed, deploy_anyway)
+    _failed_queries(report)
+
+
+def _finish(conn, index, report, qids, jl, fields, output, as_json, plot, html, cutoff) -> None:
+    """The report shown (table or JSON) and written where asked."""
+    if as_json:
+        _print_json(report)
+    else:
+        _show_report(report, cutoff)
+    _write_report(conn, index, report, qids, jl, fields, output, plot, html)
+
+
+def _show_report(report: dict, k: int) -> None:
+    """The report's summary line, its table and its recommendation, if any."""
+    out.print(f"{report['queries']} queries, k={k}" + (f", {report['evaluation']}" if "evaluation" in report else ""))
+    out.print(_report_table(report))
+    if "recommendation" in report:
+        out.print(f"recommendation: {report['recommendation']['reason']}")
+
+
+def _write_report(conn, index, report, qids, jl, fields, output, plot, html) -> None:
+    """The report written where asked: JSON, the per-query delta chart, the HTML page
+    (with the titles and fields of every document in its top lists)."""
+    from ..evaluation.html import write_html
+    from ..evaluation.plots import delta_plot
+    from ..io.atomic import write_json
+    from ..serving.explain import doc_titles
+    if output:
+        write_json(output, report)
+    if plot:
+        delta_plot(report, qids, plot)
+    if html:
+        ids = {d for lists in report["top"].values() for top in lists.values() for d in top}
+        shown = tuple(dict.fromkeys(("title", *(fields.split(",") if fields else ("abstract",)))))
+        write_html(html, report, jl, doc_titles(conn, index, ids, shown))
+        err.print(f"report: {html}")
+
+
+def _deploy(conn, report, workdir, featureset, name, store, k, seed, anyway) -> None:
+    """``ltr evaluate cv --deploy NAME``: the recommended reranker (or ``anyway``)
+    trained on every judged query and uploaded; nothing uploaded when none is recommended."""
+    from ..pipeline.crossval import deploy_recommended, describe_choice
+    from ..stores.contract import Contract, describe
+    rec = report["recommendation"]["deploy"]
+    if rec is None and anyway is None:
+        out.print("nothing uploaded: keep the first stage (--deploy-anyway ALGO overrides)")
+        return
+    done = deploy_recommended(conn, report, workdir, featureset, name, store, k, seed,
+                              algo=anyway.value if anyway else None)
+    if done["name"] is None:
+        out.print(f"nothing uploaded: on all judged queries, {done['algorithm']} does not beat "
+                  "the first stage in inner cross-validation: keep the first stage")
+        return
+    out.print(f"uploaded {done['name']}: {done['algorithm']} trained on all judged queries, "
+              f"{describe_choice(done['settings'])}; served as its serving contract says: "
+              f"{describe(Contract.from_dict(done['contract']))}")
+
+
+@evaluate_app.command("interleaving")
+def evaluate_interleaving(ctx: typer.Context,
+                          file: Annotated[Optional[Path], typer.Argument(help="UBI events and query records: NDJSON or bulk. Without it: the cluster's UBI indices.")] = None,
+                          experiment: Annotated[Optional[str], typer.Option("--experiment", help="Only this experiment (default: every one found).")] = None,
+                          alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="A winner is named when the sign test's p-value is below it.")] = 0.05,
+                          top: Annotated[int, typer.Option("--top", min=0, help="Queries shown per experiment (most impressions first; all in --json).")] = 10,
+                          days: DaysOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+                          queries_index: QueriesIndexOpt = "ubi_queries", events_index: EventsIndexOpt = "ubi_events",
+                          clicks_as: ClicksAsOpt = "click",
+                          propensity: Annotated[str, typer.Option("--propensity", help="The debiased credit weighs each click by 1 / examination probability of its rank: pbm or ubm (EM on the interleaved searches), given per 0-based rank (1,0.5,0.33,...), or none.")] = "pbm",
+                          propensity_clip: Annotated[float, typer.Option("--propensity-clip", help="Examination probabilities below this count as it (weights at most 1/CLIP).")] = DEFAULT_CLIP,
+                          output: ReportOpt = None, as_json: JsonOpt = False):
+    """Team-draft interleaving experiments from UBI: per experiment and per query, the
+    impressions won by A, tied, won by B, the preference and a sign test's p-value; and
+    the debiased credit (clicks weighted by inverse examination probabilities) with its
+    z-test, which position bias does not tilt towards the better first result."""
+    from ..clicks.debias import check_clip, parse_propensity
+    from ..clicks.interleaving import credit
+    from ..io.atomic import write_json
+    _writable(output)
+    spec = None if propensity.strip().lower() == "none" else parse_propensity(propensity)   # checked early
+    check_clip(propensity_clip)
+    log, source = _event_log(ctx, file, clicks_as, since, until, days, queries_index, events_index)
+    reports = credit(log, experiment, alpha, spec, propensity_clip)
+    if not reports:
+        which = f"experiment {experiment!r}" if experiment else "interleaved searches"
+        raise UserError(f"no {which} in {source} ({len(log.record_interleaving)} interleaved records)",
+                        "serve them with `ltr query search --interleave A,B --ubi` (or write "
+                        "query_attributes.interleaving), or check --experiment and the time range")
+    for line in log.problems.lines():
+        err.print(f"bad data: {line}")
+    result = {"source": source, "alpha": alpha, "experiments": reports}
+    if output:
+        write_json(output, result)
+    if as_json:
+        return _print_json(result)
+    for rep in reports:
+        _print(rep, top)
+
+
+def _print(rep: dict, top: int) -> None:
+    a, b = rep["a"], rep["b"]
+    table = Table("query", "impressions", f"{a} wins", "ties", f"{b} wins", "preference", "p")
+    for row in rep["per_query"][:top]:
+        table.add_row(row["query"][:50], str(row["impressions"]), str(row["wins_a"]), str(row["ties"]),
+                      str(row["wins_b"]), f"{row['preference']:+.3f}", f"{row['p_value']:.3g}")
+    out.print(f"experiment {rep['experiment']}: {a} (a) vs {b} (b), {rep['impressions']} impressions "
+              f"over {rep['queries']} queries; clicks credited: {rep['clicks_a']} to {a}, "
+              f"{rep['clicks_b']} to {b}")
+    if top:
+        out.print(table)
+    name = {"a": a, "b": b}.get(rep["winner"])
+    verdict = f"{name} wins" if name else "no winner yet"
+    q = rep["per_query_test"]
+    out.print(f"overall: {rep['wins_a']} won by {a}, {rep['ties']} tied, {rep['wins_b']} won by {b}; "
+              f"preference {rep['preference']:+.4f} (> 0 favours {a}), sign test p = {rep['p_value']:.3g} "
+              f"over impressions; per query {q['preference']:+.4f}, p = {q['p_value']:.3g} over "
+              f"{q['queries']} queries ({q['wins_a']}/{q['ties']}/{q['wins_b']}): {verdict} "
+              f"(by the {rep['verdict']} test"
+              + ("; queries repeat, so impressions are not independent)" if rep["verdict"] == "per query" else ")"))
+    if "debiased" in rep:
+        _print_debiased(rep["debiased"], a, b)
+        if rep["winner"] and rep["debiased"]["winner"] not in (None, rep["winner"]):
+            out.print("the two disagree: counted wins follow the first few results, which position bias "
+                      "has users click most; the debiased credit counts clicks over the whole list as if "
+                      "every rank were seen (benchmarks/results/interleaving.md)")
+
+
+def _print_debiased(d: dict, a: str, b: str) -> None:
+    name = {"a": a, "b": b}.get(d["winner"])
+    p = "too few impressions to test" if d["p_value"] is None else f"z-test p = {d['p_value']:.3g}"
+    if d["verdict"] == "per query":
+        p += f"; per query p = {d['p_value_per_query']:.3g} over {d['queries']} queries, the verdict's"
+    theta = ", ".join(f"{x:.3g}" for x in d["examination"][:10])
+    out.print(f"debiased ({d['propensity']} examination by rank {theta}; clip {d['clip']:g}): credit per "
+              f"impression {d['credit_a']:.4f} to {a}, {d['credit_b']:.4f} to {b}; {p}: "
+              f"{name + ' wins' if name else 'no winner yet'}")

@@ -1,0 +1,128 @@
+"""The CLI's grammar (docs/cli.md), walked over every command of the typer app: help on
+every option and argument, one meaning per option name, no option name that the grammar
+retired, groups that list their subcommands. Offline: nothing here needs a node."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+import typer
+
+from ltr_toolkit.cli import main
+from ltr_toolkit.cli.common import app
+
+#: spellings the grammar retired: each had two meanings, or one letter in a long option
+RETIRED = {"--format", "--k", "--candidates", "--events", "--data", "--field", "--vectors"}
+
+
+def _commands(group, path=("ltr",)):
+    """(path, click command) for every command of the app, hidden ones included."""
+    for name, cmd in group.commands.items():
+        here = (*path, name)
+        if hasattr(cmd, "commands"):
+            yield from _commands(cmd, here)
+        else:
+            yield here, cmd
+
+
+@pytest.fixture(scope="module")
+def root():
+    return typer.main.get_command(app)
+
+
+def _kind(param) -> str:
+    """What an option's value is: a flag, or its type (with the choices of a choice)."""
+    if getattr(param, "is_flag", False):
+        return "flag"
+    choices = getattr(param.type, "choices", None)
+    return f"choice{sorted(choices)}" if choices else param.type.name
+
+
+def test_every_option_and_argument_has_help(root):
+    missing = [f"{' '.join(path)} {param.opts[0] if param.opts else param.name}"
+               for path, cmd in _commands(root) for param in cmd.params
+               if not (getattr(param, "help", None) or "").strip()]
+    assert missing == []
+
+
+def test_one_meaning_per_option_name(root):
+    kinds = defaultdict(set)
+    where = defaultdict(list)
+    for path, cmd in _commands(root):
+        for param in cmd.params:
+            if param.param_type_name != "option":
+                continue
+            for opt in param.opts:
+                kinds[opt].add(_kind(param))
+                where[opt].append(" ".join(path))
+    mixed = {opt: sorted(k) for opt, k in kinds.items() if len(k) > 1}
+    assert mixed == {}, {o: where[o] for o in mixed}
+    assert not RETIRED & set(kinds), RETIRED & set(kinds)
+    assert kinds["--json"] == {"flag"}           # --json prints JSON on stdout, everywhere
+    assert kinds["-o"] == {"path"}               # -o/--output: the file a command writes
+
+
+def test_output_is_always_dash_o(root):
+    for path, cmd in _commands(root):
+        for param in cmd.params:
+            if "--output" in getattr(param, "opts", []):
+                assert "-o" in param.opts, path
+
+
+def test_root_help_lists_every_command(capsys):
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    for name, cmd in typer.main.get_command(app).commands.items():
+        assert (f"  {name} " in text) != cmd.hidden, name
+
+
+@pytest.mark.parametrize("group", ["model", "evaluate", "query", "index", "judgments",
+                                   "featureset", "store", "cluster", "job"])
+def test_group_help_lists_its_subcommands(group, capsys, root):
+    assert main([group, "--help"]) == 0
+    text = capsys.readouterr().out
+    for name, cmd in root.commands[group].commands.items():
+        assert f"  {name} " in text, (group, name)
+
+
+def test_index_is_required_outside_the_demo(capsys):
+    """A forgotten --index is an error naming it, not the demo's index."""
+    assert main(["query", "search", "wing flutter"]) == 2
+    assert "--index" in capsys.readouterr().err
+
+
+def test_first_stage_is_named_not_guessed(tmp_path, capsys):
+    judg = tmp_path / "j.csv"
+    judg.write_text("qid,query,docid,grade\n1,wing flutter,d1,1\n")
+    code = main(["--url", "http://127.0.0.1:9", "log", str(judg), "--featureset", "fs", "-o",
+                 str(tmp_path / "out.txt"), "--index", "mine"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--fields" in err and "--first-stage" in err
+
+
+def test_no_argv_rewriting(capsys):
+    """`evaluate interleaving` is a real subcommand: the words elsewhere (an option's
+    value) are left alone."""
+    code = main(["judgments", "check", "--queries", "evaluate", "interleaving"])
+    err = capsys.readouterr().err
+    assert code == 2 and "evaluate: cannot read" in err    # the queries file 'evaluate'
+
+
+def test_old_spelling_names_the_new_one(tmp_path, capsys):
+    code = main(["search", "wing", "--index", "x", "--fields", "title", "--show-request"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "`ltr search` is now `ltr query search`" in captured.err
+    assert '"multi_match"' in captured.out or '"query"' in captured.out
+
+
+@pytest.mark.cluster
+@pytest.mark.ltr
+def test_no_library_logger_lines(ltr_cluster, cli):
+    """opensearch-py logs every 404 as a WARNING line; the toolkit's own one line is all a
+    user sees."""
+    r = cli("--url", ltr_cluster.url, "featureset", "show", "no-such-set-anywhere")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and r.stderr.startswith("error: ")
+    assert "WARNING" not in r.stderr and "status:404" not in r.stderr
