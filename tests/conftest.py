@@ -175,6 +175,25 @@ def cranfield_index(cluster):
 DROPS_DEFAULT_STORE = ("test_default_store_lifecycle",)
 
 
+#: the fixtures that start (or reach) a node: a test that uses one, directly or through
+#: another fixture, is a ``cluster`` test; through one of :data:`PLUGIN_FIXTURES`, ``ltr``
+NODE_FIXTURES = {"cluster", "ltr_cluster", "es_cluster", "engine_cluster", "engine_cranfield",
+                 "cranfield_index", "shipped_featureset"}
+PLUGIN_FIXTURES = {"ltr_cluster", "es_cluster", "engine_cluster", "engine_cranfield",
+                   "shipped_featureset"}
+
+
+def pytest_itemcollected(item):
+    """Every test that uses a node fixture gets the ``cluster`` marker (and ``ltr`` when
+    the fixture needs the plugin), so ``-m "not cluster"`` starts no JVM; the markers are
+    applied here, in one place, as each test is collected (before ``-m`` selects)."""
+    used = set(getattr(item, "fixturenames", ()))
+    if used & NODE_FIXTURES:
+        item.add_marker(pytest.mark.cluster)
+    if used & PLUGIN_FIXTURES:
+        item.add_marker(pytest.mark.ltr)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """Move the tests of :data:`DROPS_DEFAULT_STORE` to the end, after pytest's own

@@ -312,6 +312,8 @@ def test_show_request_prints_the_native_rescorer(cli):
     assert body["query"]["multi_match"]["query"] == "boundary layer"
 
 
+@pytest.mark.cluster
+@pytest.mark.ltr
 def test_elasticsearch_cluster_of_two_nodes_lifecycle(fresh_home, cli):
     """`ltr cluster start --engine elasticsearch --nodes 2` in a fresh state dir: two real
     Elasticsearch nodes with the plugin form one green cluster, an index of 2 shards and 1

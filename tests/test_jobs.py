@@ -60,6 +60,11 @@ _MIN = '[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\n[output]\ndir
     (_MIN.replace('directory = "o"', 'directory = "o"\nindex = "i2"'), 7, "unknown key 'index' in [output]"),
     ('[cluster]\ntimeout = 5\n[logging]\nfeatureset = "x"\nindex = "i"\njudgments = "j"\nparallel = 0\n'
      '[output]\ndirectory = "o"\n', 7, "parallel = 0"),
+    # TOML's true is not the position 1 (it loaded, then failed at run time after the lock)
+    ('[logging]\nfeatureset = "x"\nindex = "i"\n[output]\ndirectory = "o"\n[clicks]\ndays = 3\n'
+     'positions = true\n', 8, "positions = True"),
+    ('[logging]\nfeatureset = "x"\nindex = "i"\n[output]\ndirectory = "o"\n[clicks]\ndays = 3\n'
+     'positions = false\n', 8, "positions = False"),
 ])
 def test_bad_job_files_name_file_and_line(tmp_path, body, line, fragment):
     p = tmp_path / "job.toml"

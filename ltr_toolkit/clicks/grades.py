@@ -33,7 +33,9 @@ def to_grades(est: Estimates, mapping: str = "levels", levels: int = DEFAULT_LEV
     if mapping == "estimate":
         return np.round(x, 3 if est.model == "coec" else 4)
     p = x / (1.0 + x) if est.model == "coec" else np.minimum(x, 1.0)
-    return np.round(levels * p)
+    # half up, as people round (0.125 at 4 levels is grade 1, 0.375 grade 2), not NumPy's
+    # half to even, which sends equal halves to different grades
+    return np.floor(levels * p + 0.5)
 
 
 def keep_mask(est: Estimates, min_impressions: int = DEFAULT_MIN_IMPRESSIONS) -> np.ndarray:

@@ -52,23 +52,39 @@ def fsync_dir(path) -> None:
 
 def check_writable(path) -> None:
     """Fail fast, before any work, when ``path`` cannot be written: a probe file is made
-    and removed where the output will go (same messages as :func:`atomic_write`)."""
-    fd, tmp = _temp_beside(Path(path), ".probe")
+    and removed in the nearest folder of ``path`` that exists (same messages as
+    :func:`atomic_write`). Nothing is left behind: the folders the output needs are made
+    when it is written, so a command that fails before leaves none."""
+    path = Path(path)
+    fd, tmp = _temp_beside(path, ".probe", _existing_folder(path))
     os.close(fd)
     os.unlink(tmp)
 
 
-def _temp_beside(path: Path, suffix: str) -> tuple[int, str]:
-    """A new temporary file in ``path``'s folder (made if needed), or a one-line user
-    error: ``path`` is a directory, or the place is not writable. It is created with
-    mode 0666 and the kernel applies the process umask (the umask is never changed: other
-    threads may be creating files)."""
+def _existing_folder(path: Path) -> Path:
+    """The nearest folder above ``path`` that exists; a one-line error when that is a file."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UserError(f"cannot write {path}: {folder} is not a folder", "choose another place for the output")
+    return folder
+
+
+def _temp_beside(path: Path, suffix: str, folder: Path | None = None) -> tuple[int, str]:
+    """A new temporary file in ``folder`` (default: ``path``'s folder, made if needed), or
+    a one-line user error: ``path`` is a directory, or the place is not writable. It is
+    created with mode 0666 and the kernel applies the process umask (the umask is never
+    changed: other threads may be creating files)."""
     if path.is_dir():
         raise UserError(f"cannot write {path}: it is a directory", "name a file")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if folder is None:
+            _existing_folder(path)
+            folder = path.parent
+            folder.mkdir(parents=True, exist_ok=True)
         for _ in range(100):
-            tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}{suffix}"
+            tmp = folder / f".{path.name}.{secrets.token_hex(6)}{suffix}"
             try:
                 return os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), str(tmp)
             except FileExistsError:

@@ -11,7 +11,8 @@ from ..errors import InputError
 
 
 def read_text(path) -> str:
-    """The UTF-8 text of ``path``, or an InputError naming the file (and, for bytes that
+    """The UTF-8 text of ``path`` (without the byte-order mark that Excel's "CSV UTF-8"
+    and some editors put first), or an InputError naming the file (and, for bytes that
     are not UTF-8, the line)."""
     path = Path(path)
     try:
@@ -19,7 +20,7 @@ def read_text(path) -> str:
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(path, data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
 

@@ -110,7 +110,8 @@ class _Checker:
         return float(value)
 
     def one_of(self, section, key, value, allowed):
-        if value not in allowed:
+        # by type too: TOML's true is not 1, nor false 0 (`positions = true` is a mistake)
+        if not any(value == a and type(value) is type(a) for a in allowed):
             self.fail(key, f"[{section}] {key} = {value!r}: expected one of "
                       + ", ".join(repr(a) for a in allowed), section)
         return value
