@@ -100,3 +100,31 @@ def test_a_failed_rescore_serves_the_first_stage_with_a_warning(long_run, ltr_cl
                      max_terms=400)
     assert [h["id"] for h in got] == [h["id"] for h in first]
     assert any(issubclass(w.category, RescoreFallbackWarning) for w in caught), caught
+
+
+def test_an_increment_retrieves_its_candidates_under_the_files_budget(long_run, cli, tmp_path):
+    """`ltr log --incremental --window K` fits the long query to the budget its file
+    recorded for the candidates as for the features (a fresh measure gave the candidates of
+    one query and the features of another, after a node resize)."""
+    import shutil
+    from ltr_toolkit.data.svmlight import load_logged
+    from ltr_toolkit.query.firststage import FirstStage
+    from ltr_toolkit.serving.serving import Serving
+    r, d = long_run, long_run["dir"]
+    out = tmp_path / "logged.txt"
+    shutil.copy(d / "logged.txt", out)
+    side = json.loads((d / "logged.txt.json").read_text())
+    side["max_query_terms"] = 3                     # as a smaller node measured it
+    (tmp_path / "logged.txt.json").write_text(json.dumps(side))
+    got = cli("--url", r["url"], "log", str(r["judg"]), "--featureset", r["fs"], "--fields",
+              "title,abstract", "--index", r["index"], "--window", "30", "--incremental",
+              "-o", str(out))
+    assert got.returncode == 0, got.stderr
+    ds = load_logged(out)
+    i = list(ds.qids).index("1")
+    docs = set(ds.doc_ids[ds.offsets[i]:ds.offsets[i + 1]])
+    from ltr_toolkit.transport.client import Connection
+    stage = FirstStage.from_fields(["title", "abstract"])
+    top = Serving(r["index"], stage, 30).first_ids(Connection(url=r["url"]),
+                                                   [{"keywords": fit_keywords(r["text"], 3)}])[0]
+    assert docs == set(top)

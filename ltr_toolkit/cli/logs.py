@@ -33,16 +33,18 @@ def log_cmd(ctx: typer.Context,
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
     from ..data.judgments import load_judgments
     from ..features.candidates import judged_candidates
-    from ..features.featurelog import log_features, log_incremental
+    from ..features.featurelog import log_features, log_incremental, recorded_budget
     _writable(output)
     jl = load_judgments(judgments, input_format.value if input_format else None, queries)
     fs_stage = _first_stage(fields, first_stage, statistics)
     conn = _ltr_conn(ctx) if via is Via.plugin else _conn(ctx)
     info = budget = None
-    if candidates or not incremental:       # an increment keeps its file's budget
+    # an increment keeps its file's budget: its new candidates are retrieved with it too
+    recorded, budget = recorded_budget(output) if incremental else (False, None)
+    if candidates or not incremental:
         jl, info, budget = judged_candidates(conn, index, jl, featureset, fs_stage, store,
                                              candidates, unjudged.value, judged_outside.value,
-                                             via=via.value)
+                                             max_terms=budget, via=via.value, recorded=recorded)
     if candidates:
         _show_candidates(info, candidates, unjudged)
     with _progress("logging rounds") as update:

@@ -72,7 +72,8 @@ def judged_candidates(conn: Connection, index: str, jl: JudgmentList, featureset
                       first_stage: FirstStage, store: str | None = None, k: int | None = None,
                       unjudged: str = "zero", judged_outside: str = "exclude",
                       max_terms: int | None = None, budget_of: JudgmentList | None = None,
-                      via: str = "plugin") -> tuple[JudgmentList, dict | None, int | None]:
+                      via: str = "plugin", recorded: bool = False
+                      ) -> tuple[JudgmentList, dict | None, int | None]:
     """What a logging run logs, prepared the same way by ``ltr log``, jobs, job parts and
     ``Serving``: the query-term budget measured once (on ``budget_of``, the whole list a
     part belongs to, else ``jl``; or given as ``max_terms``, e.g. a model's), then, with
@@ -80,8 +81,10 @@ def judged_candidates(conn: Connection, index: str, jl: JudgmentList, featureset
     (:func:`candidate_judgments`, its queries fitted to that budget). Returns (the pairs
     to log, the candidates' info or None, the budget): pass the budget on to
     ``log_features``, which records it. ``via``: how the features will be logged
-    (``featurelog.VIAS``), which the budget is measured with."""
-    if max_terms is None:
+    (``featurelog.VIAS``), which the budget is measured with. ``recorded``: ``max_terms``
+    is the budget a logged file recorded (None there: no query was cut), used as it is so
+    that an increment's candidates are retrieved for the query its features log."""
+    if max_terms is None and not recorded:
         max_terms = featurelog.query_budget(conn, index, budget_of or jl, featureset,
                                             first_stage, store, via)
     info = None

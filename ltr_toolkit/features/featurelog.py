@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ..io.checkpoint import CheckpointedOutput
 from ..data.judgments import JudgmentList
-from ..data.svmlight import MISSING_ABSENT, read_sidecar
+from ..data.svmlight import MISSING_ABSENT, read_sidecar, sidecar_path
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
 from ..io.atomic import atomic_write, check_writable, write_json
@@ -388,6 +388,15 @@ def _same_logging(out: Path, old: dict, fsinfo: dict, stage: FirstStage, feature
     if k_was is not None and k_now is not None and k_was != k_now:
         raise UserError(f"{out} holds the first stage's top {k_was}, this run asks for the top "
                         f"{k_now}", f"log with --window {k_was}, or to a new file")
+
+
+def recorded_budget(out) -> tuple[bool, int | None]:
+    """(whether ``out``'s sidecar records a query-term budget, that budget): what an
+    increment of ``out`` must fit its queries to, candidates and features alike."""
+    if not sidecar_path(out).is_file():
+        return False, None
+    side = read_sidecar(out)
+    return "max_query_terms" in side, side.get("max_query_terms")
 
 
 def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: str, out,

@@ -86,7 +86,7 @@ from ..query.firststage import FirstStage
 from ..clicks.judge import ClickSettings, judge
 from ..clicks.output import write_counts, write_judgments, write_report
 from ..clicks.ubi import EVENTS, QUERIES, read_event_log, time_range
-from ..features.featurelog import log_features, log_incremental
+from ..features.featurelog import log_features, log_incremental, recorded_budget
 
 
 def run_job(job: Job, conn, log=lambda msg: None) -> dict:
@@ -173,9 +173,12 @@ def _inputs(job: Job, conn, work: Path):
         return (JudgmentList.from_dict(inputs["judgments"]), inputs["candidates"], stage_fs,
                 inputs.get("max_terms"))
     jl = click_judgments(job, conn, work) if job.clicks else load_judgments(job.judgments, job.fmt, job.queries)
+    # an increment is logged under the latest snapshot's budget: its candidates too
+    latest = snapshots(job.directory)[-1:] if job.incremental else []
+    recorded, budget = recorded_budget(latest[0] / "features.txt") if latest else (False, None)
     jl, info, budget = judged_candidates(conn, job.index, jl, job.featureset, stage_fs, job.store,
                                          job.candidates, job.unjudged, job.judged_outside,
-                                         via=job.via)
+                                         max_terms=budget, via=job.via, recorded=recorded)
     write_json(frozen, {"judgments": jl.to_dict(), "candidates": info, "max_terms": budget},
                indent=None)
     return jl, info, stage_fs, budget
