@@ -106,7 +106,7 @@ def store_drop(ctx: typer.Context, store: StoreOpt = None,
                yes: Annotated[bool, typer.Option("--yes", help="Confirm: the store's feature sets and models are deleted.")] = False):
     """Delete a feature store with its feature sets and models (needs --yes)."""
     from ..stores import store as st
-    from ..stores.contract import forget_store
+    from ..stores.contract_record import forget_store
     if not yes:
         raise UserError(f"dropping store {store or '(default)'} deletes its feature sets and models",
                         "pass --yes to confirm")
