@@ -25,9 +25,9 @@ def cluster_start(ctx: typer.Context, engine: EngineOpt = None,
     """Provision (cached) and start a local node of --engine (OpenSearch 3.6.0 or
     Elasticsearch 8.17.0, from Maven Central), or a cluster of N nodes; return when it is
     healthy."""
-    from ..transport import localnode
-    from ..transport.distributions import distribution
-    from ..transport.localcluster import start_cluster
+    from ..localnode import process as localnode
+    from ..localnode.distributions import distribution
+    from ..localnode.cluster import start_cluster
     t0 = time.monotonic()
     dist = distribution(_engine(ctx, engine))
     if nodes > 1:
@@ -49,9 +49,9 @@ def cluster_start(ctx: typer.Context, engine: EngineOpt = None,
 @cluster_app.command("stop")
 def cluster_stop(ctx: typer.Context, engine: EngineOpt = None):
     """Stop the node(s) `ltr cluster start` started (by their pids): of --engine, else all."""
-    from ..transport import localnode
-    from ..transport.distributions import DISTRIBUTIONS
-    from ..transport.localcluster import stop_all
+    from ..localnode import process as localnode
+    from ..localnode.distributions import DISTRIBUTIONS
+    from ..localnode.cluster import stop_all
     name = _engine(ctx, engine)
     many = stop_all(name)
     single = [localnode.stop(d.engine) for d in DISTRIBUTIONS if not name or d.engine == name]

@@ -290,7 +290,7 @@ def demo(ctx: typer.Context,
     (on the local node of --engine unless --url / LTR_URL names a cluster)."""
     from ..io.atomic import write_json
     from ..pipeline.demo import run_demo
-    from ..transport import localnode
+    from ..localnode import process as localnode
     _writable(json_out)
     conn = _engine_conn(ctx, engine)
     t0 = time.monotonic()
