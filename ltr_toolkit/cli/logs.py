@@ -28,11 +28,11 @@ def log_cmd(ctx: typer.Context, judgments: Path,
             statistics: StatsOpt = Statistics.dfs,
             incremental: Annotated[bool, typer.Option("--incremental", help="Log only pairs OUTPUT does not hold yet and append them; rows it holds take the current grades, pairs no longer judged are dropped.")] = False,
             via: Annotated[Via, typer.Option("--via", help="plugin: sltr + ltr_log (the LTR plugin); named-queries: each feature's template as a named query, its score from matched_queries (no plugin needed: what Elasticsearch's native learning to rank computes).")] = Via.plugin):
-    """Log feature values per (query, document) pair (resumable: rerun after a kill).
-    Exit 3 when some queries failed (they are listed; the rest is logged)."""
+    """Log feature values per (query, document) pair (resumable: rerun after a kill). Exit 3 when some queries failed (they are listed; the rest is logged)."""
     from ..data.judgments import load_judgments
     from ..features.candidates import judged_candidates
-    from ..features.featurelog import log_features, log_incremental
+    from ..features.featurelog import log_features
+    from ..features.incremental import log_incremental
     _writable(output)
     jl = load_judgments(judgments, fmt.value if fmt else None, queries)
     fs_stage = _first_stage(fields, first_stage, statistics)

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..data.dataset import RankingDataset
-from ..data.svmlight import save_svmlight, sidecar_path
+from ..data.logged import sidecar_path
+from ..data.svmlight import save_svmlight
 from ..errors import UserError
 from ..io.atomic import write_json
 from . import DEFAULT_CLIP
