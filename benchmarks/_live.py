@@ -25,8 +25,8 @@ def connect(engine: str | None = None) -> cl.Connection:
     checked to be of that engine."""
     url = os.environ.get(f"LTR_{engine.upper()}_URL" if engine else "LTR_URL")
     if not url:
-        from ltr_toolkit.transport import localnode
-        info, _ = localnode.start(engine=engine)
+        from ltr_toolkit.localnode import process
+        info, _ = process.start(engine=engine)
         url = info.url
     conn = cl.Connection(url=url, timeout=120)
     cl.check_ltr(conn)

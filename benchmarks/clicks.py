@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
-from ltr_toolkit.clicks import grades, groups, models, sessions
+from ltr_toolkit.clicks import clickmodels, grades, groups, sessions
 from ltr_toolkit.clicks import simulate as S
 from ltr_toolkit.clicks.heldout import choose_model
 from ltr_toolkit.clicks.judge import ClickSettings, judge
@@ -70,10 +70,10 @@ def throughput(n_events=10_000_000) -> list[list]:
     log = S.event_log(sim)
     del sim
     rows = []
-    for m in models.MODELS:
+    for m in clickmodels.MODELS:
         tracemalloc.start()
         t0 = time.perf_counter()
-        est = models.estimate(groups.aggregate(log), m)
+        est = clickmodels.estimate(groups.aggregate(log), m)
         grades.to_grades(est)
         secs = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1]
@@ -126,13 +126,13 @@ def json_reading(n_events=10_000_000, line_events=1_000_000) -> list[list]:
 
 def taus(rankings, user=None) -> dict[str, list[tuple[float, float]]]:
     jl = cranfield.judgments()
-    out: dict[str, list] = {m: [] for m in models.MODELS}
+    out: dict[str, list] = {m: [] for m in clickmodels.MODELS}
     for seed in SEEDS:
         sim = S.simulate(rankings, jl.queries, jl.grades, SESSIONS, model=user, seed=seed)
         table = sessions.build_table(S.event_log(sim))
         truth = S.true_grades(sim, jl.grades)
-        for m in models.MODELS:
-            est = models.estimate(table, m)
+        for m in clickmodels.MODELS:
+            est = clickmodels.estimate(table, m)
             keep = grades.keep_mask(est)
             true = [truth[(table.texts[q], table.docs[d])] for q, d in zip(est.query[keep], est.doc[keep])]
             out[m].append((kendalltau(grades.to_grades(est)[keep], true).statistic,
@@ -232,8 +232,8 @@ def choice(rankings) -> list[list]:
     jl = cranfield.judgments()
     rows = []
     for name, user in USERS.items():
-        perp = {m: [] for m in models.MODELS}
-        tau = {m: [] for m in models.MODELS}
+        perp = {m: [] for m in clickmodels.MODELS}
+        tau = {m: [] for m in clickmodels.MODELS}
         auto_tau, picked = [], []
         for seed in SEEDS:
             sim = S.simulate(rankings, jl.queries, jl.grades, SESSIONS, model=user, seed=seed)
@@ -241,16 +241,16 @@ def choice(rankings) -> list[list]:
             rep = choose_model(log)
             table = sessions.build_table(S.event_log(sim))
             truth = S.true_grades(sim, jl.grades)
-            for m in models.MODELS:
+            for m in clickmodels.MODELS:
                 perp[m].append(rep["models"][m]["perplexity"])
-                est = models.estimate(table, m)
+                est = clickmodels.estimate(table, m)
                 keep = grades.keep_mask(est)
                 true = [truth[(table.texts[q], table.docs[d])] for q, d in zip(est.query[keep], est.doc[keep])]
                 tau[m].append(kendalltau(grades.to_grades(est)[keep], true).statistic)
             picked.append(rep["chosen"])
             auto_tau.append(tau[rep["chosen"]][-1])
-        best = max(models.MODELS, key=lambda m: np.mean(tau[m]))
-        for m in models.MODELS:
+        best = max(clickmodels.MODELS, key=lambda m: np.mean(tau[m]))
+        for m in clickmodels.MODELS:
             rows.append([name, m, round(float(np.mean(perp[m])), 5), round(float(np.std(perp[m])), 5),
                          round(float(np.mean(tau[m])), 4), round(float(np.std(tau[m])), 4), ""])
         rows.append([name, "auto", "", "", round(float(np.mean(auto_tau)), 4), round(float(np.std(auto_tau)), 4),

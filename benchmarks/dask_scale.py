@@ -7,8 +7,8 @@ toolkit's LambdaMART (defaults, ``ROUNDS`` rounds) three ways, each in a fresh p
 
 * **1 process**: ``load_logged`` + ``LambdaMART.fit`` (2 threads, the machine's cores);
 * **Dask, 2 and 4 workers**: a LocalCluster of N worker processes (1 thread each), the
-  file planned into query-aligned byte ranges the workers read (``distributed.parts``),
-  ``distributed.trees.fit``.
+  file planned into query-aligned byte ranges the workers read (``distributed.ranges``),
+  ``distributed.dask_trees.fit``.
 
 Measured: **time per round** (a callback stamps every round on the process that trains:
 the median of the rounds after the first), **peak memory** — the peak RSS
@@ -92,14 +92,14 @@ def run_single(train: str, test: str) -> dict:
 
 
 def run_dask(train: str, test: str, workers: int) -> dict:
-    from ltr_toolkit.distributed import connect, parts, trees
+    from ltr_toolkit.distributed import connect, dask_trees, ranges
     from ltr_toolkit.models.trees import LambdaMART
     with connect(f"local:{workers}", threads_per_worker=1) as client:
         t0 = time.perf_counter()
-        loaded = parts.load(client, [Path(train)], 136)
+        loaded = ranges.load(client, [Path(train)], 136)
         read = time.perf_counter() - t0
         model = LambdaMART(n_estimators=ROUNDS)
-        trees.fit(client, model, loaded, callbacks=[_Stamps()])
+        dask_trees.fit(client, model, loaded, callbacks=[_Stamps()])
         peaks = client.run(_peak_mib)             # {worker address: MiB}, on each worker
         client_peak = _peak_mib()
     return {"read_s": read, "per_round_s": _per_round(model.booster_),

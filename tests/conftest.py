@@ -37,7 +37,7 @@ class TestCluster:
 @pytest.fixture(scope="session")
 def cluster():
     from ltr_toolkit.transport import client as cl
-    from ltr_toolkit.transport import localnode
+    from ltr_toolkit.localnode import process
     from ltr_toolkit.errors import ProvisionError
 
     url = os.environ.get("LTR_TEST_URL")
@@ -45,12 +45,12 @@ def cluster():
     why = None
     if not url:
         try:
-            info, started = localnode.start(require_plugin=True)
+            info, started = process.start(require_plugin=True)
         except ProvisionError as exc:
             # The plugin could not be provisioned: still run every test that needs only
             # OpenSearch against a real node, and skip the plugin tests naming the cause.
             why = f"LTR plugin unavailable: {exc}"
-            info, started = localnode.start(require_plugin=False)
+            info, started = process.start(require_plugin=False)
         url = info.url
     conn = cl.Connection(url=url)
     version = cl.ltr_plugin_version(conn)
@@ -58,7 +58,7 @@ def cluster():
         why = f"the cluster at {conn.display_url} has no LTR plugin"
     yield TestCluster(url=url, ltr_version=version, why_no_ltr=why, started=started)
     if started:
-        localnode.stop()
+        process.stop()
 
 
 @pytest.fixture(scope="session")
@@ -78,15 +78,15 @@ def es_cluster():
     ``$LTR_HOME/plugins`` or ``LTR_ES_PLUGIN_ZIP``), or ``LTR_TEST_ES_URL``; the tests
     that need it skip, naming the missing zip, when there is none."""
     from ltr_toolkit.transport import client as cl
-    from ltr_toolkit.transport import localnode
-    from ltr_toolkit.transport.distributions import ELASTICSEARCH_DIST as dist
+    from ltr_toolkit.localnode import plugins, process
+    from ltr_toolkit.localnode.distributions import ELASTICSEARCH_DIST as dist
 
     url, started = os.environ.get("LTR_TEST_ES_URL"), False
     if not url:
-        if localnode.supplied_plugin_zip(dist) is None:
+        if plugins.supplied_plugin_zip(dist) is None:
             pytest.skip(f"no LTR plugin zip for {dist.label} {dist.version}: put {dist.zip_name} in "
-                        f"{localnode.plugin_dir()} or set {dist.zip_env}")
-        info, started = localnode.start(require_plugin=True, engine=dist.engine)
+                        f"{plugins.plugin_dir()} or set {dist.zip_env}")
+        info, started = process.start(require_plugin=True, engine=dist.engine)
         url = info.url
     version = cl.ltr_plugin_version(cl.Connection(url=url))
     if version is None:
@@ -94,7 +94,7 @@ def es_cluster():
     yield TestCluster(url=url, ltr_version=version, why_no_ltr=None, started=started,
                       engine=dist.engine)
     if started:
-        localnode.stop(dist.engine)
+        process.stop(dist.engine)
 
 
 @pytest.fixture(scope="session", params=ENGINES)

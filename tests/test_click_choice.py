@@ -11,7 +11,7 @@ import pytest
 from ltr_toolkit.clicks import simulate as S
 from ltr_toolkit.clicks.heldout import choose_model, split
 from ltr_toolkit.clicks.judge import ClickSettings, judge
-from ltr_toolkit.clicks.models import MODELS
+from ltr_toolkit.clicks.clickmodels import MODELS
 
 
 def _sim(user, sessions=12_000, seed=3):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from ltr_toolkit.clicks import grades, groups, models, sessions
+from ltr_toolkit.clicks import clickmodels, grades, groups, sessions
 from ltr_toolkit.clicks import simulate as S
 from ltr_toolkit.clicks.files import read_file
 from ltr_toolkit.clicks.output import qid_for
@@ -113,7 +113,7 @@ def test_coec_equals_the_workbench_formula_on_simulated_traffic(tmp_path):
     for max_rank in (20, 4):
         want = workbench_coec(docs, max_rank)
         table = sessions.build_table(read_file(_write(tmp_path / "sim.ndjson", docs)))
-        est = models.estimate(table, "coec", max_rank=max_rank)
+        est = clickmodels.estimate(table, "coec", max_rank=max_rank)
         got = {(table.texts[q], table.docs[d]): e for q, d, e in zip(est.query, est.doc, est.estimate)}
         assert len(want) > 100
         assert {k: got[k] for k in want} == want
@@ -126,7 +126,7 @@ def test_sdbn_by_hand(tmp_path):
     without a click; attractiveness = clicks / examined, satisfaction = last clicks / clicks."""
     no_click = [_event("impression", "s4", d, r, "b") for r, d in enumerate(["d1", "d4"])]
     table = sessions.build_table(read_file(_write(tmp_path / "e.ndjson", [*_fixture_events(0), *no_click])))
-    est = models.estimate(table, "sdbn", prior=0)
+    est = clickmodels.estimate(table, "sdbn", prior=0)
     got = {(table.texts[q], table.docs[d]): e for q, d, e in zip(est.query, est.doc, est.estimate)}
     assert got == {("a", "d1"): 0.0, ("a", "d2"): 1.0 * 0.5, ("a", "d3"): 1.0,
                    ("b", "d4"): 0.5 * 1.0, ("b", "d1"): 0.0}
@@ -166,8 +166,8 @@ def test_bad_event_data_is_counted_not_fatal(tmp_path, cli):
     whole, sliced = read_file(f), read_file(f)
     g1, g2 = groups.aggregate(whole), groups.aggregate(sliced, slice_events=2)
     assert whole.problems.counts == sliced.problems.counts == rep["counts"]
-    for m in models.MODELS:
-        e1, e2 = models.estimate(g1, m), models.estimate(g2, m)
+    for m in clickmodels.MODELS:
+        e1, e2 = clickmodels.estimate(g1, m), clickmodels.estimate(g2, m)
         assert g1.searches == g2.searches == 4 and np.array_equal(e1.estimate, e2.estimate), m
     assert rep["first_seen"]["invalid_json"] == f"{f}:{len(good) + 1}"
     jl = load_judgments(out)
@@ -197,8 +197,8 @@ def _tau_by_model(rankings, sessions_n, seed):
     table = sessions.build_table(S.event_log(sim))
     truth = S.true_grades(sim, jl.grades)
     taus = {}
-    for m in models.MODELS:
-        est = models.estimate(table, m)
+    for m in clickmodels.MODELS:
+        est = clickmodels.estimate(table, m)
         keep = grades.keep_mask(est)
         g = grades.to_grades(est)[keep]
         true = np.array([truth[(table.texts[q], table.docs[d])] for q, d in zip(est.query[keep], est.doc[keep])])
@@ -326,7 +326,7 @@ def test_simulated_event_log_keeps_shared_query_texts_and_pbm_recovers_examinati
     theta = 1/(r+1) (coded as four queries, each pair is seen at one rank only and theta
     is not identifiable)."""
     import numpy as np
-    from ltr_toolkit.clicks import models as M, sessions as SE, simulate as SI
+    from ltr_toolkit.clicks import clickmodels as M, sessions as SE, simulate as SI
     rng = np.random.default_rng(0)
     rankings, texts, truth = {}, {}, {}
     for i in range(150):

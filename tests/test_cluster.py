@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ltr_toolkit.transport import localnode
+from ltr_toolkit.localnode import java as jdk, maven, plugins, process, provision
 from ltr_toolkit.stores import store as st
 from ltr_toolkit import versions
 
@@ -75,7 +75,7 @@ def test_missing_plugin_named(cluster, cli):
 def test_second_start_reports_running_node(cluster):
     if not cluster.started:
         pytest.skip("the suite uses LTR_TEST_URL or a node it did not start")
-    info, started = localnode.start(require_plugin=False)
+    info, started = process.start(require_plugin=False)
     assert not started
     assert info.url == cluster.url
 
@@ -84,7 +84,7 @@ def test_cli_lifecycle_in_fresh_home(fresh_home, cli):
     """`ltr cluster start && status && stop` in a separate state dir; no process left."""
     tmp_path = fresh_home
     env = {"LTR_HOME": str(tmp_path / "home"), "LTR_URL": ""}
-    supplied = localnode.supplied_plugin_zip()   # the main state dir's plugins/ folder
+    supplied = plugins.supplied_plugin_zip()   # the main state dir's plugins/ folder
     if supplied is not None:
         env["LTR_PLUGIN_ZIP"] = str(supplied)
     start_args = ["cluster", "start"]
@@ -94,7 +94,7 @@ def test_cli_lifecycle_in_fresh_home(fresh_home, cli):
         start_args.append("--no-ltr")
         probe = cli(*start_args, env=env, timeout=900)
     assert probe.returncode == 0, probe.stderr
-    info = localnode.NodeInfo(**__import__("json").loads((tmp_path / "home" / "node.json").read_text()))
+    info = process.NodeInfo(**__import__("json").loads((tmp_path / "home" / "node.json").read_text()))
     try:
         assert Path(f"/proc/{info.pid}").exists()
         again = cli(*start_args, env=env)
@@ -121,22 +121,22 @@ def test_cli_lifecycle_in_fresh_home(fresh_home, cli):
 def test_supplied_plugin_zip_lookup(monkeypatch, tmp_path):
     monkeypatch.delenv("LTR_PLUGIN_ZIP", raising=False)
     monkeypatch.setenv("LTR_HOME", str(tmp_path))
-    assert localnode.supplied_plugin_zip() is None
+    assert plugins.supplied_plugin_zip() is None
     folder = tmp_path / "plugins"
     folder.mkdir()
     (folder / "notes.txt").write_text("x")
     (folder / "opensearch-ltr-2.19.0.0.zip").write_bytes(b"old")
-    assert localnode.supplied_plugin_zip() == folder / "opensearch-ltr-2.19.0.0.zip"
+    assert plugins.supplied_plugin_zip() == folder / "opensearch-ltr-2.19.0.0.zip"
     pinned = folder / f"ltr-{versions.LTR_PLUGIN_VERSION}.zip"
     pinned.write_bytes(b"pinned")
-    assert localnode.supplied_plugin_zip() == pinned
+    assert plugins.supplied_plugin_zip() == pinned
     other = tmp_path / "elsewhere.zip"
     monkeypatch.setenv("LTR_PLUGIN_ZIP", str(other))
     from ltr_toolkit.errors import ProvisionError
     with pytest.raises(ProvisionError, match="no such file"):
-        localnode.supplied_plugin_zip()
+        plugins.supplied_plugin_zip()
     other.write_bytes(b"z")
-    assert localnode.supplied_plugin_zip() == other
+    assert plugins.supplied_plugin_zip() == other
 
 
 def test_pid_file_is_read_only_when_whole(tmp_path):
@@ -147,14 +147,14 @@ def test_pid_file_is_read_only_when_whole(tmp_path):
     gone = 2 ** 22 + 12345          # above pid_max: never a live process
     threading.Timer(0.5, lambda: pidfile.write_text(f"{gone}\n")).start()
     t0 = time.monotonic()
-    assert localnode._read_pid(pidfile, "/nowhere", time.monotonic() + 10) == gone
+    assert process._read_pid(pidfile, "/nowhere", time.monotonic() + 10) == gone
     assert time.monotonic() - t0 >= 0.4
     pidfile.write_text("")
-    assert localnode._read_pid(pidfile, "/nowhere", time.monotonic() + 0.5) is None
+    assert process._read_pid(pidfile, "/nowhere", time.monotonic() + 0.5) is None
 
 
 def test_java_discovery_finds_supported_jdk():
-    java = localnode.find_java()
+    java = jdk.find_java()
     assert java.version >= versions.MIN_JAVA
     assert (java.home / "bin" / "java").is_file()
 
@@ -167,19 +167,19 @@ def test_java_discovery_names_what_it_found(monkeypatch, tmp_path):
     (fake / "release").write_text('JAVA_VERSION="1.8.0_352"\n')
     monkeypatch.setenv("JAVA_HOME", str(fake))
     monkeypatch.delenv("OPENSEARCH_JAVA_HOME", raising=False)
-    monkeypatch.setattr(localnode, "_java_version",
+    monkeypatch.setattr(jdk, "_java_version",
                         lambda home: 8 if home == fake else None)
     from ltr_toolkit.errors import ProvisionError
     with pytest.raises(ProvisionError) as ei:
-        localnode.find_java()
+        jdk.find_java()
     assert "no Java >= 21" in str(ei.value) and str(fake) in str(ei.value)
 
 
 def test_artifacts_cached():
-    path = localnode.artifact_path(versions.OPENSEARCH_ARTIFACT)
+    path = maven.artifact_path(versions.OPENSEARCH_ARTIFACT)
     assert path.is_file()
     t0 = time.monotonic()
-    again, downloaded = localnode.resolve_artifact(versions.OPENSEARCH_ARTIFACT)
+    again, downloaded = maven.resolve_artifact(versions.OPENSEARCH_ARTIFACT)
     assert again == path and not downloaded
     assert time.monotonic() - t0 < 1.0
 
@@ -269,7 +269,7 @@ def test_unreachable_state_dir_named(monkeypatch, tmp_path):
     os.chmod(tmp_path, 0o700)
     monkeypatch.setenv("LTR_HOME", str(locked / "home"))
     with pytest.raises(ProvisionError, match="cannot enter"):
-        localnode.provision(require_plugin=False)
+        provision.provision(require_plugin=False)
 
 
 def test_the_plugins_memory_breaker_is_named_with_its_fixes():

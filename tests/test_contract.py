@@ -22,6 +22,7 @@ from ltr_toolkit.query.firststage import FirstStage
 from ltr_toolkit.serving.explain import explain_query, explain_systems
 from ltr_toolkit.serving.serving import Serving
 from ltr_toolkit.stores import contract as C
+from ltr_toolkit.stores import contract_record as R
 from ltr_toolkit.stores import store as st
 from ltr_toolkit.transport.client import request
 
@@ -84,13 +85,13 @@ def blend(ltr_cluster, cranfield_index, shipped_featureset, tmp_path_factory):
 
 def test_upload_records_the_contract_on_the_cluster(blend):
     conn, name = blend["conn"], blend["names"]["blend"]
-    got = C.recorded(conn, name)
+    got = R.recorded(conn, name)
     assert got is not None and got.blended and got.weights == blend["contract"].weights
     assert got.window == 50 and got.first_stage_feature == "first_stage_bm25"
     assert got.max_terms == blend["contract"].max_terms is not None
-    doc = conn.client().get(index=C.INDEX, id=f"_default_/{name}")["_source"]
+    doc = conn.client().get(index=R.INDEX, id=f"_default_/{name}")["_source"]
     assert doc["contract"]["rescore"]["query_weight"] == 1.0
-    assert C.recorded(conn, blend["names"]["alone"]).weights == C.MODEL_ONLY
+    assert R.recorded(conn, blend["names"]["alone"]).weights == C.MODEL_ONLY
 
 
 def test_a_blend_scores_the_same_through_every_path(blend, tmp_path):
@@ -199,19 +200,19 @@ def test_deleting_a_model_deletes_its_contract_and_a_stale_one_is_not_applied(bl
     conn, d = blend["conn"], blend["dir"]
     r = run_cli("--url", conn.url, "model", "upload", str(d / "blend.json"), "--name", "contract-gone")
     name = r.stdout.split("uploaded ")[1].split()[0]
-    assert C.recorded(conn, name).blended
+    assert R.recorded(conn, name).blended
     delete_model(conn, name)
-    assert C.recorded(conn, name) is None
+    assert R.recorded(conn, name) is None
     r = run_cli("--url", conn.url, "model", "upload", str(d / "blend.json"), "--name", name, "--exact")
     assert r.returncode == 0, r.stderr
     request(conn, "DELETE", f"/_ltr/_model/{name}")     # by other means: the record stays
     forget_model(conn, name, None)                 # what this process read is forgotten,
     forget(conn, "contract", None, name)           # as another process would not know it
     other = {"type": "model/linear", "definition": {"first_stage_bm25": 1.0}}
-    request(conn, "POST", f"/_ltr/_featureset/{C.recorded(conn, blend['names']['alone']).featureset}"
+    request(conn, "POST", f"/_ltr/_featureset/{R.recorded(conn, blend['names']['alone']).featureset}"
             "/_createmodel", body={"model": {"name": name, "model": other}})
     with pytest.warns(C.ContractOverrideWarning, match="another model of that name"):
-        assert C.recorded(conn, name) is None
+        assert R.recorded(conn, name) is None
     delete_model(conn, name)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.data.svmlight import load_svmlight, save_svmlight
-from ltr_toolkit.distributed import connect, parts
+from ltr_toolkit.distributed import connect, ranges
 from ltr_toolkit.errors import UserError
 from ltr_toolkit.pipeline.dask_train import train_from_files_dask
 from ltr_toolkit.pipeline.train import load_model
@@ -80,7 +80,7 @@ def test_parts_are_whole_queries(mslr_paths):
     each query in exactly one range."""
     path = mslr_paths[0]
     whole = load_svmlight(path, n_features=136)
-    plan = parts.plan([path], n_workers=2, part_bytes=300_000)
+    plan = ranges.plan([path], n_workers=2, part_bytes=300_000)
     assert len(plan) >= 10
     assert plan[0].start == 0 and plan[-1].end == path.stat().st_size
     assert all(p.end == q.start for p, q in zip(plan, plan[1:]))

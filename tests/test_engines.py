@@ -1,6 +1,6 @@
 """One toolkit, two engines: what differs between OpenSearch and Elasticsearch is asked of
 ``transport.engine`` (detected from the cluster, never from ``GET /``) and
-``transport.distributions`` (how a local node is provisioned), live on a real node of
+``localnode.distributions`` (how a local node is provisioned), live on a real node of
 each engine with its LTR plugin."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from ltr_toolkit.data.featuresets import load_featureset, script_languages, sema
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.encoders import load_encoder, query_vectors
 from ltr_toolkit.stores import store as st
-from ltr_toolkit.transport import localnode
+from ltr_toolkit.localnode import java as jdk, plugins
 from ltr_toolkit.transport.client import Connection
-from ltr_toolkit.transport.distributions import (ELASTICSEARCH_DIST, OPENSEARCH_DIST, zip_engine)
+from ltr_toolkit.localnode.distributions import (ELASTICSEARCH_DIST, OPENSEARCH_DIST, zip_engine)
 from ltr_toolkit.transport.engine import WINDOW_IDS, detect
 
 EXPECTED = {"opensearch": ("OpenSearch", versions.OPENSEARCH_VERSION),
@@ -50,14 +50,14 @@ def test_plugin_zips_are_told_apart_by_their_descriptor(monkeypatch, tmp_path):
     old_es = _zip(folder / "ltr-b.zip", "name=ltr\nelasticsearch.version=8.15.5\n")
     es_zip = _zip(folder / "c.zip", f"name=ltr\n# built here\nelasticsearch.version={versions.ELASTICSEARCH_VERSION}\n")
     assert zip_engine(os_zip) == "opensearch" and zip_engine(es_zip) == "elasticsearch"
-    assert localnode.supplied_plugin_zip(OPENSEARCH_DIST) == os_zip
-    assert localnode.supplied_plugin_zip(ELASTICSEARCH_DIST) == es_zip
+    assert plugins.supplied_plugin_zip(OPENSEARCH_DIST) == os_zip
+    assert plugins.supplied_plugin_zip(ELASTICSEARCH_DIST) == es_zip
     es_zip.unlink()
-    assert localnode.supplied_plugin_zip(ELASTICSEARCH_DIST) == old_es   # any, as a last resort
+    assert plugins.supplied_plugin_zip(ELASTICSEARCH_DIST) == old_es   # any, as a last resort
     monkeypatch.setenv("LTR_ES_PLUGIN_ZIP", str(tmp_path / "nowhere.zip"))
     from ltr_toolkit.errors import ProvisionError
     with pytest.raises(ProvisionError, match="LTR_ES_PLUGIN_ZIP"):
-        localnode.supplied_plugin_zip(ELASTICSEARCH_DIST)
+        plugins.supplied_plugin_zip(ELASTICSEARCH_DIST)
 
 
 def test_a_missing_elasticsearch_zip_is_named_with_its_fix(monkeypatch, tmp_path):
@@ -65,14 +65,14 @@ def test_a_missing_elasticsearch_zip_is_named_with_its_fix(monkeypatch, tmp_path
     monkeypatch.setenv("LTR_HOME", str(tmp_path))
     from ltr_toolkit.errors import ProvisionError
     with pytest.raises(ProvisionError) as ei:
-        localnode._plugin_zip(dist=ELASTICSEARCH_DIST)
+        plugins.plugin_zip(dist=ELASTICSEARCH_DIST)
     assert "on no registry" in str(ei.value) and ELASTICSEARCH_DIST.zip_name in ei.value.hint
 
 
 def test_java_for_each_engine():
     """Elasticsearch 8.17 refuses Java 25 (its launcher's security-manager flag):
     each engine gets a Java in its own range."""
-    es, os_ = localnode.find_java(ELASTICSEARCH_DIST), localnode.find_java(OPENSEARCH_DIST)
+    es, os_ = jdk.find_java(ELASTICSEARCH_DIST), jdk.find_java(OPENSEARCH_DIST)
     assert versions.ES_MIN_JAVA <= es.version <= versions.ES_MAX_JAVA
     assert os_.version >= versions.MIN_JAVA
 
@@ -319,9 +319,9 @@ def test_elasticsearch_cluster_of_two_nodes_lifecycle(fresh_home, cli):
     Elasticsearch nodes with the plugin form one green cluster, an index of 2 shards and 1
     replica spreads over both, the plugin answers; `ltr cluster stop` stops exactly their
     pids."""
-    zip_path = localnode.supplied_plugin_zip(ELASTICSEARCH_DIST)
+    zip_path = plugins.supplied_plugin_zip(ELASTICSEARCH_DIST)
     if zip_path is None:
-        pytest.skip(f"no LTR plugin zip for Elasticsearch in {localnode.plugin_dir()} "
+        pytest.skip(f"no LTR plugin zip for Elasticsearch in {plugins.plugin_dir()} "
                     f"(or {ELASTICSEARCH_DIST.zip_env})")
     env = {"LTR_HOME": str(fresh_home / "home"), "LTR_URL": "", ELASTICSEARCH_DIST.zip_env: str(zip_path)}
     r = cli("--engine", "elasticsearch", "cluster", "start", "--nodes", "2", env=env, timeout=900)

@@ -172,15 +172,21 @@ def test_a_thousand_query_report_opens_quickly(report_file, tmp_path):
 
 
 def test_report_intervals_hold_the_mean():
+    """The page shows the evaluation report's statistics (its means, intervals and tests:
+    ``evaluation.report.compare``), and they hold the means."""
     from ltr_toolkit.evaluation.html import report_data
+    from ltr_toolkit.evaluation.report import compare, per_query_json
     from ltr_toolkit.data.judgments import JudgmentList
     rng = np.random.default_rng(1)
     v = {"bm25": rng.normal(0.3, 0.1, 500)}
     v["model"] = v["bm25"] + rng.normal(0.02, 0.05, 500)
     qids = [str(i) for i in range(500)]
-    report = {"baseline": "bm25", "k": 10, "tests": {"model": {"metric": "ndcg@10"}},
-              "per_query": {s: {q: {"ndcg@10": float(x)} for q, x in zip(qids, vals)} for s, vals in v.items()}}
+    per_query = {s: {"ndcg@10": vals} for s, vals in v.items()}
+    report = dict(compare(per_query, "bm25", 10), per_query=per_query_json(per_query, qids))
     rows = {r["name"]: r for r in report_data(report, JudgmentList())["systems"]}
+    t = report["tests"]["model"]
+    assert rows["bm25"]["ci"] == report["mean_ci"]["bm25"] and rows["model"]["delta_ci"] == t["ci"]
+    assert (rows["model"]["p"], rows["model"]["p_corrected"]) == (t["p_value"], t["p_corrected"])
     lo, hi = rows["bm25"]["ci"]
     assert lo < v["bm25"].mean() < hi and hi - lo < 0.05
     lo, hi = rows["model"]["delta_ci"]

@@ -90,7 +90,7 @@ def test_incremental_takes_new_grades_and_drops_unjudged_pairs(logged_setup, tmp
     what a full re-log of the new judgments gives (features of kept rows reused)."""
     import copy
     conn, index, fs = logged_setup
-    from ltr_toolkit.features.featurelog import log_incremental
+    from ltr_toolkit.features.incremental import log_incremental
     old = cranfield.split_judgments("valid")
     out = tmp_path / "inc.txt"
     log_incremental(conn, old, fs["name"], index, out)
@@ -109,7 +109,7 @@ def test_incremental_takes_new_grades_and_drops_unjudged_pairs(logged_setup, tmp
 
 def test_incremental_logs_only_new_pairs(logged_setup, tmp_path):
     conn, index, fs = logged_setup
-    from ltr_toolkit.features.featurelog import log_incremental
+    from ltr_toolkit.features.incremental import log_incremental
     full = cranfield.split_judgments("valid")
     qids = list(full.queries)
     first = full.subset(qids[: len(qids) // 2])
@@ -126,7 +126,7 @@ def test_incremental_refuses_another_first_stage_and_leaves_out_as_it_was(logged
     """New rows from another first stage than OUT's sidecar names would be served as if
     logged like the old ones: refused in one line, OUT untouched (only the term
     statistics were compared before)."""
-    from ltr_toolkit.features.featurelog import log_incremental
+    from ltr_toolkit.features.incremental import log_incremental
     from ltr_toolkit.query.firststage import FirstStage
     conn, index, fs = logged_setup
     full = cranfield.split_judgments("valid")
@@ -145,7 +145,7 @@ def test_incremental_streams_out_instead_of_reading_it_whole(tmp_path):
     """The passes over OUT (its pairs, the regraded copy) stream it: peak memory is the
     pairs, not the file (a 3.3 GB file needed about 10 GB)."""
     import tracemalloc
-    from ltr_toolkit.features.featurelog import _copy_regraded, _scan
+    from ltr_toolkit.features.incremental import _copy_regraded, _scan
     out = tmp_path / "big.txt"
     feats = " ".join(f"{i}:0.{i:06d}" for i in range(1, 400))
     with open(out, "w") as fh:
@@ -167,16 +167,16 @@ def test_incremental_streams_out_instead_of_reading_it_whole(tmp_path):
 def test_incremental_logging_keeps_the_parallelism_asked_for(monkeypatch, tmp_path):
     """`parallel` reaches the rounds of an incremental run (#30: incremental jobs ran one
     round at a time whatever the job file said). Without OUT the run is a full one."""
-    from ltr_toolkit.features import featurelog
+    from ltr_toolkit.features import incremental
     from ltr_toolkit.data.judgments import JudgmentList
     seen = {}
 
     def full_run(*args, **kw):
         seen.update(kw)
         return {}
-    monkeypatch.setattr(featurelog, "log_features", full_run)
-    featurelog.log_incremental(None, JudgmentList(source="j"), "fs", "i", tmp_path / "out.txt",
-                               parallel=3)
+    monkeypatch.setattr(incremental, "log_features", full_run)
+    incremental.log_incremental(None, JudgmentList(source="j"), "fs", "i", tmp_path / "out.txt",
+                                parallel=3)
     assert seen["parallel"] == 3
 
 

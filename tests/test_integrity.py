@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.clicks.grades import to_grades
-from ltr_toolkit.clicks.models import Estimates
+from ltr_toolkit.clicks.clickmodels import Estimates
 from ltr_toolkit.data.judgments import load_judgments
 from ltr_toolkit.cli import main
 

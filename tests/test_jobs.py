@@ -383,7 +383,7 @@ def test_killed_run_resumes_its_own_inputs_after_the_judgments_change(cranfield_
 def test_429s_are_retried_and_nothing_is_lost(cranfield_job, tmp_path, monkeypatch):
     """A second node whose search pool has 1 thread and a queue of 1: parallel _msearch
     requests get real 429s, per request and per item."""
-    from ltr_toolkit.transport import localnode
+    from ltr_toolkit.localnode import plugins, process
     from ltr_toolkit.stores import store as st
     from ltr_toolkit.transport.client import Connection
     from ltr_toolkit.indexing.documents import index_documents
@@ -391,14 +391,14 @@ def test_429s_are_retried_and_nothing_is_lost(cranfield_job, tmp_path, monkeypat
     from ltr_toolkit.datasets import cranfield
     from ltr_toolkit.data.featuresets import load_featureset
     url, fs, index, judg = cranfield_job
-    supplied = localnode.supplied_plugin_zip()
+    supplied = plugins.supplied_plugin_zip()
     import tempfile
     home = Path(tempfile.mkdtemp(prefix="ltr-429-", dir="/var/tmp"))
     os.chmod(home, 0o755)
     monkeypatch.setenv("LTR_HOME", str(home))
     if supplied is not None:
         monkeypatch.setenv("LTR_PLUGIN_ZIP", str(supplied))
-    info, _ = localnode.start(settings={"thread_pool.search.size": 1,
+    info, _ = process.start(settings={"thread_pool.search.size": 1,
                                         "thread_pool.search.queue_size": 1})
     try:
         conn = Connection(url=info.url, timeout=120)
@@ -417,7 +417,7 @@ def test_429s_are_retried_and_nothing_is_lost(cranfield_job, tmp_path, monkeypat
         ref = tmp_path / "calm.txt"
         log_features(conn, cands, "cranfield", "tiny-pool", ref, batch=10, parallel=1, candidates=cinfo)
     finally:
-        localnode.stop()
+        process.stop()
         import shutil
         shutil.rmtree(home, ignore_errors=True)
     print(f"429-rejected items retried: {side['retried_items']}; rows: {side['rows']}")

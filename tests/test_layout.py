@@ -15,7 +15,7 @@ LAYERS = [
     ("io",),
     ("data", "encoders", "rank"),
     ("models", "transport", "datasets"),
-    ("distributed", "indexing", "clicks"),
+    ("distributed", "indexing", "clicks", "localnode"),  # localnode: the node the toolkit runs
     ("stores",),          # feature sets, parameters, models in the plugin
     ("query",),           # the first stage, clause budgets, request bodies
     ("features",),        # candidates and feature logging

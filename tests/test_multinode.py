@@ -33,11 +33,11 @@ INDEX = "cran-3x2"
 
 
 def _env(home: Path) -> dict:
-    from ltr_toolkit.transport import localnode
+    from ltr_toolkit.localnode import plugins
     env = {"LTR_HOME": str(home), "LTR_URL": ""}
-    zip_path = localnode.supplied_plugin_zip()
+    zip_path = plugins.supplied_plugin_zip()
     if zip_path is None:
-        pytest.skip(f"no LTR plugin zip in {localnode.plugin_dir()} (or LTR_PLUGIN_ZIP)")
+        pytest.skip(f"no LTR plugin zip in {plugins.plugin_dir()} (or LTR_PLUGIN_ZIP)")
     env["LTR_PLUGIN_ZIP"] = str(zip_path)
     return env
 

@@ -40,9 +40,13 @@ def _hostile_report(hostile=HOSTILE):
         jl.add(q, docs[i % 10], 2.0)
     per_q = {s: {q: {"ndcg@10": round(0.1 * (i % 7) + (0.05 + 0.01 * (i % 3) if s == SYSTEM else 0), 3)}
                  for i, q in enumerate(qids)} for s in ("bm25", SYSTEM)}
+    means = {s: sum(v["ndcg@10"] for v in per_q[s].values()) / len(qids) for s in per_q}
     report = {
         "baseline": "bm25", "k": 10, "per_query": per_q,
-        "tests": {SYSTEM: {"metric": "ndcg@10", "p_value": 0.01, "mean_delta": 0.05,
+        "systems": {s: {"ndcg@10": m} for s, m in means.items()},
+        "mean_ci": {s: [m - 0.02, m + 0.02] for s, m in means.items()},
+        "tests": {SYSTEM: {"metric": "ndcg@10", "p_value": 0.01, "p_corrected": 0.01,
+                           "mean_delta": 0.05, "ci": [0.04, 0.06],
                            "wins": len(qids), "ties": 0, "losses": 0}},
         "recommendation": {"deploy": SYSTEM, "reason": SYSTEM + ": " + hostile[-1]},
         "top": {s: {q: docs for q in qids} for s in ("bm25", SYSTEM)},

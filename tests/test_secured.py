@@ -419,7 +419,7 @@ def tiny_index(proxy):
 def test_ca_certs_end_to_end(proxy, tiny_index, tmp_path):
     """status, store init, feature set upload, log, train, upload, evaluate: all through
     TLS (--ca-certs) and basic auth; the password is nowhere a process or a file shows."""
-    from ltr_toolkit.transport.localnode import state_dir
+    from ltr_toolkit.localnode.state import state_dir
     tag = uuid.uuid4().hex[:10]
     store, fs_name, model = f"secured-{tag}", f"secured_fs_{tag}", f"secured_model_{tag}"
     conn_opts = ["--url", proxy.url, "--ca-certs", str(proxy.ca)]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.data import svmlight, svmlight_fast
-from ltr_toolkit.data.svmlight import (MAX_FEATURE_ID, MISSING_ABSENT, load_logged,
-                                       load_svmlight, save_svmlight)
+from ltr_toolkit.data.logged import MISSING_ABSENT
+from ltr_toolkit.data.svmlight import MAX_FEATURE_ID, load_logged, load_svmlight, save_svmlight
 from ltr_toolkit.errors import InputError
 from ltr_toolkit.rank.metrics import ndcg
 

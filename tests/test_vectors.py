@@ -259,9 +259,9 @@ def test_a_filtered_source_is_refused_before_any_update(ltr_cluster, cranfield_i
 def test_a_cluster_without_the_knn_plugin_keeps_the_lexical_path(fresh_home, cli, tmp_path):
     """A real node started with --no-knn: no vectors (said so), the semantic feature set
     refused naming the plugin, the lexical set uploaded and logged."""
-    from ltr_toolkit.transport import localnode
+    from ltr_toolkit.localnode import plugins
     env = {"LTR_HOME": str(fresh_home / "home"), "LTR_URL": ""}
-    supplied = localnode.supplied_plugin_zip()
+    supplied = plugins.supplied_plugin_zip()
     if supplied is not None:
         env["LTR_PLUGIN_ZIP"] = str(supplied)
     r = cli("cluster", "start", "--no-knn", env=env, timeout=900)

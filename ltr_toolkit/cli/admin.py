@@ -27,9 +27,9 @@ def cluster_start(ctx: typer.Context, engine: OldEngineOpt = None,
     """Provision (cached) and start a local node of `ltr --engine E` (OpenSearch 3.6.0 or
     Elasticsearch 8.17.0, from Maven Central), or a cluster of N nodes; return when it is
     healthy."""
-    from ..transport import localnode
-    from ..transport.distributions import distribution
-    from ..transport.localcluster import start_cluster
+    from ..localnode import process as localnode
+    from ..localnode.distributions import distribution
+    from ..localnode.cluster import start_cluster
     t0 = time.monotonic()
     dist = distribution(_old_engine(ctx, engine))
     if nodes > 1:
@@ -52,9 +52,9 @@ def cluster_start(ctx: typer.Context, engine: OldEngineOpt = None,
 def cluster_stop(ctx: typer.Context, engine: OldEngineOpt = None):
     """Stop the node(s) `ltr cluster start` started (by their pids): of `ltr --engine E`,
     else all."""
-    from ..transport import localnode
-    from ..transport.distributions import DISTRIBUTIONS
-    from ..transport.localcluster import stop_all
+    from ..localnode import process as localnode
+    from ..localnode.distributions import DISTRIBUTIONS
+    from ..localnode.cluster import stop_all
     name = _old_engine(ctx, engine)
     many = stop_all(name)
     single = [localnode.stop(d.engine) for d in DISTRIBUTIONS if not name or d.engine == name]
@@ -112,7 +112,7 @@ def store_drop(ctx: typer.Context, store: StoreOpt = None,
                yes: Annotated[bool, typer.Option("--yes", help="Confirm: the store's feature sets and models are deleted.")] = False):
     """Delete a feature store with its feature sets and models (needs --yes)."""
     from ..stores import store as st
-    from ..stores.contract import forget_store
+    from ..stores.contract_record import forget_store
     if not yes:
         raise UserError(f"dropping store {store or '(default)'} deletes its feature sets and models",
                         "pass --yes to confirm")

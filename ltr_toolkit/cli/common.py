@@ -151,7 +151,7 @@ def _conn(ctx: typer.Context):
     settings = ctx.obj
     if settings.get("connection") is None:
         from ..transport.client import Connection
-        from ..transport.localnode import running_node
+        from ..localnode.process import running_node
         kwargs = {k: v for k, v in settings.items() if k != "connection"}
         if not kwargs["url"]:       # no --url / LTR_URL: the local node, when one runs
             node = running_node(ctx.find_root().meta.get("engine"))
@@ -163,7 +163,7 @@ def _conn(ctx: typer.Context):
 def _engine_conn(ctx: typer.Context, engine) -> Connection:
     """The connection; without --url / LTR_URL, to the local node of the engine this
     command names (``--engine``), when it names one."""
-    from ..transport.localnode import running_node
+    from ..localnode.process import running_node
     root = ctx.find_root()
     if engine is None or root.meta.get("url_given"):
         return _conn(ctx)

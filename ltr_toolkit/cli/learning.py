@@ -158,7 +158,7 @@ def demo(ctx: typer.Context,
     (on the local node of `ltr --engine E` unless --url / LTR_URL names a cluster)."""
     from ..io.atomic import write_json
     from ..pipeline.demo import run_demo
-    from ..transport import localnode
+    from ..localnode import process as localnode
     _writable(output)
     name = _old_engine(ctx, engine)
     show = err.print if as_json else out.print       # --json: stdout holds the JSON alone

@@ -33,7 +33,8 @@ def log_cmd(ctx: typer.Context,
     Exit 3 when some queries failed (they are listed; the rest is logged)."""
     from ..data.judgments import load_judgments
     from ..features.candidates import judged_candidates
-    from ..features.featurelog import log_features, log_incremental, recorded_budget
+    from ..features.featurelog import log_features
+    from ..features.incremental import log_incremental, recorded_budget
     _writable(output)
     jl = load_judgments(judgments, input_format.value if input_format else None, queries)
     fs_stage = _first_stage(fields, first_stage, statistics)
@@ -55,6 +56,11 @@ def log_cmd(ctx: typer.Context,
             side = log_features(conn, jl, featureset, index, output, store, batch,
                                 lambda d, t: update(d, t), fs_stage, info, max_terms=budget,
                                 via=via.value)
+    _show_logged(side, output, index)
+
+
+def _show_logged(side: dict, output: Path, index: str) -> None:
+    """What a logging run wrote, what it could not: exit 3 when queries failed."""
     out.print(f"{side['rows']} rows with {len(side['feature_names'])} features written to {output}; "
               f"{len(side['missing_docs'])} documents not in {index}")
     if side.get("fitted_queries"):

@@ -14,7 +14,7 @@ Modules, each importing only the ones above it in this list (and ``data``/``io``
   with its 0-based position and whether it was clicked;
 * :mod:`.groups` — rows alike for every model summed into weighted groups, built a slice
   of searches at a time (bounded working memory);
-* :mod:`.models` — click models (CTR, COEC as the Search Relevance Workbench computes it,
+* :mod:`.clickmodels` — click models (CTR, COEC as the Search Relevance Workbench computes it,
   SDBN, PBM and UBM by EM);
 * :mod:`.grades` — priors, the minimum number of impressions, estimates -> grades;
 * :mod:`.output` — the judgment list and its per-pair counts, written to files;

@@ -13,7 +13,7 @@ clicks`` names a query, so features logged for click judgments match) or the
 search and counted (``impressed_without_features``), never matched to another row.
 
 :func:`propensities` gives each row its examination probability: from the PBM or UBM
-fitted by EM on the same rows (:mod:`.models`; PBM: theta of the row's rank, UBM: of its
+fitted by EM on the same rows (:mod:`.clickmodels`; PBM: theta of the row's rank, UBM: of its
 rank and distance to the previous click) or given per position. They are clipped from
 below at ``clip`` (default :data:`DEFAULT_CLIP` = 0.1: a weight ``1 / p`` is at most 10),
 bounding the variance a rarely examined rank adds, at the cost of under-weighting ranks
@@ -38,13 +38,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..data.dataset import RankingDataset
-from ..data.svmlight import save_svmlight, sidecar_path
+from ..data.logged import sidecar_path
+from ..data.svmlight import save_svmlight
 from ..errors import UserError
 from ..io.atomic import write_json
 from . import DEFAULT_CLIP
 from .events import EventLog
 from .groups import _search_ids, previous_click
-from .models import estimate
+from .clickmodels import estimate
 from .output import qid_for
 from .problems import Problems
 from .sessions import DEFAULT_DEPTH, Table, build_table, lookup

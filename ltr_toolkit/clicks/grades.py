@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UserError
-from .models import Estimates
+from .clickmodels import Estimates
 
 MAPPINGS = ("levels", "estimate")
 DEFAULT_MIN_IMPRESSIONS = 5

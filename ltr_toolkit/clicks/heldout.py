@@ -24,7 +24,7 @@ import numpy as np
 
 from .events import EventLog
 from .groups import _search_ids, slice_log, aggregate, previous_click
-from .models import COEC_MAX_RANK, MODELS, Estimates, estimate
+from .clickmodels import COEC_MAX_RANK, MODELS, Estimates, estimate
 from .problems import Problems
 from .sessions import Table, build_table, detect_base
 

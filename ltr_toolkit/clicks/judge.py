@@ -9,7 +9,7 @@ from .events import EventLog
 from .groups import aggregate
 from .heldout import choose_model
 from .grades import DEFAULT_LEVELS, DEFAULT_MIN_IMPRESSIONS
-from .models import COEC_MAX_RANK, estimate
+from .clickmodels import COEC_MAX_RANK, estimate
 from .output import click_judgments
 from .sessions import DEFAULT_DEPTH
 

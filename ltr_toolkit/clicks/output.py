@@ -27,7 +27,7 @@ from ..data.judgments import JudgmentList, save_ranklib
 from ..errors import UserError
 from ..io.atomic import atomic_write, write_json
 from .grades import keep_mask, to_grades
-from .models import Estimates
+from .clickmodels import Estimates
 
 OUTPUT_FORMATS = ("ranklib", "trec", "csv", "jsonl")
 

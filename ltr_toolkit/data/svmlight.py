@@ -22,8 +22,9 @@ xgboost's own text parser is deprecated (since 3.1), and has no doc ids or line 
 
 Features absent from a row (sparse rows) take ``missing``: 0.0 by default (the LETOR /
 RankLib convention), NaN for files logged by this toolkit, whose JSON sidecar says
-``"missing_features": "absent"`` (:func:`load_logged` reads that). NaN means "the
-feature did not match": each model family then treats it as the plugin does. Queries
+``"missing_features": "absent"`` (:func:`load_logged` reads that, by the rule of
+:mod:`.logged`). NaN means "the feature did not match": each model family then treats it
+as the plugin does. Queries
 are kept in the order they first appear; rows of a query that appear in several runs
 are gathered together, stably, and ``ds.meta["input_rows"]`` then records where each
 row came from (``ltr predict`` writes its scores back in input order with it).
@@ -31,7 +32,6 @@ row came from (``ltr predict`` writes its scores back in input order with it).
 
 from __future__ import annotations
 
-import json
 import math
 import mmap
 import os
@@ -47,10 +47,8 @@ from ..errors import InputError
 from ..io import compiled
 from ..io.atomic import atomic_write
 from .dataset import RankingDataset
+from .logged import missing_value, read_sidecar
 from .svmlight_fast import F32_LIMIT, Part, fast_chunk
-
-#: Sidecar value of ``missing_features``: a feature absent from a row did not match.
-MISSING_ABSENT = "absent"
 
 #: The highest feature id a row may name: the LTR plugin's limit on the features of one
 #: feature set (the limit ``data.featuresets`` checks uploads against). A larger id is an
@@ -64,28 +62,6 @@ _THREADS = max(1, min(2, os.cpu_count() or 1))
 _AHEAD = 2 * _THREADS
 _NUM_TOKEN = re.compile(r"^\d+:[^\s:]+$")
 _SHAPE = "expected `grade qid:N index:value ...`"
-
-
-def sidecar_path(path) -> Path:
-    path = Path(path)
-    return path.with_suffix(path.suffix + ".json")
-
-
-def read_sidecar(path) -> dict:
-    """The JSON sidecar ``PATH.json`` written beside logged data, or {}."""
-    side = sidecar_path(path)
-    if not side.is_file():
-        return {}
-    try:
-        return json.loads(side.read_text())
-    except ValueError as exc:
-        raise InputError(side, getattr(exc, "lineno", None), "sidecar is not valid JSON") from None
-
-
-def missing_value(side: dict) -> float:
-    """What a feature absent from a row reads as, by the sidecar: NaN (it did not match)
-    for data logged by the toolkit, 0.0 (the LETOR convention) otherwise."""
-    return np.nan if side.get("missing_features") == MISSING_ABSENT else 0.0
 
 
 def load_logged(path, n_features: int | None = None,
@@ -132,7 +108,7 @@ def scored_chunks(path, n_features: int, score, missing: float = 0.0):
     """``score(X)`` of each chunk's rows [rows, n_features], chunk after chunk in file
     order: the file streamed, each chunk scored in the thread that parsed it, its rows as
     :func:`load_svmlight` would read them (the same checks and errors; ``missing`` for
-    absent features: :func:`missing_value` of the sidecar, for logged data), the whole
+    absent features: ``logged.missing_value`` of the sidecar, for logged data), the whole
     matrix never held. What ``ltr predict`` does. InputError if the file has no data rows."""
     n_features = int(n_features)
 

@@ -1,8 +1,8 @@
 """Training beyond one machine on Dask (``ltr train --dask ADDRESS`` / ``--dask local:N``).
 
-``parts``: the training files planned into partitions of whole queries (byte ranges of
+``ranges``: the training files planned into partitions of whole queries (byte ranges of
 the files, cut only where the query id changes) that the workers read in parallel;
-``trees``: LambdaMART / RankNet-trees on ``xgboost.dask`` with the toolkit's own
+``dask_trees``: LambdaMART / RankNet-trees on ``xgboost.dask`` with the toolkit's own
 objective, computed on every worker for the queries it holds (a query is never split, so
 its lambdas are those of one process), the validation NDCG summed over all workers.
 Dask is an optional dependency (``pip install "ltr-toolkit[dask]"``): nothing here imports

@@ -1,6 +1,6 @@
 """An evaluation report people can look at: one self-contained HTML file (no network
 request: styles, script and data inline) with the metrics and their 95% confidence
-intervals (``rank.stats.compare``, which computes the report's tests), the per-query
+intervals as the evaluation report holds them (``evaluation.report.compare``), the per-query
 deltas sorted from the largest win to the largest loss, and for each query the first
 stage's and a reranker's top 10 side by side, with grades and, for the reranker, each
 document's per-feature contributions (``models.shapley``). A search box finds a query by
@@ -22,11 +22,8 @@ import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
-
 from ..data.judgments import JudgmentList
 from ..io.atomic import atomic_write
-from ..rank.stats import compare
 
 
 def report_data(report: dict, jl: JudgmentList, titles: dict[str, str] | None = None) -> dict:
@@ -36,21 +33,12 @@ def report_data(report: dict, jl: JudgmentList, titles: dict[str, str] | None = 
     base, k = report["baseline"], report["k"]
     metric = next(iter(report["tests"].values()))["metric"] if report["tests"] else f"ndcg@{k}"
     qids = list(report["per_query"][base])
-    vals = {s: np.array([report["per_query"][s][q][metric] for q in qids]) for s in report["per_query"]}
-    found = compare(vals, base)              # the report's tests, with their intervals
-    systems = []
-    for s, v in vals.items():
-        row = {"name": s, "mean": float(v.mean()), "ci": found.mean_ci[s]}
-        if s != base:
-            t = found.tests[s]
-            row.update(delta=t.mean_delta, delta_ci=t.ci, p=t.p_value, p_corrected=t.p_corrected,
-                       wtl=[t.wins, t.ties, t.losses])
-        systems.append(row)
+    vals = {s: [report["per_query"][s][q][metric] for q in qids] for s in report["per_query"]}
     by_q = jl.by_query()
     top = report.get("top", {})
     ex = report.get("explanations", {})
     return {
-        "metric": metric, "baseline": base, "systems": systems,
+        "metric": metric, "baseline": base, "systems": _systems(report, metric),
         "recommendation": (report.get("recommendation") or {}).get("reason", ""),
         "recommended": (report.get("recommendation") or {}).get("deploy"),
         "evaluation": report.get("evaluation", "live"),
@@ -63,6 +51,22 @@ def report_data(report: dict, jl: JudgmentList, titles: dict[str, str] | None = 
                               for q, docs in per_q.items()}
                           for s, per_q in ex.get("systems", {}).items()},
     }
+
+
+def _systems(report: dict, metric: str) -> list[dict]:
+    """The table's rows: each system's mean and interval, and each reranker's test against
+    the baseline, as the report holds them (``evaluation.report.compare``: the page shows
+    the report's numbers, it computes none)."""
+    base, tests, cis = report["baseline"], report["tests"], report.get("mean_ci") or {}
+    rows = []
+    for s in report["per_query"]:
+        row = {"name": s, "mean": report["systems"][s][metric], "ci": cis.get(s)}
+        if s != base:
+            t = tests[s]
+            row.update(delta=t["mean_delta"], delta_ci=t.get("ci"), p=t["p_value"],
+                       p_corrected=t.get("p_corrected"), wtl=[t["wins"], t["ties"], t["losses"]])
+        rows.append(row)
+    return rows
 
 
 #: JSON escapes for what could end or alter a script element (``</script``, ``<!--``) or

@@ -17,7 +17,7 @@ from ..features.featurelog import VIAS
 from ..transport.client import Connection
 from ..query.firststage import STATISTICS
 from ..clicks.grades import MAPPINGS
-from ..clicks.models import MODELS
+from ..clicks.clickmodels import MODELS
 
 #: A job's request timeout when neither its file nor ``ltr --timeout`` gives one, seconds.
 DEFAULT_TIMEOUT = 60.0

@@ -217,7 +217,7 @@ class LambdaMART(EstimatorParams):
     def rank_pairs(self, labels, offsets, weights=None) -> RankPairs:
         """The objective's pairs of these queries (labels, row offsets, optional document
         weights: ``RankingDataset.weights``): per query, so a part of the queries gets
-        exactly those queries' lambdas (``distributed.trees``)."""
+        exactly those queries' lambdas (``distributed.dask_trees``)."""
         return RankPairs(labels, offsets, self._weighting(), float(self.sigma),
                          self._truncation(), float(self.mu), self._query_normalization(),
                          score_normalization=bool(self.score_normalization),

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.svmlight import missing_value, read_sidecar, scored_chunks
+from ..data.logged import missing_value, read_sidecar
+from ..data.svmlight import scored_chunks
 from ..errors import InputError, UserError
 from ..io.atomic import atomic_write, check_writable
 from ..io.text import read_text

@@ -13,7 +13,7 @@ from ..io.atomic import check_writable, write_json
 from ..models.trees import ALGOS as TREE_ALGOS
 from .train import (check_algorithm, check_same_features, grade_variation, make_estimator,
                     model_artifact)
-from ..distributed import connect, local_workers, parts, require, trees
+from ..distributed import connect, dask_trees, local_workers, ranges, require
 
 
 def train_from_files_dask(data, address: str, algo="lambdamart", valid=None, test=None,
@@ -34,13 +34,13 @@ def train_from_files_dask(data, address: str, algo="lambdamart", valid=None, tes
         raise UserError("--patience needs --valid: early stopping watches the validation NDCG",
                         "add --valid FILE, or drop --patience")
     model = make_estimator(algo, k=k, seed=seed, patience=patience, **settings)
-    files = {"train": parts.expand(data)}
-    files.update({name: parts.expand(spec) for name, spec in (("valid", valid), ("test", test))
+    files = {"train": ranges.expand(data)}
+    files.update({name: ranges.expand(spec) for name, spec in (("valid", valid), ("test", test))
                   if spec is not None})
-    side = parts.sidecar(files["train"])
+    side = ranges.sidecar(files["train"])
     for name, fs in files.items():
         if name != "train":
-            check_same_features(files["train"][0], side, fs[0], parts.sidecar(fs))
+            check_same_features(files["train"][0], side, fs[0], ranges.sidecar(fs))
     say = log or (lambda msg: None)
     with connect(address) as client:
         return _train_on(client, model, algo, files, side, on_epoch, say, output)
@@ -49,18 +49,18 @@ def train_from_files_dask(data, address: str, algo="lambdamart", valid=None, tes
 def _train_on(client, model, algo, files, side, on_epoch, say, output) -> dict:
     t0 = time.perf_counter()
     nf = len(side["feature_names"]) if side.get("feature_names") else None
-    loaded = {"train": parts.load(client, files["train"], nf)}
+    loaded = {"train": ranges.load(client, files["train"], nf)}
     nf = loaded["train"].width
     for name in ("valid", "test"):
         if name in files:
-            loaded[name] = parts.load(client, files[name], nf)
+            loaded[name] = ranges.load(client, files[name], nf)
     workers = len(client.scheduler_info()["workers"])
     say(f"read {loaded['train'].rows} rows in {len(loaded['train'].parts)} parts on "
         f"{workers} workers ({time.perf_counter() - t0:.1f} s)")
     source = ",".join(str(f) for f in files["train"])
     warnings = grade_variation(loaded["train"].varied, loaded["train"].queries, source)
     t1 = time.perf_counter()
-    history = trees.fit(client, model, loaded["train"], loaded.get("valid"))
+    history = dask_trees.fit(client, model, loaded["train"], loaded.get("valid"))
     rounds = len(model.booster_.get_dump())
     say(f"{rounds} rounds in {time.perf_counter() - t1:.1f} s")
     if on_epoch is not None:      # the rounds' validation NDCG, as xgboost logged them
@@ -68,7 +68,7 @@ def _train_on(client, model, algo, files, side, on_epoch, say, output) -> dict:
         for r in range(rounds):
             on_epoch(r, float(values[r]) if r < len(values) else None)
     max_grade = max(ld.max_grade for ld in loaded.values())
-    metrics = {name: trees.evaluate_parts(client, model, ld, model.k, max_grade)
+    metrics = {name: dask_trees.evaluate_parts(client, model, ld, model.k, max_grade)
                for name, ld in loaded.items()}
     tr = loaded["train"]
     artifact = model_artifact(

@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 
 from ..data.querytext import fit_params
 from ..indexing.vectors import with_query_vectors
-from ..stores.contract import (DEFAULT_WINDOW, MODEL_ONLY, Contract, ContractOverrideWarning,
-                               recorded)
+from ..stores.contract import DEFAULT_WINDOW, MODEL_ONLY, Contract, ContractOverrideWarning
+from ..stores.contract_record import recorded
 from ..stores.params import (derived_depth, first_ids_depth, model_params, uses_window,
                              with_first_stage_ids, with_window_ids)
 from ..transport.client import Connection

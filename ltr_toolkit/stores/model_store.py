@@ -14,7 +14,8 @@ from dataclasses import replace
 from ..errors import UserError
 from ..transport.client import Connection, request
 from ..transport.lookups import forget_model
-from .contract import forget_record, of_artifact, record
+from .contract import of_artifact
+from .contract_record import forget_record, record
 from .params import QUERY_VECTOR, featureset_info, placeholder_params
 from ..indexing.vectors import index_vectors, placeholder_vector
 from .store import get_document, list_elements, refresh_store, store_path

@@ -14,8 +14,7 @@ from __future__ import annotations
 from ..errors import ClusterError
 from ..models.native import alias_request, put_request
 from ..transport.client import Connection, request
-from ..transport.distributions import ELASTICSEARCH
-from ..transport.engine import detect
+from ..transport.engine import ELASTICSEARCH, detect
 
 #: license types without Elasticsearch's native learning to rank
 NO_LTR_LICENSES = frozenset({"basic", "standard", "gold", "missing"})

@@ -1,7 +1,7 @@
 """Connection settings shared by every command, and error translation.
 
 URL: ``--url`` / ``LTR_URL``, else ``http://localhost:9200`` (the CLI fills in the local
-node's URL when it runs: ``localnode.running_node()``). Basic auth comes only from the environment
+node's URL when it runs: ``localnode.process.running_node()``). Basic auth comes only from the environment
 (``LTR_USER``, ``LTR_PASSWORD``) so that no secret is ever on argv or in a log.
 """
 

@@ -26,8 +26,12 @@ from dataclasses import dataclass
 
 from ..errors import ClusterError
 from .client import Connection, request
-from .distributions import ELASTICSEARCH, OPENSEARCH, distribution
 from .lookups import fact
+
+OPENSEARCH, ELASTICSEARCH = "opensearch", "elasticsearch"
+ENGINES = (OPENSEARCH, ELASTICSEARCH)
+#: each engine's name in messages
+LABELS = {OPENSEARCH: "OpenSearch", ELASTICSEARCH: "Elasticsearch"}
 
 #: the template parameter of the reranked window's document ids (Elasticsearch's
 #: semantic feature is restricted to them)
@@ -106,7 +110,7 @@ class Engine:
 
     @property
     def label(self) -> str:
-        return f"{distribution(self.name).label} {self.version}"
+        return f"{LABELS[self.name]} {self.version}"
 
     @property
     def vectors(self) -> VectorKind | None:

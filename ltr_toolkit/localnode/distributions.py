@@ -1,5 +1,5 @@
 """How each engine's local node is provisioned and run: the one description the local
-node code (:mod:`.localnode`, :mod:`.localcluster`) asks, so that starting an
+node code (:mod:`.provision`, :mod:`.process`, :mod:`.cluster`) asks, so that starting an
 Elasticsearch node differs from starting an OpenSearch one in data, not in branches.
 
 Both come from Maven Central as their projects' test distributions (a real engine with a
@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import versions
-
-OPENSEARCH, ELASTICSEARCH = "opensearch", "elasticsearch"
-ENGINES = (OPENSEARCH, ELASTICSEARCH)
+from ..transport.engine import ELASTICSEARCH, ENGINES, LABELS, OPENSEARCH
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ class Distribution:
 
 
 OPENSEARCH_DIST = Distribution(
-    engine=OPENSEARCH, label="OpenSearch", version=versions.OPENSEARCH_VERSION,
+    engine=OPENSEARCH, label=LABELS[OPENSEARCH], version=versions.OPENSEARCH_VERSION,
     artifact=versions.OPENSEARCH_ARTIFACT, java=(versions.MIN_JAVA, None),
     java_env="OPENSEARCH_JAVA_HOME", opts_env="OPENSEARCH_JAVA_OPTS", launcher="opensearch",
     plugin_cli="opensearch-plugin", main_class="org.opensearch.bootstrap.OpenSearch",
@@ -69,7 +67,7 @@ OPENSEARCH_DIST = Distribution(
     extra_plugins=(("opensearch-knn", versions.KNN_PLUGIN_ARTIFACT),))
 
 ELASTICSEARCH_DIST = Distribution(
-    engine=ELASTICSEARCH, label="Elasticsearch", version=versions.ELASTICSEARCH_VERSION,
+    engine=ELASTICSEARCH, label=LABELS[ELASTICSEARCH], version=versions.ELASTICSEARCH_VERSION,
     artifact=versions.ELASTICSEARCH_ARTIFACT, java=(versions.ES_MIN_JAVA, versions.ES_MAX_JAVA),
     java_env="ES_JAVA_HOME", opts_env="ES_JAVA_OPTS", launcher="elasticsearch",
     plugin_cli="elasticsearch-plugin", main_class="org.elasticsearch.bootstrap.Elasticsearch",
@@ -79,6 +77,7 @@ ELASTICSEARCH_DIST = Distribution(
     settings={"xpack.security.enabled": "false"})
 
 DISTRIBUTIONS = (OPENSEARCH_DIST, ELASTICSEARCH_DIST)
+
 _BY_ENGINE = {d.engine: d for d in DISTRIBUTIONS}
 
 

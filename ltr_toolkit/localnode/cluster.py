@@ -2,7 +2,7 @@
 the toolkit (and testing it) as production clusters run: several nodes, shards spread
 over them, replicas, a node lost mid-job.
 
-Every node runs from the one provisioned distribution of :mod:`.localnode`, with its own
+Every node runs from the one provisioned distribution of :mod:`.provision`, with its own
 data, logs and pid file under ``$LTR_HOME/nodes/N``; they discover each other on
 127.0.0.1 (``discovery.seed_hosts``) and all are cluster-manager eligible data nodes.
 ``cluster.json`` records every node (pid, HTTP URL); ``node.json`` names the first, so
@@ -18,44 +18,46 @@ import time
 
 from ..errors import ClusterError, UserError
 from ..io.atomic import write_json
-from . import localnode as ln
-from .client import Connection, check_ltr, probe_store
+from ..transport.client import Connection, check_ltr, probe_store
 from .distributions import DISTRIBUTIONS, OPENSEARCH_DIST, Distribution, distribution
+from .process import NodeInfo, free_port, launch, pid_is_our_node, running_node
+from .provision import provision
+from .state import chown_tree, state_dir, state_lock
 
 
 def cluster_file(dist: Distribution = OPENSEARCH_DIST):
-    return ln.state_dir() / dist.state_file("cluster.json")
+    return state_dir() / dist.state_file("cluster.json")
 
 
-def nodes(dist: Distribution = OPENSEARCH_DIST) -> list[ln.NodeInfo]:
+def nodes(dist: Distribution = OPENSEARCH_DIST) -> list[NodeInfo]:
     """The nodes :func:`start_cluster` started for ``dist``'s engine (alive or not)."""
     try:
-        return [ln.NodeInfo(**n) for n in json.loads(cluster_file(dist).read_text())["nodes"]]
+        return [NodeInfo(**n) for n in json.loads(cluster_file(dist).read_text())["nodes"]]
     except (OSError, ValueError, TypeError, KeyError):
         return []
 
 
 def start_cluster(n: int, require_plugin: bool = True, timeout: float = 300.0,
-                  log=lambda msg: None, engine: str | None = None) -> list[ln.NodeInfo]:
+                  log=lambda msg: None, engine: str | None = None) -> list[NodeInfo]:
     """Start ``n`` nodes of ``engine`` (None: OpenSearch) as one cluster; returns when all
     have joined, the cluster is green and (with the plugin) the LTR plugin answers."""
     dist = distribution(engine)
     if n < 2:
         raise UserError(f"--nodes {n}: a cluster needs at least 2 nodes (`ltr cluster start` alone starts one)")
-    with ln._lock():
-        alive = [x for x in nodes(dist) if ln._pid_is_our_node(x.pid, x.home)]
-        if ln.running_node(dist.engine) or alive:
+    with state_lock():
+        alive = [x for x in nodes(dist) if pid_is_our_node(x.pid, x.home)]
+        if running_node(dist.engine) or alive:
             raise UserError(f"a local {dist.label} node already runs",
                             "stop it first: `ltr cluster stop`")
-        inst = ln.provision(require_plugin=require_plugin, log=log, dist=dist)
-        root = ln.state_dir()
-        ports = [(ln._free_port(), ln._free_port()) for _ in range(n)]
+        inst = provision(require_plugin=require_plugin, log=log, dist=dist)
+        root = state_dir()
+        ports = [(free_port(), free_port()) for _ in range(n)]
         names = [f"ltr-node-{i + 1}" for i in range(n)]
         common = {"cluster.name": "ltr-toolkit-cluster",
                   "discovery.seed_hosts": ",".join(f"127.0.0.1:{t}" for _, t in ports),
                   dist.manager_nodes: ",".join(names)}
         deadline = time.monotonic() + timeout
-        started: list[ln.NodeInfo] = []
+        started: list[NodeInfo] = []
         try:
             _launch_all(inst, root, ports, names, common, deadline, started)
             write_json(root / dist.state_file("node.json"), started[0].__dict__)
@@ -74,24 +76,24 @@ def _launch_all(inst, root, ports, names, common, deadline, started) -> None:
         d = root / inst.dist.state_file("nodes") / str(i + 1)
         for sub in ("data", "logs"):
             (d / sub).mkdir(parents=True, exist_ok=True)
-            ln._chown_tree(d / sub)
-        pid = ln.launch(inst, d / "node.pid", d / "logs", deadline, dict(
+            chown_tree(d / sub)
+        pid = launch(inst, d / "node.pid", d / "logs", deadline, dict(
             common, **{"node.name": name, "http.port": str(port), "transport.port": str(tport),
                        "path.data": str(d / "data"), "path.logs": str(d / "logs")}))
-        started.append(ln.NodeInfo(pid=pid, url=f"http://127.0.0.1:{port}", port=port,
+        started.append(NodeInfo(pid=pid, url=f"http://127.0.0.1:{port}", port=port,
                                    home=str(inst.home), version=inst.dist.version,
                                    plugin=inst.plugin, engine=inst.dist.engine))
         write_json(cluster_file(inst.dist), {"nodes": [s.__dict__ for s in started]})
 
 
-def _wait_formed(started: list[ln.NodeInfo], deadline: float) -> None:
+def _wait_formed(started: list[NodeInfo], deadline: float) -> None:
     conn = Connection(url=started[0].url, timeout=10)
     last = None
     while time.monotonic() < deadline:
-        dead = [s.pid for s in started if not ln._pid_is_our_node(s.pid, s.home)]
+        dead = [s.pid for s in started if not pid_is_our_node(s.pid, s.home)]
         if dead:
             raise ClusterError(f"node(s) with pid {dead} exited during start-up",
-                               f"see {ln.state_dir()}")
+                               f"see {state_dir()}")
         try:
             h = conn.client().transport.perform_request(
                 "GET", f"/_cluster/health?wait_for_nodes={len(started)}&wait_for_status=green&timeout=5s")
@@ -105,26 +107,26 @@ def _wait_formed(started: list[ln.NodeInfo], deadline: float) -> None:
             last = exc
         time.sleep(0.5)
     raise ClusterError(f"the {len(started)} nodes did not form a green cluster in time ({last})",
-                       f"see {ln.state_dir()}")
+                       f"see {state_dir()}")
 
 
-def stop_all(engine: str | None = None, timeout: float = 60.0) -> list[ln.NodeInfo]:
+def stop_all(engine: str | None = None, timeout: float = 60.0) -> list[NodeInfo]:
     """Stop every node of :func:`start_cluster` of ``engine`` (None: of both engines) by
     its recorded pid (TERM, then KILL after ``timeout``); returns those that were running."""
     dists = [distribution(engine)] if engine else list(DISTRIBUTIONS)
     stopped = []
     for dist in dists:
-        mine = [node for node in nodes(dist) if ln._pid_is_our_node(node.pid, node.home)]
+        mine = [node for node in nodes(dist) if pid_is_our_node(node.pid, node.home)]
         for node in mine:
             os.kill(node.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         for node in mine:
-            while ln._pid_is_our_node(node.pid, node.home):
+            while pid_is_our_node(node.pid, node.home):
                 if time.monotonic() > deadline:
                     os.kill(node.pid, signal.SIGKILL)
                 time.sleep(0.2)
         cluster_file(dist).unlink(missing_ok=True)
         if mine:
-            (ln.state_dir() / dist.state_file("node.json")).unlink(missing_ok=True)
+            (state_dir() / dist.state_file("node.json")).unlink(missing_ok=True)
         stopped += mine
     return stopped

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.svmlight import load_logged, read_sidecar
+from ..data.logged import read_sidecar
+from ..data.svmlight import load_logged
 from ..errors import InputError, UserError
 from ..models.trees import MISSING_AS
 import hashlib

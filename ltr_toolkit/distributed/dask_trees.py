@@ -5,7 +5,7 @@ sums the gradient histograms across workers (its collective, an allreduce), so t
 are those of one model over all rows. The custom objective runs on each worker for its
 own rows: :class:`WorkerObjective` builds the same ``RankPairs`` as one process over the
 worker's queries (``LambdaMART.rank_pairs``); every query is whole on one worker
-(``parts``), and the lambdas are per query, so each document's gradient and hessian are
+(``ranges``), and the lambdas are per query, so each document's gradient and hessian are
 the single process's. Differences left: xgboost's histogram cuts come from a sketch merged
 across workers (one process sketches all rows itself), which can move a split threshold.
 The validation NDCG@k (:class:`WorkerNDCG`) is each worker's sum over its queries,
@@ -70,7 +70,7 @@ def _dmatrix(client, model: LambdaMART, loaded, ref=None):
 
 
 def fit(client, model: LambdaMART, train, valid=None, callbacks=()) -> dict:
-    """Fit ``model`` (a LambdaMART) on parts loaded on the cluster (``parts.load``);
+    """Fit ``model`` (a LambdaMART) on parts loaded on the cluster (``ranges.load``);
     returns xgboost's evaluation history (``{"valid": {"ndcg@k": [...]}}``)."""
     import xgboost as xgb
     import xgboost.dask  # noqa: F401  (a submodule xgboost does not import itself)
