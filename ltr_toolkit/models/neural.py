@@ -275,3 +275,23 @@ def _check(ds: RankingDataset) -> None:
         raise ValueError("training data has no rows")
     if np.any(np.isinf(ds.X)):
         raise ValueError("training features contain inf")
+
+
+#: Where the highest training logit of a network is put, and the widest span kept below
+#: it: float32 resolves sigmoid(x) for x < 0 to ~7 significant digits (sigmoid ~ e^x), so
+#: logits 1e-7 apart stay distinct; near 1.0 it saturates (sigmoid(17) == 1.0f), and below
+#: about -87 it leaves float32's normal range.
+TOP_LOGIT = -1.0
+LOGIT_SPAN = 70.0
+
+
+def output_map(model: NeuralRanker, X_train: np.ndarray | None) -> dict:
+    """``{"scale", "shift"}`` for the output layer (logit -> scale * logit + shift, scale
+    in (0, 1]): the training logits land in [TOP_LOGIT - LOGIT_SPAN, TOP_LOGIT], where
+    float32(sigmoid) keeps them distinct. Order-preserving, so rankings do not change."""
+    if X_train is None or len(X_train) == 0:
+        return {"scale": 1.0, "shift": 0.0}
+    logits = model.predict(X_train)
+    hi, lo = float(np.max(logits)), float(np.min(logits))
+    scale = 1.0 if hi - lo <= LOGIT_SPAN else LOGIT_SPAN / (hi - lo)
+    return {"scale": scale, "shift": TOP_LOGIT - scale * hi}

@@ -13,8 +13,7 @@ from ..clicks.debias import DEFAULT_CLIP, POWERS, ClickData, check_power, ipw, p
 from ..data.svmlight import check_grades, load_logged
 from ..errors import UserError
 from ..io.atomic import check_writable, write_json
-from ..models.export import output_map
-from ..models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker
+from ..models.neural import ALGOS as NEURAL_ALGOS, NeuralRanker, output_map
 from ..models.trees import ALGOS as TREE_ALGOS, LambdaMART
 from ..rank.metrics import evaluate
 from ..stores.contract import from_sidecar
