@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 from rich.table import Table
@@ -138,14 +138,68 @@ def store_list(ctx: typer.Context):
 @featureset_app.command("upload")
 def featureset_upload(ctx: typer.Context,
                       file: Annotated[Path, typer.Argument(help="A feature set file (JSON: name and features with their templates).")],
-                      store: StoreOpt = None):
-    """Upload a feature set file (validated locally first)."""
+                      store: StoreOpt = None,
+                      index: Annotated[Optional[str], typer.Option("--index", help="Check the templates against this index's mapping first: unknown fields, decays on fields that are no dates or numbers, parameters the toolkit will not send; refused, one line per problem.")] = None,
+                      query_param: Annotated[Optional[List[str]], typer.Option("--query-param", help="A template parameter your judgments give per query (a column of theirs), besides the query text {{keywords}} (repeatable; with --index).")] = None):
+    """Upload a feature set file (validated locally first; with --index, against the
+    index's mapping too)."""
     from ..data.featuresets import load_featureset
     from ..stores import store as st
     fs = load_featureset(file)
     conn = _ltr_conn(ctx)
+    if index:
+        _check_templates(conn, fs, index, query_param or [])
+    else:
+        err.print("note: the templates were not checked against an index's mapping "
+                  "(--index I checks their fields and parameters first)")
     name, what = st.upload_featureset_versioned(conn, fs, store)
     out.print(f"feature set {name} ({len(fs['features'])} features): {what}")
+
+
+@featureset_app.command("init")
+def featureset_init(ctx: typer.Context, index: IndexOpt,
+                    output: Annotated[Path, typer.Option("-o", "--output", help="The feature set file written, for you to review before `ltr featureset upload`.")],
+                    name: Annotated[Optional[str], typer.Option("--name", help="The feature set's name (default: the index's).")] = None,
+                    sample: Annotated[int, typer.Option("--sample", min=1, max=10_000, help="Documents sampled to choose each field's features (coverage, skew, ages).")] = 1000,
+                    min_coverage: Annotated[float, typer.Option("--min-coverage", min=0.0, max=1.0, help="Leave out fields that fewer than this share of the sampled documents have.")] = 0.05,
+                    as_json: JsonOpt = False):
+    """Write a feature set from INDEX's mapping and a sample of its documents: per text
+    field BM25, all-terms and phrase matches; keyword fields matched against the whole
+    query; numbers as values (log-scaled where skewed); dates as recency; vector fields
+    as the cosine. Each feature says in the file why it is there."""
+    from ..features.generate import from_index
+    from ..io.atomic import write_json
+    _writable(output)
+    doc = from_index(_conn(ctx), index, name, sample, min_coverage)
+    write_json(output, doc)
+    if as_json:
+        return _print_json(doc)
+    gen = doc["generated"]
+    table = Table("feature", "why")
+    for f in doc["featureset"]["features"]:
+        table.add_row(f["name"], gen["why"][f["name"]])
+    out.print(table)
+    for field, why in gen["skipped"].items():
+        err.print(f"left out: {field}: {why}")
+    out.print(f"{len(doc['featureset']['features'])} features from {gen['sample']} sampled documents "
+              f"of {index} written to {output}: review it, then `ltr featureset upload {output} "
+              f"--index {index}`")
+
+
+def _check_templates(conn, fs: dict, index: str, query_params: list[str]) -> None:
+    """Refuse a feature set whose templates do not fit ``index``'s mapping: one line a problem."""
+    from ..features.check import all_paths, problems
+    from ..transport.client import request
+    body = request(conn, "GET", f"/{index}/_mapping")
+    paths = all_paths(next(iter(body.values()))["mappings"].get("properties", {}))
+    found = problems(fs, index, paths, query_params)
+    if len(found) == 1:
+        raise UserError(found[0])
+    for line in found:
+        err.print(f"error: {line}")
+    if found:
+        raise UserError(f"{len(found)} problems of feature set {fs['name']} on {index} (above): "
+                        "nothing uploaded", "fix the feature set file, then upload it again")
 
 
 @featureset_app.command("list")

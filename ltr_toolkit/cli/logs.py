@@ -70,8 +70,18 @@ def _show_logged(side: dict, output: Path, index: str) -> None:
         err.print(f"missing: query {q}, doc {d}")
     for q, why in side.get("failed_queries", []):
         err.print(f"failed: query {q}: {why}")
+    _dead_features(output)
     if side.get("failed_queries"):
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def _dead_features(output: Path) -> None:
+    """Name each feature no logged row can use (missing, or one value, on every row)."""
+    from ..data.svmlight import load_logged
+    from ..features.check import dead_features
+    ds = load_logged(output)
+    for line in dead_features(ds.X, ds.meta.get("sidecar", {}).get("feature_names") or []):
+        err.print(f"warning: {line}")
 
 
 def _show_candidates(info: dict, candidates: int, unjudged) -> None:

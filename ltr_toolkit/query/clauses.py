@@ -27,7 +27,10 @@ from .named import named_clauses
 
 #: The largest term count probed; queries are cut to it even on a cluster without limit.
 PROBE_MAX = 4096
-_TOO_MANY = ("too_many_clauses", "too_many_nested_clauses", "maxclausecount")
+_TOO_MANY = ("too_many_clauses", "too_many_nested_clauses", "maxclausecount",
+             # a case-insensitive term's automaton (Lucene: at most 1,000 states), which a
+             # long query outgrows: too long for the feature, as too many clauses are
+             "automaton is too large")
 _cache: dict[str, int] = {}
 
 
