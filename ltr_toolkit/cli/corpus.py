@@ -3,6 +3,7 @@ neighbours), judgment lists from files, Cranfield or clicks."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -73,7 +74,7 @@ def index_cranfield(ctx: typer.Context,
 
 
 @index_app.command("jsonl")
-def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="One JSON object per line: an id and text fields.")],
+def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="One JSON object per line: an id and its fields (text, numbers, booleans, dates, arrays, objects, nulls).")],
                 index: Annotated[str, typer.Option("--index", help="The index created.")],
                 recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
                 shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
@@ -81,12 +82,31 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
     """Load your own documents into INDEX: every text field analysed for BM25, with
     FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts, the neighbours field and the
     documents' vectors (the shipped feature set's shape)."""
-    from ..indexing.documents import index_documents, read_jsonl_documents
-    docs, fields = read_jsonl_documents(path)
-    res = index_documents(_conn(ctx), index, docs, recreate=recreate, fields=fields,
+    from ..indexing.documents import index_documents, pick_analyzer, read_jsonl_documents
+    coll = read_jsonl_documents(path)
+    conn = _conn(ctx)
+    analyzer = pick_analyzer(conn)
+    t0 = time.monotonic()
+    res = index_documents(conn, index, coll.docs, analyzer, recreate=recreate, fields=coll.text_fields,
                           meta=f"jsonl:{path.name}", shards=shards, replicas=replicas,
-                          expansion=_expansion(neighbours), vector_fields=_vector_fields(vectors))
-    _indexed(res, f"{index} (fields {', '.join(fields)})")
+                          expansion=_expansion(neighbours), vector_fields=_vector_fields(vectors),
+                          typed=coll.properties(analyzer),
+                          log=lambda m: err.print(f"[{time.monotonic() - t0:6.1f}s] {m}"))
+    _field_report(coll.report())
+    _indexed(res, f"{index} (main text fields {', '.join(coll.text_fields) or 'none'})")
+
+
+def _field_report(rows: list[dict]) -> None:
+    """What was done with each field of a collection."""
+    table = Table("field", "kind", "documents", "mapped as")
+    for r in rows[:40]:
+        table.add_row(r["field"], r["kind"], f"{r['documents']} ({r['share']:.0%})", r["mapped"])
+    out.print(table)
+    if len(rows) > 40:
+        kinds = {}
+        for r in rows[40:]:
+            kinds[r["mapped"]] = kinds.get(r["mapped"], 0) + 1
+        out.print(f"and {len(rows) - 40} more fields: " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
 
 
 @index_app.command("vectors")

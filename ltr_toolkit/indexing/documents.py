@@ -19,11 +19,12 @@ from .neighbours import Expansion, all_neighbour_texts
 from .vectors import DEFAULT_TEXT_FIELDS, FIELD as VECTOR_FIELD, document_text, \
     document_vectors, field_mapping, meta_entry
 from opensearchpy import exceptions as E
-from dataclasses import replace
+from dataclasses import dataclass, field as dc_field, replace
 from ..errors import UserError
 import json
 from ..errors import InputError
 from ..io.text import read_text
+from . import schema
 
 FIELDS = ("title", "authors", "source", "abstract")
 
@@ -53,13 +54,15 @@ TERM_VECTORS = "yes"
 def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CORPUS_VERSION,
             shards: int = 1, replicas: int = 0, term_vectors: bool = True,
             expansion: str | None = None, vectors: dict | None = None,
-            vector_kind: VectorKind | None = None) -> dict:
+            vector_kind: VectorKind | None = None, typed: dict | None = None) -> dict:
     """BM25 on the text fields; the same text under other similarities as multi-fields,
     and each field's token count. ``fields`` None: Cranfield's (authors and source with
     the standard analyzer, without multi-fields). ``expansion``: a field for the
     neighbours' text, indexed but not kept in ``_source`` (it would slow every fetch).
     ``vectors``: the vector field's ``_meta`` entry (:func:`.vectors.meta_entry`): the
-    engine's cosine vector field (``vector_kind``), also left out of ``_source``."""
+    engine's cosine vector field (``vector_kind``), also left out of ``_source``.
+    ``typed``: the mapping of a collection's other fields (:mod:`.schema`); the engine's
+    limit of mapping fields is raised to fit a catalogue's many attributes."""
     text = {"type": "text", "analyzer": analyzer}
     subs = {"lmd": dict(text, similarity="lmd"), "dfr": dict(text, similarity="dfr")}
     stored = dict(text, term_vector=TERM_VECTORS) if term_vectors else text
@@ -72,6 +75,7 @@ def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CO
     else:
         props = {f: dict(stored, fields=subs) for f in fields}
         props.update({f"{f}_len": {"type": "integer"} for f in fields})
+    props.update(typed or {})
     mappings = {"_meta": {"corpus": meta}, "properties": props}
     hidden = []
     if expansion:
@@ -84,6 +88,9 @@ def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CO
     if hidden:
         mappings["_source"] = {"excludes": hidden}
     index_settings = vector_kind.index_settings() if vectors else {}
+    total = schema.count_fields(props) + 10
+    if total > schema.DEFAULT_FIELD_LIMIT:
+        index_settings["mapping.total_fields.limit"] = total
     return {"settings": {"number_of_shards": int(shards), "number_of_replicas": int(replicas),
                          "index": {**index_settings, "similarity": {
                              "lmd": {"type": "LMDirichlet", "mu": 1000},
@@ -115,9 +122,10 @@ def _load(conn: Connection, index: str, body: dict, docs: list[dict],
     lengths = fields or ("title", "abstract")
 
     def source(d):
-        src = {f: d.get(f, "") or "" for f in names}
+        src = {k: v for k, v in d.items() if k != "id" and k not in names}    # typed fields as they are
+        src.update({f: d.get(f, "") or "" for f in names})
         # token counts: query-independent length features
-        src.update({f"{f}_len": len(src[f].split()) for f in lengths})
+        src.update({f"{f}_len": len(_joined(src[f]).split()) for f in lengths})
         return src | (extra(d) if extra else {})
     call(conn, c.indices.create, index=index, body=body)
     forget(conn, "vectors", index)      # what this process read of an index deleted before
@@ -129,13 +137,18 @@ def _load(conn: Connection, index: str, body: dict, docs: list[dict],
     return done
 
 
+def _joined(value) -> str:
+    """A text field's words, an array's joined."""
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: str | None = None,
                     recreate: bool = False, fields: tuple[str, ...] | None = None,
                     meta: str = CORPUS_VERSION, shards: int = 1, replicas: int = 0,
                     term_vectors: bool = True, merge: bool = True,
                     expansion: Expansion | None = Expansion(),
                     vector_fields: tuple[str, ...] | None = DEFAULT_TEXT_FIELDS,
-                    encoder=None) -> dict:
+                    encoder=None, typed: dict | None = None, log=lambda msg: None) -> dict:
     """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
     an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
     fields and mapping. ``term_vectors``: store them (:data:`TERM_VECTORS`; off saves
@@ -148,22 +161,28 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     the real one (no updated copies left behind); None: no expansion field.
     ``vector_fields``: each document's vector of these fields (those the collection has;
     all its fields when it has none of them) by ``encoder`` (None: ``$LTR_ENCODER`` or the
-    default) in :data:`.vectors.FIELD`; None: no vectors. Returns a summary."""
+    default) in :data:`.vectors.FIELD`; None: no vectors. ``typed``: the mapping of the
+    collection's other fields (numbers, dates, ...). ``log``: each phase as it starts.
+    Returns a summary."""
     c = conn.client()
     analyzer = analyzer or pick_analyzer(conn)
     expansion = expansion and expansion_over(expansion, fields or FIELDS)
     _clear_index(conn, index, recreate)
     vector_fields, no_vectors = _vector_support(conn, vector_fields)
+    if vector_fields:
+        log(f"vectors: encoding {len(docs)} documents")
     vec_fields, vec_of = _vectors(docs, fields or FIELDS, vector_fields, encoder)
     body = mapping(analyzer, fields, meta, shards, replicas, term_vectors,
-                   expansion.field if expansion else None, vec_fields, vector_kind(conn))
+                   expansion.field if expansion else None, vec_fields, vector_kind(conn), typed)
     if expansion:
-        texts = _neighbour_texts(conn, index, docs, expansion,
-                                 mapping(analyzer, fields, meta, 1, 0, term_vectors, None), fields)
+        log(f"neighbours: {expansion.k} per document by more_like_this over {', '.join(expansion.fields)}")
+        texts = _neighbour_texts(conn, index, docs, expansion, mapping(
+            analyzer, fields, meta, 1, 0, term_vectors, None, typed=typed), fields)
     def extra(d):
         out = {expansion.field: texts.get(str(d["id"]), "")} if expansion else {}
         vec = vec_of.get(str(d["id"]))
         return out | ({VECTOR_FIELD: vec} if vec is not None else {})
+    log(f"loading {len(docs)} documents into {index}")
     ok, errors = _load(conn, index, body, docs, fields, extra)
     if merge:
         call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
@@ -218,11 +237,26 @@ def _vectors(docs, fields, vector_fields, encoder) -> tuple[dict | None, dict]:
                                        for i, v in zip(texts, vecs)}
 
 
-def read_jsonl_documents(path) -> tuple[list[dict], tuple[str, ...]]:
-    """(documents, text fields) of a JSONL file: one object per line with a non-empty
-    ``id`` and string fields; the fields are the union of the keys other than ``id``, in
-    order of first appearance. Errors name ``file:line``."""
-    docs, fields = [], {}
+@dataclass
+class Collection:
+    """A JSONL collection read for indexing: its documents, its main text fields (the
+    toolkit's BM25 shape), the mapping of its other fields, and what was done with each."""
+    docs: list[dict]
+    text_fields: tuple[str, ...]
+    fields: dict = dc_field(default_factory=dict)
+
+    def properties(self, analyzer: str) -> dict:
+        return schema.properties(self.fields, self.text_fields, analyzer)
+
+    def report(self) -> list[dict]:
+        return schema.report(self.fields, self.text_fields, len(self.docs))
+
+
+def read_jsonl_documents(path) -> Collection:
+    """A JSONL file's documents: one object per line with a non-empty ``id``; its fields
+    typed by their values (:mod:`.schema`: text, numbers, booleans, dates, arrays,
+    objects, nulls). Errors name ``file:line``."""
+    docs = []
     for i, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
@@ -230,14 +264,11 @@ def read_jsonl_documents(path) -> tuple[list[dict], tuple[str, ...]]:
             d = json.loads(line)
         except ValueError as exc:
             raise InputError(path, i, f"invalid JSON: {exc}") from None
-        if not isinstance(d, dict) or not str(d.get("id", "")).strip():
-            raise InputError(path, i, 'each line is an object with an "id" and text fields')
-        bad = [k for k, v in d.items() if k != "id" and not isinstance(v, str)]
-        if bad:
-            raise InputError(path, i, f"field {bad[0]!r} is not a string")
+        if not isinstance(d, dict) or d.get("id") is None or not str(d["id"]).strip():
+            raise InputError(path, i, 'each line is an object with an "id" and its fields')
         d["id"] = str(d["id"])
-        fields.update(dict.fromkeys(k for k in d if k != "id"))
-        docs.append(d)
+        docs.append((i, d))
     if not docs:
         raise InputError(path, None, "no documents")
-    return docs, tuple(fields)
+    fields = schema.infer(docs, path)
+    return Collection([d for _, d in docs], schema.main_text(fields, len(docs)), fields)

@@ -52,7 +52,8 @@ def meta_entry(encoder: Encoder, text_fields, field: str = FIELD, written_by: st
 def document_text(doc: dict, fields) -> str:
     """What a document's vector encodes: its ``fields`` joined by newlines (empty ones
     skipped)."""
-    return "\n".join(str(v) for f in fields if (v := doc.get(f)) and str(v).strip())
+    parts = ((" ".join(map(str, v)) if isinstance(v, list) else str(v)) for f in fields if (v := doc.get(f)))
+    return "\n".join(p for p in parts if p.strip())
 
 
 # --------------------------------------------------------------------------- cache

@@ -1,0 +1,140 @@
+"""What a JSONL collection's fields are, read from their values, and how each is mapped:
+a catalogue's prices, dates, flags, lists of names and sparse attributes as well as its
+text.
+
+* strings and arrays of strings: ``text``; the main ones (in at least half the
+  documents) get the toolkit's BM25 shape (LM Dirichlet and DFR multi-fields, a token
+  count), the others a ``keyword`` sub-field for exact matches;
+* numbers: ``long`` (whole numbers only) or ``double``; booleans: ``boolean``;
+* strings that are all ISO dates: ``date``;
+* objects: their fields, as dotted paths; nulls and empty arrays: absent.
+
+A field whose values disagree (a number on one line, a string on another) is refused at
+the line where it changes, naming both."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import InputError
+
+TEXT, LONG, DOUBLE, BOOLEAN, DATE = "text", "long", "double", "boolean", "date"
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
+#: a text field in at least this share of the documents is a main one (the BM25 shape)
+MAIN_SHARE = 0.5
+#: the mapping fields an index may have before the toolkit raises the engine's limit
+DEFAULT_FIELD_LIMIT = 1000
+
+
+@dataclass
+class Field:
+    path: str
+    kind: str
+    docs: int          # documents with a value
+    line: int          # where its kind was first seen
+
+
+def _kind(value, path: str, line: int, where) -> str | None:
+    """The kind of one value (None: no value)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return BOOLEAN
+    if isinstance(value, int):
+        return LONG
+    if isinstance(value, float):
+        return DOUBLE
+    if isinstance(value, str):
+        return DATE if _ISO_DATE.match(value) else TEXT
+    if isinstance(value, list):
+        kinds = {k for v in value if (k := _kind(v, path, line, where)) is not None}
+        if len(kinds) > 1 and not kinds <= {LONG, DOUBLE} and not kinds <= {TEXT, DATE}:
+            raise InputError(where, line, f"field {path!r} mixes {' and '.join(sorted(kinds))} "
+                             "in one array: one type per field")
+        return _merge(kinds) if kinds else None
+    raise InputError(where, line, f"field {path!r} holds {type(value).__name__}: expected text, "
+                     "numbers, booleans, dates, arrays of them or objects")
+
+
+def _merge(kinds: set[str]) -> str:
+    if kinds <= {LONG, DOUBLE}:
+        return DOUBLE if DOUBLE in kinds else LONG
+    return TEXT if TEXT in kinds else next(iter(kinds))
+
+
+def _walk(doc: dict, prefix: str = ""):
+    for key, value in doc.items():
+        if isinstance(value, dict):
+            yield from _walk(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def infer(docs: list[tuple[int, dict]], where) -> dict[str, Field]:
+    """{dotted path: Field} of ``docs`` ((line, document) pairs; ``id`` aside)."""
+    fields: dict[str, Field] = {}
+    for line, doc in docs:
+        for path, value in _walk(doc):
+            if path == "id":
+                continue
+            kind = _kind(value, path, line, where)
+            if kind is None:
+                continue
+            f = fields.get(path)
+            if f is None:
+                fields[path] = Field(path, kind, 1, line)
+                continue
+            merged = _merge({f.kind, kind}) if {f.kind, kind} <= {LONG, DOUBLE} or {f.kind, kind} <= {TEXT, DATE} else None
+            if merged is None:
+                raise InputError(where, line, f"field {path!r} is {kind} here but {f.kind} on line "
+                                 f"{f.line}: one type per field (make them all {f.kind}, or "
+                                 "rename one)")
+            f.kind, f.docs = merged, f.docs + 1
+    return fields
+
+
+def main_text(fields: dict[str, Field], n_docs: int) -> tuple[str, ...]:
+    """The top-level text fields of at least :data:`MAIN_SHARE` of the documents."""
+    return tuple(p for p, f in fields.items()
+                 if f.kind == TEXT and "." not in p and f.docs >= MAIN_SHARE * n_docs)
+
+
+def properties(fields: dict[str, Field], main: tuple[str, ...], analyzer: str) -> dict:
+    """The mapping ``properties`` of every field but the main text ones (nested as
+    objects along their dotted paths)."""
+    props: dict = {}
+    for path, f in fields.items():
+        if path in main:
+            continue
+        spec = ({"type": "text", "analyzer": analyzer,
+                 "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+                if f.kind == TEXT else {"type": f.kind})
+        node = props
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {"properties": {}})["properties"]
+        node[parts[-1]] = spec
+    return props
+
+
+def count_fields(props: dict) -> int:
+    """The mapping fields ``props`` makes (objects and sub-fields counted, as the engines
+    count them against ``index.mapping.total_fields.limit``)."""
+    n = 0
+    for spec in props.values():
+        n += 1 + len(spec.get("fields", {}))
+        if "properties" in spec:
+            n += count_fields(spec["properties"])
+    return n
+
+
+def report(fields: dict[str, Field], main: tuple[str, ...], n_docs: int) -> list[dict]:
+    """What was done with each field: its kind, its share of the documents, its mapping."""
+    rows = []
+    for path, f in fields.items():
+        how = ("BM25 text (+ LM Dirichlet, DFR, token count)" if path in main
+               else "text + keyword" if f.kind == TEXT else f.kind)
+        rows.append({"field": path, "kind": f.kind, "documents": f.docs,
+                     "share": round(f.docs / n_docs, 4), "mapped": how})
+    return rows
