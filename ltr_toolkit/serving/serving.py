@@ -150,10 +150,11 @@ class Serving:
                           encoder=s.encoder, batch=batch)
 
     def search(self, conn: Connection, params: dict, size: int = 10) -> list[dict]:
-        """One query's hits (rank, id, score, title), as ``ltr search`` shows them."""
-        s = self.served(conn) if self.model else self
-        return search(conn, s.index, params, s.first_stage, s.rescore, size,
-                      max_terms=s.max_terms, encoder=s.encoder)
+        """One query's hits (rank, id, score, title), as ``ltr search`` shows them; the
+        model's plan (its contract settled, :meth:`served`) is made at the first query and
+        kept (``query.prepare.model_plan``)."""
+        return search(conn, self.index, params, self.first_stage, self.rescore, size,
+                      max_terms=self.max_terms, encoder=self.encoder)
 
     # ------------------------------------------------------------------ online tests
     @property
