@@ -25,7 +25,8 @@ from ..features.candidates import judged_candidates
 from ..features.featurelog import log_features
 from ..transport.client import Connection
 from ..query.firststage import FirstStage
-from ..query.prepare import contracted
+from ..query.prepare import QueryPlan, contracted
+from ..transport.lookups import shard_count
 from ..query.requests import Rescore, msearch_ids
 from ..stores.contract import DEFAULT_WINDOW, MODEL_ONLY, Contract
 from ..rank.interleave import team_draft
@@ -109,6 +110,15 @@ class Serving:
                 "rescore_weights": list(self.weights if self.weights is not None else MODEL_ONLY),
                 "encoder": self.encoder, "via": self.via,
                 "contract": self.contract.to_dict() if self.contract else None}
+
+    def query_plan(self, conn: Connection, names) -> QueryPlan:
+        """The plan of queries scored by features using the parameters ``names`` (a
+        feature set's, e.g. when timing it): this serving's index, first stage, window,
+        store, budget and encoder, and whether the index has several shards. A stored
+        model's plan is ``query.prepare.model_plan``."""
+        return QueryPlan(self.index, self.stage, tuple(dict.fromkeys(names)), self.max_terms,
+                         self.depth, self.store, self.encoder,
+                         restrict=shard_count(conn, self.index) > 1)
 
     # ------------------------------------------------------------------ the first stage
     def first_ids(self, conn: Connection, param_list: list[dict], depth: int = 0,
