@@ -96,3 +96,26 @@ def test_a_new_version_gets_its_own_plan_and_a_new_contract_a_new_one(two_versio
     C.record(conn, "m-v1", store, C.Contract(window=windows["m-v1"] + 4))
     renewed = plan("m-v1")
     assert renewed is not v1 and renewed.window == windows["m-v1"] + 4
+
+
+def test_a_query_rejected_as_too_long_measures_the_budget_again(two_versions):
+    """A kept plan whose measured budget the cluster no longer accepts (as when its
+    clause limit was lowered after the measurement: here the kept budget is replaced by
+    the probe's ceiling) gets its budget measured again at the first query rejected as
+    too long, which is then served reranked, not by the first-stage fallback."""
+    import warnings
+    from dataclasses import replace
+    from ltr_toolkit.query.clauses import PROBE_MAX, probe_words
+    from ltr_toolkit.serving.rerank import RescoreFallbackWarning
+    conn, index, store, _ = two_versions
+    stage = FirstStage.from_fields()
+    rescore = Rescore("m-v1", store=store)
+    plan = model_plan(conn, index, rescore, stage, sample=QUERY)
+    assert plan.measured and plan.max_terms < PROBE_MAX
+    lookups.replanned(conn, store, "m-v1", plan, replace(plan, max_terms=PROBE_MAX))
+    long = {"keywords": "flow " + probe_words(PROBE_MAX - 1)}    # first words are kept
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RescoreFallbackWarning)
+        hits = search(conn, index, long, stage, rescore, 10)
+    assert hits
+    assert model_plan(conn, index, rescore, stage, sample=QUERY).max_terms == plan.max_terms
