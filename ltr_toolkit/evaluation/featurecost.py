@@ -26,12 +26,9 @@ import time
 import numpy as np
 
 from ..transport.client import call
-from ..transport.lookups import shard_count
 from ..stores.params import derived_depth
 from ..indexing.vectors import uses_vector, vector_source
-from ..query.prepare import QueryPlan
-from ..query.requests import restrict_to, search_body
-from ..stores.store import sltr
+from ..query.requests import feature_body
 from ..rank.metrics import ndcg
 from ..rank.stats import compare
 
@@ -39,34 +36,18 @@ FEEDBACK = "feedback group (features using first-stage ids)"
 _ALL = object()           # the model on all features, in the tests (no row's name)
 
 
-def _body(serving, params: dict, top: list[str] | None, active: list[str] | None,
-          featureset: str):
-    """The serving request; ``top``: the global top ids to restrict it to (several shards)."""
-    query = serving.first_stage.query(params)
-    if top is not None:
-        query = restrict_to(query, top)
-    body = {"query": query, "size": 10, "_source": False}
-    if active is not None:
-        clause = sltr(params, featureset=featureset, store=serving.store, active_features=active)
-        body["rescore"] = {"window_size": serving.window,
-                           "query": {"rescore_query": clause, "query_weight": 0.0,
-                                     "rescore_query_weight": 1.0}}
-    return body
-
-
-def feature_costs(conn, serving, featureset: str, names: list[str], param_names: dict,
-                  param_list: list[dict], passes: int = 2, seed: int = 0) -> dict:
+def feature_costs(conn, plan, featureset: str, names: list[str], param_names: dict,
+                  queries: list[tuple[dict, dict, list[str]]], passes: int = 2,
+                  seed: int = 0) -> dict:
     """{row: {"p50_ms", "mean_ms"}} added per request: one row per feature, ``all
     features``, and ``first request (top N ids)`` when feedback features need one.
-    ``param_names``: feature -> the parameters its template uses."""
+    ``plan``: the timed queries' ``query.prepare.QueryPlan`` (the feature set's
+    parameters, the serving's index, first stage, window, store, budget and encoder),
+    made once by the caller; ``queries``: (raw parameters, parameters as served, the first
+    stage's top ids) per query; ``param_names``: feature -> the parameters its template
+    uses."""
     used = [p for ps in param_names.values() for p in ps]
     depth = derived_depth(used)
-    encoder_ms = _encoder_ms(conn, serving, param_list) if uses_vector(used) else None
-    plan = QueryPlan(serving.index, serving.first_stage, tuple(dict.fromkeys(used)),
-                     serving.max_terms, serving.window, serving.store, serving.encoder)
-    tops = [ids or [] for ids in serving.first_ids(conn, param_list)]
-    prepared = plan.params(conn, param_list, first_ids=tops)       # as serving prepares them
-    restrict = shard_count(conn, serving.index) > 1
     client = conn.client()
     variants: dict[str, object] = {"plain": None, "all features": list(names)}
     variants.update({n: [n] for n in names})
@@ -75,18 +56,18 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     times = {v: [] for v in variants}
     rng = random.Random(seed)
     for rep in range(passes + 1):            # the first pass warms the caches up
-        for full, top in zip(prepared, tops):
+        for _, full, top in queries:
             order = list(variants)
             rng.shuffle(order)
             for v in order:
-                if variants[v] == "ids":
-                    body = search_body(serving.first_stage, full, depth, source=None)
-                else:
-                    body = _body(serving, full, top[:serving.window] if restrict else None,
-                                 variants[v], featureset)
+                ids = variants[v] == "ids"
+                body = feature_body(plan.first_stage, full, plan.window, plan.store, featureset,
+                                    None if ids else variants[v],
+                                    top[:plan.window] if plan.restrict else None,
+                                    depth if ids else 0)
                 t0 = time.perf_counter()
-                call(conn, client.search, index=serving.index, body=body, store=serving.store,
-                     search_type=serving.first_stage.search_type)
+                call(conn, client.search, index=plan.index, body=body, store=plan.store,
+                     search_type=plan.first_stage.search_type)
                 if rep:
                     times[v].append((time.perf_counter() - t0) * 1e3)
     plain = np.asarray(times.pop("plain"))
@@ -94,17 +75,18 @@ def feature_costs(conn, serving, featureset: str, names: list[str], param_names:
     for v, t in times.items():     # the first request is a request of its own: all of it
         d = np.asarray(t) - (0.0 if variants[v] == "ids" else plain)
         out[v] = {"p50_ms": float(np.median(d)), "mean_ms": float(d.mean())}
-    if encoder_ms is not None:
-        out[ENCODER] = {"p50_ms": float(np.median(encoder_ms)), "mean_ms": float(encoder_ms.mean())}
+    if uses_vector(used):
+        ms = _encoder_ms(conn, plan, [raw for raw, _, _ in queries])
+        out[ENCODER] = {"p50_ms": float(np.median(ms)), "mean_ms": float(ms.mean())}
     return out
 
 
 ENCODER = "query vector (the encoder, in the client)"
 
 
-def _encoder_ms(conn, serving, param_list: list[dict]) -> np.ndarray:
+def _encoder_ms(conn, plan, param_list: list[dict]) -> np.ndarray:
     """Milliseconds the encoder takes per query (each encoded alone, as at serving)."""
-    _, vectors = vector_source(conn, serving.index, serving.encoder)
+    _, vectors = vector_source(conn, plan.index, plan.encoder)
     out = []
     for p in param_list:
         t0 = time.perf_counter()

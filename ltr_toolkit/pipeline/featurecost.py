@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..features.featurelog import query_budget
-from ..stores.params import featureset_info
-from ..stores.params import DERIVED
-from ..stores.store import get_featureset
+from ..stores.params import DERIVED, featureset_info
 from ..data.svmlight import load_logged
 from ..errors import UserError
 from ..evaluation.featurecost import FEEDBACK, feature_contributions, feature_costs
@@ -30,39 +27,39 @@ def ablation_settings(algo: str, n_queries: int) -> dict:
     return chosen
 
 
-def _param_names(conn, featureset: str, store) -> dict[str, list[str]]:
-    body = get_featureset(conn, featureset, store)
-    body = body.get("featureset", body)
-    return {f["name"]: list(f.get("params") or []) for f in body["features"]}
-
-
 def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambdamart",
                 folds: int = 5, timing_queries: int = 100, passes: int = 2, k: int = 10,
                 seed: int = 42, log=lambda msg: None) -> dict:
-    """{"cost": feature_costs(...), "contribution": feature_contributions(...), ...}."""
+    """{"cost": feature_costs(...), "contribution": feature_contributions(...), ...}. The
+    term budget is measured once, by the logging of the candidates (recorded in their
+    sidecar); the timed queries' plan (that budget, the set's parameters, the encoder, the
+    shards) and their parameters (vectors, first-stage ids) are made here, once, and
+    handed to :func:`feature_costs`."""
     info = featureset_info(conn, featureset, serving.store)
     qids = jl.judged_qids()
     if len(qids) < folds:
         raise UserError(f"{len(qids)} judged queries for {folds} folds", "judge more queries")
-    serving = serving.with_budget(query_budget(conn, serving.index, jl, featureset,
-                                               serving.first_stage, serving.store))
     out = Path(workdir)
     out.mkdir(parents=True, exist_ok=True)
-    log(f"logging {featureset} for {len(qids)} queries (top {serving.window})")
-    serving.log_candidates(conn, jl, featureset, out / "candidates.txt")
+    log(f"logging {featureset} for {len(qids)} queries (top {serving.depth})")
+    side, _ = serving.log_candidates(conn, jl, featureset, out / "candidates.txt")
+    serving = serving.with_budget(side.get("max_query_terms"))
     ds = load_logged(out / "candidates.txt")
-    uses = _param_names(conn, featureset, serving.store)
+    uses = {f["name"]: list(f.get("params") or []) for f in info["features"]}
     feedback = [n for n, ps in uses.items() if any(DERIVED.match(p) for p in ps)]
     settings = ablation_settings(algo, ds.n_queries)
     log(f"ablation: {algo} {settings}, {folds}-fold cross-validation")
     contribution = feature_contributions(
         ds, lambda: make_estimator(algo, k=k, seed=seed, **settings),
         {FEEDBACK: feedback}, folds, k, seed)
-    params = [jl.query_params(q) for q in qids[:timing_queries]]     # prepared as served
-    log(f"timing {len(params)} queries x {passes} passes")
-    cost = feature_costs(conn, serving, featureset, info["feature_names"], uses, params, passes,
-                         seed)
-    return {"featureset": featureset, "index": serving.index, "window": serving.window,
-            "queries": len(qids), "timed_queries": len(params), "passes": passes,
+    raw = [jl.query_params(q) for q in qids[:timing_queries]]
+    log(f"timing {len(raw)} queries x {passes} passes")
+    plan = serving.query_plan(conn, [p for ps in uses.values() for p in ps])
+    tops = [ids or [] for ids in plan.first_ids(conn, raw, plan.window)]
+    prepared = plan.params(conn, raw, first_ids=tops)              # as serving prepares them
+    cost = feature_costs(conn, plan, featureset, info["feature_names"], uses,
+                         list(zip(raw, prepared, tops)), passes, seed)
+    return {"featureset": featureset, "index": serving.index, "window": serving.depth,
+            "queries": len(qids), "timed_queries": len(raw), "passes": passes,
             "algo": algo, "settings": settings, "folds": folds, "k": k,
             "feedback_features": feedback, "cost": cost, "contribution": contribution}

@@ -72,13 +72,18 @@ def _bodies(n: int, params: dict, first_stage: FirstStage, featureset, model, st
     return bodies
 
 
+def too_many_clauses(text: str) -> bool:
+    """Whether an error's text is the cluster's "too many clauses" answer (a query too long)."""
+    text = text.lower()
+    return any(t in text for t in _TOO_MANY)
+
+
 def _accepts(conn, index, n, params, first_stage, featureset, model, store, features=None) -> bool:
     items = msearch_items(conn, index, _bodies(n, params, first_stage, featureset, model, store,
                                                features))
     for item in items:
         if "error" in item:
-            text = json.dumps(item["error"]).lower()
-            if any(t in text for t in _TOO_MANY):
+            if too_many_clauses(json.dumps(item["error"])):
                 return False
             raise item_error(item, conn, store)
     return True
@@ -109,7 +114,8 @@ def _liked_ids(conn, index, first_stage, params, depth, budget) -> dict:
 
 def term_budget(conn: Connection, index: str, first_stage: FirstStage, params: dict,
                 featureset: str | None = None, model: str | None = None,
-                store: str | None = None, features: list[dict] | None = None) -> int:
+                store: str | None = None, features: list[dict] | None = None,
+                fresh: bool = False) -> int:
     """The most distinct query terms both the first stage and the ``sltr`` query (of the
     feature set or model, when one is given) accept on this cluster, at most
     :data:`PROBE_MAX`. ``params``: one query's template parameters (the longest query is
@@ -119,11 +125,12 @@ def term_budget(conn: Connection, index: str, first_stage: FirstStage, params: d
     set of parameter names, whatever the query (logging measures it once for all its
     queries and records it; serving without the record must not measure per query).
     ``features`` (the feature set's, templates included): probed as the named queries of
-    named-query logging instead of ``sltr`` (no plugin needed)."""
+    named-query logging instead of ``sltr`` (no plugin needed). ``fresh``: measured again
+    (the cluster rejected a query fitted to the kept budget)."""
     key = json.dumps([conn.display_url, index, first_stage.to_dict(), featureset, model, store,
                       sorted(k for k in params if k != "keywords"), features],
                      sort_keys=True, default=str)
-    if key in _cache:
+    if key in _cache and not fresh:
         return _cache[key]
     fs_only = _bisect(lambda n: _accepts(conn, index, n, params, first_stage, None, None, store))
     best = fs_only

@@ -22,6 +22,7 @@ from the contract wins, and says so in one warning line.
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass, replace
 
@@ -29,10 +30,11 @@ from ..data.querytext import fit_params
 from ..indexing.vectors import with_query_vectors
 from ..stores.contract import DEFAULT_WINDOW, MODEL_ONLY, Contract, ContractOverrideWarning
 from ..stores.contract_record import recorded
-from ..stores.params import (derived_depth, first_ids_depth, model_params, uses_window,
-                             with_first_stage_ids, with_window_ids)
+from ..stores.params import (derived_depth, first_ids_depth, model_params, thread_safe,
+                             uses_window, with_first_stage_ids, with_window_ids)
 from ..transport.client import Connection
-from .clauses import term_budget
+from ..transport.lookups import planned, replanned, shard_count
+from .clauses import term_budget, too_many_clauses
 from .firststage import FirstStage
 from .requests import Rescore, msearch_ids
 
@@ -43,7 +45,11 @@ class QueryPlan:
     prepared: see the module docstring. ``names``: the parameters its features use;
     ``window``: the first stage's top window a model reranks (0 at logging: the scored
     documents are the logged ones); ``expected_encoder``: the encoder identity the model
-    recorded (a query encoder that differs is refused)."""
+    recorded (a query encoder that differs is refused). A stored model's plan
+    (:func:`model_plan`) also carries its settled ``rescore``, whether the index has
+    several shards (``restrict``: the rescore is restricted to the first stage's global
+    top ids), whether the plugin may score the model concurrently (``serial``: not) and
+    the contract overrides to warn about on each query (``overrides``)."""
     index: str
     first_stage: FirstStage
     names: tuple[str, ...] = ()
@@ -52,6 +58,11 @@ class QueryPlan:
     store: str | None = None
     encoder: object = None
     expected_encoder: dict | None = None
+    rescore: Rescore | None = None
+    restrict: bool = False
+    serial: bool = False
+    overrides: str | None = None
+    measured: bool = False
 
     @classmethod
     def for_model(cls, conn: Connection, index: str, first_stage: FirstStage, rescore: Rescore,
@@ -61,12 +72,13 @@ class QueryPlan:
         ``max_terms``, the budget is measured with ``sample`` (one query's parameters)
         when given (``query.clauses``), else long queries are sent whole."""
         names = tuple(model_params(conn, rescore.model, rescore.store))
-        if max_terms is None and sample is not None:
+        measured = max_terms is None and sample is not None
+        if measured:
             max_terms = term_budget(conn, index, first_stage, sample, model=rescore.model,
                                     store=rescore.store)
         contract = rescore.contract
         return cls(index, first_stage, names, max_terms, rescore.window_size, rescore.store,
-                   encoder, contract.encoder if contract else None)
+                   encoder, contract.encoder if contract else None, measured=measured)
 
     @property
     def feedback_depth(self) -> int:
@@ -158,13 +170,13 @@ class _Settled:
         return self.pick("rescore weights", full, contract and tuple(contract.weights), MODEL_ONLY,
                          show=lambda w: f"({w[0]:g}, {w[1]:.6g})")
 
-    def warn(self) -> None:
-        if self.overrides:
-            given = ", ".join(f"{w} {g}" for w, g, _ in self.overrides)
-            was = ", ".join(f"{w} {r}" for w, _, r in self.overrides)
-            warnings.warn(ContractOverrideWarning(
-                f"model {self.model} is served with {given}, overriding its serving contract "
-                f"({was})"), stacklevel=3)
+    def message(self) -> str | None:
+        """The one warning line of the explicit settings that differ (None: none)."""
+        if not self.overrides:
+            return None
+        given = ", ".join(f"{w} {g}" for w, g, _ in self.overrides)
+        was = ", ".join(f"{w} {r}" for w, _, r in self.overrides)
+        return f"model {self.model} is served with {given}, overriding its serving contract ({was})"
 
 
 def contracted(conn: Connection, rescore: Rescore, first_stage: FirstStage | None = None,
@@ -174,11 +186,20 @@ def contracted(conn: Connection, rescore: Rescore, first_stage: FirstStage | Non
     one of the two), else its serving contract's, else the toolkit's defaults (window
     :data:`~ltr_toolkit.stores.contract.DEFAULT_WINDOW`, the model alone, the default
     fields). Settled once: a settled rescore (``resolved``) is returned as it is."""
+    rescore, stage, terms, overrides = _settle(conn, rescore, first_stage, max_terms)
+    if overrides:
+        warnings.warn(ContractOverrideWarning(overrides), stacklevel=2)
+    return rescore, stage, terms
+
+
+def _settle(conn: Connection, rescore: Rescore, first_stage: FirstStage | None,
+            max_terms: int | None) -> tuple[Rescore, FirstStage, int | None, str | None]:
+    """:func:`contracted`'s answer and the override warning's line (None: no override)."""
     if rescore.resolved:
         contract = rescore.contract
         stage = first_stage or _stage_of(contract) or FirstStage.from_fields()
         return rescore, stage, max_terms if max_terms is not None else (
-            contract.max_terms if contract else None)
+            contract.max_terms if contract else None), None
     contract = recorded(conn, rescore.model, rescore.store)
     s = _Settled(rescore.model)
     window = s.pick("window", rescore.window, contract and contract.window, DEFAULT_WINDOW)
@@ -186,6 +207,62 @@ def contracted(conn: Connection, rescore: Rescore, first_stage: FirstStage | Non
     terms = s.pick("long-query budget", max_terms, contract and contract.max_terms, None)
     stage = s.pick("first stage", first_stage, _stage_of(contract), FirstStage.from_fields(),
                    same=_same_stage, show=_brief_stage)
-    s.warn()
     return (replace(rescore, window=int(window), weights=weights, resolved=True,
-                    contract=contract), stage, terms)
+                    contract=contract), stage, terms, s.message())
+
+
+# --------------------------------------------------------------------------- plans kept
+
+def model_plan(conn: Connection, index: str, rescore: Rescore,
+               first_stage: FirstStage | None = None, max_terms: int | None = None,
+               encoder=None, sample: dict | None = None) -> QueryPlan:
+    """The plan of a stored model served on ``index`` with these settings (None: its
+    contract's, :func:`contracted`), made once per process and then reused: reading the
+    contract, the model's parameters, the shard count and measuring the budget (without
+    one given or recorded, with ``sample``: :meth:`QueryPlan.for_model`) are not repeated
+    per query. A model's name never changes meaning in the plugin (a new version is a new
+    name), so the plan is kept under it, without expiry; it is forgotten with the model or
+    its contract (``transport.lookups.forget``), and its budget measured again when the
+    cluster rejects a query as too long (:func:`remeasured`)."""
+    settings = (index, rescore.window, None if rescore.weights is None else tuple(rescore.weights),
+                rescore.resolved, _stage_key(first_stage), max_terms, _hashable(encoder),
+                sample is not None)
+    return planned(conn, rescore.store, rescore.model, settings,
+                   lambda: _made(conn, index, rescore, first_stage, max_terms, encoder, sample))
+
+
+def _made(conn, index, rescore, first_stage, max_terms, encoder, sample) -> QueryPlan:
+    rescore, stage, terms, overrides = _settle(conn, rescore, first_stage, max_terms)
+    plan = QueryPlan.for_model(conn, index, stage, rescore, terms, encoder, sample)
+    return replace(plan, rescore=rescore, restrict=shard_count(conn, index) > 1,
+                   serial=not thread_safe(conn, rescore.model, rescore.store),
+                   overrides=overrides)
+
+
+def _stage_key(stage: FirstStage | None) -> str | None:
+    return None if stage is None else json.dumps(stage.to_dict(), sort_keys=True, default=str)
+
+
+def _hashable(value):
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+def remeasured(conn: Connection, plan: QueryPlan, sample: dict, reason: str) -> QueryPlan | None:
+    """After the cluster rejected a query of ``plan`` for ``reason``: when it says the
+    query is too long and the plan's budget was measured (not given, not recorded), the
+    plan with its budget measured again with ``sample`` (the cluster's clause limit may
+    have changed), kept in place of the old one; None otherwise, or when the new budget is
+    the same (nothing to try again)."""
+    if not (plan.measured and plan.rescore and too_many_clauses(reason)):
+        return None
+    budget = term_budget(conn, plan.index, plan.first_stage, sample, model=plan.rescore.model,
+                         store=plan.store, fresh=True)
+    if budget == plan.max_terms:
+        return None
+    fresh = replace(plan, max_terms=budget)
+    replanned(conn, plan.store, plan.rescore.model, plan, fresh)
+    return fresh

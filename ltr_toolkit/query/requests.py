@@ -97,6 +97,28 @@ def search_body(first_stage: FirstStage, params: dict, size: int = 10,
     return body
 
 
+def feature_body(first_stage: FirstStage, params: dict, window: int, store: str | None,
+                 featureset: str, active: list[str] | None, top: list[str] | None = None,
+                 depth: int = 0) -> dict:
+    """A request ``ltr featureset cost`` times, as serving sends it: with ``depth``, the
+    first request of feedback features (the first stage's top ``depth`` ids); else the
+    first stage's top 10 (``top``: restricted to those global top ids, several shards),
+    its top ``window`` rescored by ``featureset`` computing the ``active`` features only
+    (None: no rescore)."""
+    query = first_stage.query(params)
+    if depth:
+        return {"query": query, "size": int(depth), "_source": False}
+    if top is not None:
+        query = restrict_to(query, top)
+    body = {"query": query, "size": 10, "_source": False}
+    if active is not None:
+        clause = sltr(params, featureset=featureset, store=store, active_features=active)
+        body["rescore"] = {"window_size": window,
+                           "query": {"rescore_query": clause, "query_weight": 0.0,
+                                     "rescore_query_weight": 1.0}}
+    return body
+
+
 def tie_ordered(hits: list[dict], size: int, window: int,
                 first_rank: dict[str, int] | None = None) -> tuple[list[dict], bool]:
     """The toolkit's one tie rule, the same as offline (``rank.metrics``: a stable sort of

@@ -29,9 +29,8 @@ from ..errors import ClusterError, MissingResourceError, PluginMissingError, Sto
 from ..transport.client import Connection, call
 from ..query.clauses import term_budget
 from ..query.firststage import DEFAULT_FIELDS, FirstStage
-from ..transport.lookups import shard_count
-from ..stores.params import thread_safe
-from ..query.prepare import QueryPlan, contracted
+from ..stores.contract import ContractOverrideWarning
+from ..query.prepare import QueryPlan, model_plan, remeasured
 from ..query.requests import Rescore, msearch_ids, search_body, tie_ordered
 
 __all__ = ["DEFAULT_FIELDS", "FirstStage", "Rescore", "search", "rerank_ids"]
@@ -45,21 +44,21 @@ def serving_params(conn: Connection, index: str, param_list: list[dict], first_s
     keywords shortened to ``max_terms`` -- else the model's contract's budget --, the
     first stage's top ids when its features use them, fetched unless ``first_ids`` are
     given, and the window's ids)."""
-    rescore, first_stage, max_terms = contracted(conn, rescore, first_stage, max_terms)
-    plan = QueryPlan.for_model(conn, index, first_stage, rescore, max_terms, encoder)
+    plan = _plan(conn, index, rescore, first_stage, max_terms, encoder)
     return plan.params(conn, param_list, first_ids=first_ids, batch=batch)
+
+
+def _plan(conn, index, rescore, first_stage, max_terms, encoder, sample=None) -> QueryPlan:
+    """The model's kept plan (``query.prepare.model_plan``), its contract's override
+    warning repeated for each call, as when every call settled the contract."""
+    plan = model_plan(conn, index, rescore, first_stage, max_terms, encoder, sample)
+    if plan.overrides:
+        warnings.warn(ContractOverrideWarning(plan.overrides), stacklevel=3)
+    return plan
 
 
 class RescoreFallbackWarning(UserWarning):
     """The rescore of a query failed: its first stage's hits were served instead."""
-
-
-def _first_depth(conn, plan: QueryPlan, size: int) -> tuple[int, bool]:
-    """(how deep the first-stage ids go, whether the rescore must be restricted to them).
-    On one shard OpenSearch's rescore window is the global top ``window``; on several the
-    ids restrict the rescore to the global top ``window``. The ids also order ties
-    (:func:`tie_ordered`) and feed a model's feedback features."""
-    return max(plan.window, size, plan.first_depth), shard_count(conn, plan.index) > 1
 
 
 def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage: FirstStage,
@@ -73,9 +72,9 @@ def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage
     rescore the cluster rejects gets its first stage's ids (a
     :class:`RescoreFallbackWarning`; recorded in ``fallbacks``, position -> reason):
     reranking never turns a first-stage result into an error."""
-    rescore, first_stage, max_terms = contracted(conn, rescore, first_stage, max_terms)
-    plan = QueryPlan.for_model(conn, index, first_stage, rescore, max_terms, encoder)
-    depth, restrict = _first_depth(conn, plan, size)
+    plan = _plan(conn, index, rescore, first_stage, max_terms, encoder)
+    rescore, first_stage, restrict = plan.rescore, plan.first_stage, plan.restrict
+    depth = max(plan.window, size, plan.first_depth)    # ties, feedback, several shards
     if first_ids is None:
         first_ids = plan.first_ids(conn, param_list, depth, batch=batch)
     first_ids = [ids or [] for ids in first_ids]
@@ -108,18 +107,18 @@ def _search(conn: Connection, index: str, first_stage: FirstStage, store, body: 
                 search_type=first_stage.search_type, **extra)
 
 
-def _serving_inputs(conn, plan: QueryPlan, raw: dict, rescore: Rescore, size):
+def _serving_inputs(conn, plan: QueryPlan, raw: dict, size):
     """(the model's parameters, the first stage's global top ``window`` ids (None when not
     fetched), whether to restrict the rescore to them, the hits below the window) of one
     query: on one shard a first request only for a model's feedback features, as deep as
     they need (ties are then ordered by the first stage's score, named in the hits); on
     several, the global top window (ties ordered by its ranks)."""
-    restrict = shard_count(conn, plan.index) > 1
+    restrict = plan.restrict
     if not restrict and not plan.first_depth:
         return plan.params(conn, [raw])[0], None, False, []
     depth = max(plan.window, size, plan.first_depth) if restrict else plan.first_depth
     source = ("title",) if restrict else None
-    plain = _search(conn, plan.index, plan.first_stage, rescore.store,
+    plain = _search(conn, plan.index, plan.first_stage, plan.store,
                     search_body(plan.first_stage, plan.keywords(raw), depth, source=source))
     hits = plain["hits"]["hits"]
     ids = [h["_id"] for h in hits]
@@ -132,57 +131,67 @@ def _serving_inputs(conn, plan: QueryPlan, raw: dict, rescore: Rescore, size):
 _serial: dict[tuple, threading.Lock] = {}
 
 
-def _one_at_a_time(conn, rescore: Rescore | None):
+def _one_at_a_time(conn, plan: QueryPlan):
     """A lock per model that is not thread-safe in the plugin (RankLib networks): this
     process's threads query it one at a time (other processes are not covered)."""
-    if not rescore or thread_safe(conn, rescore.model, rescore.store):
+    if not plan.serial:
         return contextlib.nullcontext()
-    return _serial.setdefault((conn.display_url, rescore.store, rescore.model), threading.Lock())
+    return _serial.setdefault((conn.display_url, plan.store, plan.rescore.model), threading.Lock())
 
 
 def search(conn: Connection, index: str, params: dict, first_stage: FirstStage | None = None,
            rescore: Rescore | None = None, size: int = 10, *, max_terms: int | None = None,
-           encoder=None) -> list[dict]:
+           encoder=None, plan: QueryPlan | None = None) -> list[dict]:
     """Hits as dicts: rank, id, score, title, of one query: the first stage's top ``size``,
     or its global top ``rescore.window`` reranked by ``rescore.model``, served as its
     serving contract says where ``first_stage``, ``max_terms`` and the rescore's window
     and weights are not given (``query.prepare.contracted``). One request on a one-shard
     index (two when a tie crosses the cut); a first one when the model's features use the
     first stage's top ids or the index has several shards (then exactly those are
-    reranked). The model's definition, contract and the shard count are read once per
-    process (``lookups``). Long queries are fitted to the budget (None, and no contract:
-    measured once per process, see ``query.clauses``). When the rescore fails, the first
-    stage's hits are returned with a :class:`RescoreFallbackWarning`. A model with
-    semantic features gets the query's vector computed here from the full text
-    (``encoder``: the user's spec), unless ``params`` carries ``query_vector`` already."""
-    if not rescore:
+    reranked). The model's plan (contract, parameters, budget, shard count) is made at the
+    first query and kept (``query.prepare.model_plan``), or given as ``plan`` (then the
+    other settings are not read). Long queries are fitted to the budget (None, and no
+    contract: measured once per process, see ``query.clauses``; again when the cluster
+    rejects a query as too long). When the rescore fails, the first stage's hits are
+    returned with a :class:`RescoreFallbackWarning`. A model with semantic features gets
+    the query's vector computed here from the full text (``encoder``: the user's spec),
+    unless ``params`` carries ``query_vector`` already."""
+    if not rescore and plan is None:
         first_stage = first_stage or FirstStage.from_fields()
         if max_terms is None:
             max_terms = term_budget(conn, index, first_stage, params)
         body = search_body(first_stage, fit_params(params, max_terms), size)
         return _hits(_search(conn, index, first_stage, None, body)["hits"]["hits"][:size])
-    rescore, first_stage, max_terms = contracted(conn, rescore, first_stage, max_terms)
-    plan = QueryPlan.for_model(conn, index, first_stage, rescore, max_terms, encoder, sample=params)
+    plan = plan or _plan(conn, index, rescore, first_stage, max_terms, encoder, sample=params)
+    return _hits(_served(conn, plan, params, size)[:size])
+
+
+def _served(conn, plan: QueryPlan, params: dict, size: int, again: bool = True) -> list[dict]:
+    """The reranked hits, else (the rescore failed) the first stage's with a warning; a
+    query the cluster rejects as too long is tried once more with the budget measured
+    again when the plan measured it (``query.prepare.remeasured``)."""
     try:
-        with _one_at_a_time(conn, rescore):
-            served = _reranked(conn, plan, params, rescore, size)
+        with _one_at_a_time(conn, plan):
+            return _reranked(conn, plan, params, size)
     except ClusterError as exc:
         if isinstance(exc, (PluginMissingError, StoreMissingError, MissingResourceError)):
             raise
-        warnings.warn(RescoreFallbackWarning(f"the rescore with model {rescore.model} failed: "
-                                             f"the first stage's hits are served ({exc})"))
-        served = _search(conn, index, first_stage, rescore.store,
-                         search_body(first_stage, plan.keywords(params), size))["hits"]["hits"]
-    return _hits(served[:size])
+        fresh = remeasured(conn, plan, params, str(exc)) if again else None
+        if fresh is not None:
+            return _served(conn, fresh, params, size, again=False)
+        warnings.warn(RescoreFallbackWarning(f"the rescore with model {plan.rescore.model} "
+                                             f"failed: the first stage's hits are served ({exc})"))
+        body = search_body(plan.first_stage, plan.keywords(params), size)
+        return _search(conn, plan.index, plan.first_stage, plan.store, body)["hits"]["hits"]
 
 
-def _reranked(conn, plan: QueryPlan, raw: dict, rescore: Rescore, size) -> list[dict]:
+def _reranked(conn, plan: QueryPlan, raw: dict, size) -> list[dict]:
     """One query's reranked hits in the toolkit's tie order (see :func:`search`): the top
     ``size + 1`` first; only when the model tied some of them, again: with each hit's
     first-stage score (on one shard without a first request), and deeper (3x, up to the
     window) while a tie at the cut reaches the last hit fetched."""
-    mp, ids, restrict, below = _serving_inputs(conn, plan, raw, rescore, size)
-    params = plan.keywords(raw)
+    mp, ids, restrict, below = _serving_inputs(conn, plan, raw, size)
+    rescore, params = plan.rescore, plan.keywords(raw)
     top = ids[:plan.window] if restrict else None
     window = len(top) if restrict else plan.window
     rank = {d: r for r, d in enumerate(ids)} if restrict else None

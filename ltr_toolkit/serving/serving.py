@@ -25,7 +25,8 @@ from ..features.candidates import judged_candidates
 from ..features.featurelog import log_features
 from ..transport.client import Connection
 from ..query.firststage import FirstStage
-from ..query.prepare import contracted
+from ..query.prepare import QueryPlan, contracted
+from ..transport.lookups import shard_count
 from ..query.requests import Rescore, msearch_ids
 from ..stores.contract import DEFAULT_WINDOW, MODEL_ONLY, Contract
 from ..rank.interleave import team_draft
@@ -110,6 +111,15 @@ class Serving:
                 "encoder": self.encoder, "via": self.via,
                 "contract": self.contract.to_dict() if self.contract else None}
 
+    def query_plan(self, conn: Connection, names) -> QueryPlan:
+        """The plan of queries scored by features using the parameters ``names`` (a
+        feature set's, e.g. when timing it): this serving's index, first stage, window,
+        store, budget and encoder, and whether the index has several shards. A stored
+        model's plan is ``query.prepare.model_plan``."""
+        return QueryPlan(self.index, self.stage, tuple(dict.fromkeys(names)), self.max_terms,
+                         self.depth, self.store, self.encoder,
+                         restrict=shard_count(conn, self.index) > 1)
+
     # ------------------------------------------------------------------ the first stage
     def first_ids(self, conn: Connection, param_list: list[dict], depth: int = 0,
                   failures: dict | None = None, batch: int = 50) -> list[list[str] | None]:
@@ -150,10 +160,11 @@ class Serving:
                           encoder=s.encoder, batch=batch)
 
     def search(self, conn: Connection, params: dict, size: int = 10) -> list[dict]:
-        """One query's hits (rank, id, score, title), as ``ltr query search`` shows them."""
-        s = self.served(conn) if self.model else self
-        return search(conn, s.index, params, s.first_stage, s.rescore, size,
-                      max_terms=s.max_terms, encoder=s.encoder)
+        """One query's hits (rank, id, score, title), as ``ltr query search`` shows them; the
+        model's plan (its contract settled, :meth:`served`) is made at the first query and
+        kept (``query.prepare.model_plan``)."""
+        return search(conn, self.index, params, self.first_stage, self.rescore, size,
+                      max_terms=self.max_terms, encoder=self.encoder)
 
     # ------------------------------------------------------------------ online tests
     @property
