@@ -18,7 +18,7 @@ from ltr_toolkit.stores import store as st
 from ltr_toolkit.serving.serving import Serving
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.datasets import cranfield
-from ltr_toolkit.evaluation.featurecost import FEEDBACK
+from ltr_toolkit.evaluation.feature_timing import FEEDBACK
 from ltr_toolkit.pipeline.featurecost import cost_report
 
 from ._live import INDEX, STAGE, connect, prepare, workdir

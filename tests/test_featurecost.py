@@ -11,7 +11,7 @@ import pytest
 
 from ltr_toolkit.stores import store as st
 from ltr_toolkit.data.featuresets import load_featureset
-from ltr_toolkit.evaluation.featurecost import FEEDBACK
+from ltr_toolkit.evaluation.feature_timing import FEEDBACK
 
 FEEDBACK_SET = Path(__file__).resolve().parent.parent / "feature_sets" / "cranfield-feedback.json"
 

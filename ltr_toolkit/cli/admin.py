@@ -264,7 +264,7 @@ def featureset_cost(ctx: typer.Context,
 
 
 def _cost_table(rep: dict) -> Table:
-    from ..evaluation.featurecost import FEEDBACK
+    from ..evaluation.feature_timing import FEEDBACK
     c = rep["contribution"]
     table = Table("feature", "ms added (p50)", f"ndcg@{rep['k']} without it", "delta", "p")
     for row, cost in rep["cost"].items():   # the first request: what the feedback group needs

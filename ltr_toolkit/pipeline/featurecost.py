@@ -1,6 +1,6 @@
 """``ltr featureset cost``: log a feature set's candidates for the judged queries, then
 measure what each feature costs at serving time and brings to NDCG@k
-(:mod:`ltr_toolkit.evaluation.featurecost`)."""
+(:mod:`ltr_toolkit.evaluation.feature_timing`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from ..stores.params import DERIVED, featureset_info
 from ..data.svmlight import load_logged
 from ..errors import UserError
-from ..evaluation.featurecost import FEEDBACK, feature_contributions, feature_costs
+from ..evaluation.feature_timing import FEEDBACK, feature_contributions, feature_costs
 from .selection import grid
 from .train import make_estimator
 
