@@ -167,3 +167,56 @@ def test_a_generated_set_uploads_logs_and_serves_what_predict_scores(shop, engin
 def _queries(path) -> dict:
     rows = [line.split(",") for line in path.read_text().splitlines()[1:]]
     return {q: text for q, text, _, _ in rows}
+
+
+# ------------------------------------------------------------------------------- ltr index jsonl
+
+def _jsonl(path, docs) -> None:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+
+
+def test_a_catalogue_file_is_typed_by_its_values(tmp_path):
+    from ltr_toolkit.errors import InputError
+    from ltr_toolkit.indexing.documents import read_jsonl_documents
+    docs = [{"id": 1, "title": "red drill", "price": 10, "tags": ["tools", "power"], "released": "2024-01-02",
+             "in_stock": True, "short_description": None, "attrs": {"voltage": "18 V", "weight": 1.5}},
+            {"id": "2", "title": "blue saw", "price": 12.5, "tags": [], "released": "2023-05-06T10:00:00Z",
+             "in_stock": False, "attrs": {"weight": 2}}]
+    _jsonl(tmp_path / "p.jsonl", docs)
+    coll = read_jsonl_documents(tmp_path / "p.jsonl")
+    kinds = {p: f.kind for p, f in coll.fields.items()}
+    assert kinds == {"title": "text", "price": "double", "tags": "text", "released": "date",
+                     "in_stock": "boolean", "attrs.voltage": "text", "attrs.weight": "double"}
+    assert coll.text_fields == ("title", "tags") and [d["id"] for d in coll.docs] == ["1", "2"]
+    props = coll.properties("standard")
+    assert props["price"] == {"type": "double"} and props["attrs"]["properties"]["weight"] == {"type": "double"}
+    assert props["attrs"]["properties"]["voltage"]["fields"]["keyword"]["type"] == "keyword"
+    rows = {r["field"]: r for r in coll.report()}
+    assert rows["attrs.voltage"]["documents"] == 1 and rows["title"]["mapped"].startswith("BM25")
+    docs.append({"id": "3", "title": "saw", "price": "cheap"})
+    _jsonl(tmp_path / "bad.jsonl", docs)
+    with pytest.raises(InputError) as info:
+        read_jsonl_documents(tmp_path / "bad.jsonl")
+    assert info.value.line == 3 and "'price'" in str(info.value) and "line 1" in str(info.value)
+
+
+def test_many_sparse_attributes_are_indexed(cluster, cli, tmp_path):
+    """A product file with 1,500 attribute names, each in a few documents: the engine's
+    limit of 1,000 mapping fields is raised to fit, and every value is searchable."""
+    rng = random.Random(3)
+    docs = [{"id": f"p{i}", "title": f"{rng.choice(WORDS)} {rng.choice(WORDS)}", "price": rng.uniform(1, 99),
+             "attributes": {f"attr_{(i * 7 + j) % 1500}": f"value {j}" for j in range(4)}}
+            for i in range(900)]
+    _jsonl(tmp_path / "p.jsonl", docs)
+    r = cli("--url", cluster.url, "index", "jsonl", str(tmp_path / "p.jsonl"), "--index", "sparse-shop",
+            "--recreate", "--neighbours", "0", "--vector-fields", "none")
+    try:
+        assert r.returncode == 0, r.stderr
+        assert "indexed 900 documents" in r.stdout
+        mapping = cluster.conn().client().indices.get_mapping(index="sparse-shop")["sparse-shop"]["mappings"]
+        assert len(mapping["properties"]["attributes"]["properties"]) == 1500
+        hits = cluster.conn().client().search(index="sparse-shop", body={
+            "query": {"match": {"attributes.attr_7": "value"}}})["hits"]["total"]["value"]
+        assert hits >= 1
+    finally:
+        cluster.conn().client().indices.delete(index="sparse-shop", ignore_unavailable=True)

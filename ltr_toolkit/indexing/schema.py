@@ -85,7 +85,8 @@ def infer(docs: list[tuple[int, dict]], where) -> dict[str, Field]:
             if f is None:
                 fields[path] = Field(path, kind, 1, line)
                 continue
-            merged = _merge({f.kind, kind}) if {f.kind, kind} <= {LONG, DOUBLE} or {f.kind, kind} <= {TEXT, DATE} else None
+            pair = {f.kind, kind}
+            merged = _merge(pair) if len(pair) == 1 or pair <= {LONG, DOUBLE} or pair <= {TEXT, DATE} else None
             if merged is None:
                 raise InputError(where, line, f"field {path!r} is {kind} here but {f.kind} on line "
                                  f"{f.line}: one type per field (make them all {f.kind}, or "
