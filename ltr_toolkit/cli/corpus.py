@@ -24,10 +24,13 @@ NeighboursOpt = Annotated[int, typer.Option(
     "is indexed in a 'neighbours' field: index-time feedback for the neighbours_bm25 feature. 0: none.")]
 
 
+#: ``ltr index jsonl --vector-fields``'s default: the collection's main text fields
+MAIN = "main"
 VectorsOpt = Annotated[str, typer.Option(
     "--vector-fields", help="Comma-separated fields whose text each document's vector encodes "
-    "(those the collection has; all its fields when none), written to a knn_vector field "
-    "'vector' for the semantic features (needs the k-NN plugin); 'none': no vectors.")]
+    "(those the collection has; all its fields when none; 'main': a collection's main text "
+    "fields), written to a knn_vector field 'vector' for the semantic features (needs the "
+    "k-NN plugin); 'none': no vectors.")]
 NeighbourFieldsOpt = Annotated[str, typer.Option(
     "--neighbour-fields", help="Comma-separated text fields more_like_this compares to find a "
     "document's neighbours (best with term vectors).")]
@@ -39,9 +42,12 @@ def _vector_fields(spec: str):
     return tuple(f.strip() for f in spec.split(",") if f.strip())
 
 
-def _expansion(k: int):
+def _expansion(k: int, fields: tuple[str, ...] | None = None):
+    """``k`` neighbours over ``fields`` (default: title and abstract, else every text field)."""
     from ..indexing.neighbours import Expansion
-    return Expansion(k=k) if k else None
+    if not k:
+        return None
+    return Expansion(k=k, fields=fields) if fields else Expansion(k=k)
 
 
 def _indexed(res: dict, what: str) -> None:
@@ -78,10 +84,13 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
                 index: Annotated[str, typer.Option("--index", help="The index created.")],
                 recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
                 shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
-                vectors: VectorsOpt = "title,abstract"):
-    """Load your own documents into INDEX: every text field analysed for BM25, with
-    FIELD.lmd / FIELD.dfr multi-fields and FIELD_len counts, the neighbours field and the
-    documents' vectors (the shipped feature set's shape)."""
+                vectors: VectorsOpt = MAIN):
+    """Load your own documents into INDEX, each field typed by its values: the main text
+    fields (in half the documents or more) analysed for BM25 with FIELD.lmd / FIELD.dfr
+    multi-fields and FIELD_len counts, other text with a keyword sub-field, numbers,
+    dates, booleans and objects as they are; the neighbours field and the documents'
+    vectors, both over the main text fields unless said otherwise (--vector-fields none
+    skips the encoding, the slowest step)."""
     from ..indexing.documents import index_documents, pick_analyzer, read_jsonl_documents
     coll = read_jsonl_documents(path)
     conn = _conn(ctx)
@@ -89,7 +98,8 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
     t0 = time.monotonic()
     res = index_documents(conn, index, coll.docs, analyzer, recreate=recreate, fields=coll.text_fields,
                           meta=f"jsonl:{path.name}", shards=shards, replicas=replicas,
-                          expansion=_expansion(neighbours), vector_fields=_vector_fields(vectors),
+                          expansion=_expansion(neighbours, coll.text_fields),
+                          vector_fields=coll.text_fields if vectors == MAIN else _vector_fields(vectors),
                           typed=coll.properties(analyzer),
                           log=lambda m: err.print(f"[{time.monotonic() - t0:6.1f}s] {m}"))
     _field_report(coll.report())
