@@ -220,3 +220,12 @@ def test_many_sparse_attributes_are_indexed(cluster, cli, tmp_path):
         assert hits >= 1
     finally:
         cluster.conn().client().indices.delete(index="sparse-shop", ignore_unavailable=True)
+
+
+def test_empty_values_are_absent_and_unsampled_fields_kept():
+    """An empty string is no value (an identifier with a few blanks is still one); a field
+    left out of _source (the toolkit's neighbours) cannot be sampled and is kept."""
+    docs = [{"url": f"https://x/{i}.jpg" if i % 50 else ""} for i in range(200)]
+    doc = generate({"url": "text", "neighbours": "text"}, docs, "x", now=NOW, unsampled={"neighbours"})
+    assert "identifies documents" in doc["generated"]["skipped"]["url"]
+    assert "neighbours_bm25" in doc["generated"]["why"]

@@ -62,7 +62,7 @@ def _values(doc: dict, path: str) -> list:
         for n in node:
             v = n.get(part) if isinstance(n, dict) else None
             nxt.extend(v if isinstance(v, list) else [v])
-        node = [n for n in nxt if n is not None]
+        node = [n for n in nxt if n is not None and n != ""]
     return node
 
 
@@ -143,18 +143,20 @@ def _vector(field: str, vectors: VectorKind | None) -> list[tuple[dict, str]]:
 
 def generate(fields: dict[str, str], docs: list[dict], name: str,
              vectors: VectorKind | None = None, vector_fields=(), min_coverage: float = DEFAULT_MIN_COVERAGE,
-             now: _dt.datetime | None = None) -> dict:
+             now: _dt.datetime | None = None, unsampled=()) -> dict:
     """The feature set file for ``fields`` ({path: mapped type}) given a sample of
     ``docs`` (``_source`` objects): ``{"featureset": {name, features}, "generated":
     {"sample", "why", "skipped"}}``. ``vector_fields``: the vector fields whose encoder
-    the index records (the toolkit can encode a query for them)."""
+    the index records (the toolkit can encode a query for them); ``unsampled``: fields
+    the sample cannot show (left out of ``_source``), taken as every document's."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
     made: list[tuple[dict, str]] = []
     skipped: dict[str, str] = {}
     texts = []
     for path, kind in sorted(fields.items()):
         values = [_values(d, path) for d in docs]
-        why_not = _left_out(path, kind, values, min_coverage, vector_fields)
+        why_not = _left_out(path, kind, values if path not in unsampled else [["?"]] * len(docs),
+                            min_coverage, vector_fields)
         if why_not:
             skipped[path] = why_not
             continue
@@ -215,6 +217,7 @@ def from_index(conn: Connection, index: str, name: str | None = None,
     recorded = (mapping.get("_meta") or {}).get("vectors") or {}
     vector_fields = [recorded["field"]] if recorded.get("field") else []
     out = generate(mapped_fields(mapping.get("properties", {})), docs, name or index,
-                   detect(conn).vectors, vector_fields, min_coverage)
+                   detect(conn).vectors, vector_fields, min_coverage,
+                   unsampled=set((mapping.get("_source") or {}).get("excludes") or ()))
     out["generated"]["index"] = index
     return out
