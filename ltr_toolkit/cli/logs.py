@@ -88,6 +88,11 @@ def _show_candidates(info: dict, candidates: int, unjudged) -> None:
     err.print(f"candidates: top {candidates} of {info['queries']} queries, {info['judged']} judged, "
               f"{info['unjudged']} unjudged{' (grade 0)' if unjudged is Unjudged.zero else ' (dropped)'}, "
               f"{info['judged_outside']} judged outside the top {candidates} added")
+    if info.get("outside") and not info["judged_outside"]:
+        err.print(f"note: {info['outside']} judged documents ({info['relevant_outside']} relevant) lie "
+                  f"outside the first stage's top {candidates}: no reranker of the window can reach "
+                  "them (--judged-outside include trains on them too; --unjudged drop trains on the "
+                  "judged documents alone)")
 
 
 # --------------------------------------------------------------------------- models

@@ -44,7 +44,8 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
                          batch=batch, max_terms=max_terms, failures=failures)
     by_q = jl.by_query()
     out = JudgmentList(source=jl.source, params=dict(jl.params))
-    counts = {"judged": 0, "unjudged": 0, "judged_outside": 0, "queries": len(qids)}
+    counts = {"judged": 0, "unjudged": 0, "judged_outside": 0, "queries": len(qids),
+              "outside": 0, "relevant_outside": 0}
     for q, docs in zip(qids, ranked):
         if docs is None:
             continue
@@ -57,10 +58,12 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
             elif unjudged == "zero":
                 out.grades[(q, d)] = 0.0
                 counts["unjudged"] += 1
-        if judged_outside == "include":
-            top = set(docs[:k])
-            for d, g in by_q[q]:
-                if d not in top:
+        top = set(docs[:k])
+        for d, g in by_q[q]:
+            if d not in top:          # counted either way: what the window misses
+                counts["outside"] += 1
+                counts["relevant_outside"] += g > 0
+                if judged_outside == "include":
                     out.grades[(q, d)] = g
                     counts["judged_outside"] += 1
     return out, {"k": int(k), "first_stage": first_stage.to_dict(), "unjudged": unjudged,
