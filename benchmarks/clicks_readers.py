@@ -7,8 +7,9 @@ every way alike):
 
 * the block reader: ``files.read_file`` (pyarrow's JSON reader on 16 MB blocks, the
   columns by NumPy, a second thread parsing the next block);
-* the line reader: ``json.loads`` per line and the reader's per-document path, what
-  ``read_file`` did without pyarrow;
+* the line reader: ``json.loads`` per line and the reader's per-document path
+  (``files.read_lines``: what ``read_file`` did without pyarrow, now the path of a block
+  pyarrow cannot read);
 * ``json.loads`` of every line and nothing else: the floor of any line-by-line reader on
   the standard library's parser (no event added, no string interned).
 
@@ -36,7 +37,7 @@ if how == "blocks":
 elif how == "lines":
     reader = EventReader()
     with open(path, encoding="utf-8") as fh:
-        reader.read_lines(fh, path)
+        files.read_lines(reader, fh, path)
     log = reader.finish()
 else:
     with open(path, "rb") as fh:

@@ -107,22 +107,32 @@ def _same(fast, slow):
     assert (fast.record_text, fast.record_hits) == (slow.record_text, slow.record_hits)
 
 
+def _line_by_line(path):
+    """The file read a line at a time (the path of a block pyarrow cannot read), the
+    reference the block reader is checked against."""
+    from ltr_toolkit.clicks import files
+    from ltr_toolkit.clicks.events import EventReader
+    reader = EventReader()
+    with open(path, encoding="utf-8") as fh:
+        files.read_lines(reader, fh, str(path))
+    return reader.finish()
+
+
 @pytest.mark.parametrize("bulk", [False, True], ids=["ndjson", "bulk"])
 def test_the_block_reader_reads_what_the_line_reader_reads(tmp_path, monkeypatch, bulk):
     """pyarrow's blocks (small here, so that some hold a bad line and are read again line
     by line) give the same events, records, problem counts and lines as the line reader."""
     from ltr_toolkit.clicks import files
-    from ltr_toolkit.clicks.events import EventReader
     path = _mixed_file(tmp_path, bulk)
     monkeypatch.setattr(files, "BLOCK_BYTES", 64 << 10)
     by_lines = []
-    read_lines = EventReader.read_lines
-    monkeypatch.setattr(EventReader, "read_lines", lambda self, lines, *a: (
-        by_lines.append(1), read_lines(self, lines, *a))[1])
+    read_lines = files.read_lines
+    monkeypatch.setattr(files, "read_lines", lambda reader, lines, *a: (
+        by_lines.append(1), read_lines(reader, lines, *a))[1])
     fast = files.read_file(path)
     assert 0 < len(by_lines) < 8           # only the blocks with a bad line
-    monkeypatch.setattr(files, "available", lambda: False)
-    slow = files.read_file(path)
+    monkeypatch.undo()
+    slow = _line_by_line(path)
     _same(fast, slow)
     a = _named(fast)
     assert len(fast) > 30_000 and a["problems"], a["problems"]
@@ -202,9 +212,7 @@ def test_block_boundaries_anywhere_read_as_the_line_reader(tmp_path, monkeypatch
     from ltr_toolkit.clicks import files
     path = tmp_path / "edge.ndjson"
     path.write_text("\n".join(_edge_lines(bulk)))                    # no newline at the end
-    monkeypatch.setattr(files, "available", lambda: False)
-    slow = files.read_file(path)
-    monkeypatch.undo()
+    slow = _line_by_line(path)
     assert {"invalid_json", "not_an_event", "unknown_action", "no_query_id", "no_object_id",
             "bad_position"} <= set(slow.problems.counts)
     assert slow.record_interleaving

@@ -101,14 +101,12 @@ def _records():
     return recs, clicks
 
 
-@pytest.mark.parametrize("arrow", [True, False])
-def test_credit_from_a_file(tmp_path, monkeypatch, arrow):
+@pytest.mark.parametrize("blocks", [True, False], ids=["blocks", "lines"])
+def test_credit_from_a_file(tmp_path, monkeypatch, blocks):
     recs, clicks = _records()
     _write(tmp_path / "ev.ndjson", recs, clicks)
-    if not arrow:
-        monkeypatch.setattr(files, "available", lambda: False)
-    elif not files.available():
-        pytest.skip("pyarrow is not installed")
+    if not blocks:                       # every block read again line by line
+        monkeypatch.setattr(files, "_Parser", lambda: (lambda buf: None))
     reps = {r["experiment"]: r for r in interleaving.credit(files.read_file(tmp_path / "ev.ndjson"))}
     assert set(reps) == {"m1-vs-m2", "other"}
     r = reps["m1-vs-m2"]

@@ -7,7 +7,7 @@ The mappings are the UBI plugin's own (``opensearch-project/user-behavior-insigh
 keyword. Reading takes each index's documents with ``timestamp`` in ``[since, until)``
 with a point in time and search_after (:mod:`ltr_toolkit.transport.pit`), the next page
 fetched while the last is added, each page parsed by pyarrow (the file reader's columns,
-:mod:`.files`) when it is installed:
+:mod:`.files`):
 
 * the query records in order of time, so the searches are numbered in order of time
   (the held-out split of :mod:`.heldout` is by time);
@@ -130,8 +130,8 @@ def read_events(conn: Connection, reader, query: dict, queries: str = QUERIES,
 
 def read_index(conn: Connection, reader, index: str, kind: int, query: dict, size: int = PAGE) -> int:
     """One index's matching documents into ``reader`` (``kind``: :data:`QUERY_KIND` or
-    :data:`EVENT_KIND`): with a point in time and search_after, pages parsed by pyarrow
-    when it is installed; with scroll where the cluster has no PIT API."""
+    :data:`EVENT_KIND`): with a point in time and search_after, pages parsed by pyarrow;
+    with scroll where the cluster has no PIT API."""
     add, totals = _page_adder(reader, index, kind), []
     slices = 1 if kind == QUERY_KIND else min(shard_count(conn, index), MAX_SLICES)
     try:
@@ -163,7 +163,7 @@ def _page_adder(reader, index: str, kind: int):
     """``add(page text) -> documents``: the page parsed by pyarrow (the fields the click
     models read; the events' without ``query_attributes`` first) and added as columns
     (``files.add_table``), or parsed by ``json`` and added one by one where it cannot be."""
-    schemas = files.page_schemas(kind == EVENT_KIND) if files.available() else []
+    schemas = files.page_schemas(kind == EVENT_KIND)
     one = _doc_adder(reader, kind)
 
     def add(text: bytes) -> int:
