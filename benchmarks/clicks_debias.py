@@ -50,9 +50,9 @@ from scipy.stats import ttest_rel
 
 from ltr_toolkit.clicks import debias as D
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks import ubi
-from ltr_toolkit.clicks.events import EventLog
-from ltr_toolkit.clicks.groups import slice_log
+from ltr_toolkit.clicks.events import ubi
+from ltr_toolkit.clicks.events.eventlog import EventLog
+from ltr_toolkit.clicks.events.groups import slice_log
 from ltr_toolkit.clicks.judge import ClickSettings, judge
 from ltr_toolkit.clicks.output import qid_for
 from ltr_toolkit.data.dataset import RankingDataset

@@ -28,8 +28,8 @@ from ._report import write_table
 from .clicks import _write_events
 
 _READ = """import json, resource, sys, time
-from ltr_toolkit.clicks import files
-from ltr_toolkit.clicks.events import EventReader
+from ltr_toolkit.clicks.events import files
+from ltr_toolkit.clicks.events.eventlog import EventReader
 path, how = sys.argv[1], sys.argv[2]
 t0, c0 = time.perf_counter(), time.process_time()
 if how == "blocks":

@@ -24,8 +24,9 @@ import resource
 import sys
 import time
 
-from ltr_toolkit.clicks import files, simulate as S, ubi
-from ltr_toolkit.clicks.events import EventReader
+from ltr_toolkit.clicks import simulate as S
+from ltr_toolkit.clicks.events import files, ubi
+from ltr_toolkit.clicks.events.eventlog import EventReader
 from ltr_toolkit.transport.client import request
 
 from ._live import connect

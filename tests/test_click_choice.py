@@ -110,8 +110,8 @@ def _same(fast, slow):
 def _line_by_line(path):
     """The file read a line at a time (the path of a block pyarrow cannot read), the
     reference the block reader is checked against."""
-    from ltr_toolkit.clicks import files
-    from ltr_toolkit.clicks.events import EventReader
+    from ltr_toolkit.clicks.events import files
+    from ltr_toolkit.clicks.events.eventlog import EventReader
     reader = EventReader()
     with open(path, encoding="utf-8") as fh:
         files.read_lines(reader, fh, str(path))
@@ -122,7 +122,7 @@ def _line_by_line(path):
 def test_the_block_reader_reads_what_the_line_reader_reads(tmp_path, monkeypatch, bulk):
     """pyarrow's blocks (small here, so that some hold a bad line and are read again line
     by line) give the same events, records, problem counts and lines as the line reader."""
-    from ltr_toolkit.clicks import files
+    from ltr_toolkit.clicks.events import files
     path = _mixed_file(tmp_path, bulk)
     monkeypatch.setattr(files, "BLOCK_BYTES", 64 << 10)
     by_lines = []
@@ -209,7 +209,7 @@ def test_block_boundaries_anywhere_read_as_the_line_reader(tmp_path, monkeypatch
     """Blocks of many sizes, so that a boundary falls between every two lines (between
     an action line and its document too): the result is the line reader's, codes and
     first ``file:line`` of each problem included."""
-    from ltr_toolkit.clicks import files
+    from ltr_toolkit.clicks.events import files
     path = tmp_path / "edge.ndjson"
     path.write_text("\n".join(_edge_lines(bulk)))                    # no newline at the end
     slow = _line_by_line(path)
@@ -222,7 +222,7 @@ def test_block_boundaries_anywhere_read_as_the_line_reader(tmp_path, monkeypatch
 
 
 def test_a_null_hit_id_is_read_as_the_line_reader_reads_it(tmp_path):
-    from ltr_toolkit.clicks import files
+    from ltr_toolkit.clicks.events import files
     path = tmp_path / "e.ndjson"
     path.write_text(json.dumps({"query_id": "q", "user_query": "t", "query_response_hit_ids": ["d1", None]})
                     + "\n" + json.dumps({"action_name": "click", "query_id": "q",
@@ -234,7 +234,7 @@ def test_a_null_hit_id_is_read_as_the_line_reader_reads_it(tmp_path):
 @pytest.mark.parametrize("seekable", [True, False], ids=["file", "pipe"])
 def test_blocks_are_whole_lines_and_keep_an_action_line_with_its_document(monkeypatch, seekable):
     import io
-    from ltr_toolkit.clicks import files
+    from ltr_toolkit.clicks.events import files
 
     class Pipe(io.RawIOBase):
         def __init__(self, data):

@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from ltr_toolkit.clicks import files, interleaving
+from ltr_toolkit.clicks import interleaving
+from ltr_toolkit.clicks.events import files
 from ltr_toolkit.clicks.simulate import UserModel, sample_clicks
 from ltr_toolkit.errors import UserError
 from ltr_toolkit.rank.interleave import Tally, credit_test, outcomes, query_test, tally, team_draft
@@ -352,7 +353,7 @@ def live_model(ltr_cluster, cranfield_index, shipped_featureset, tmp_path_factor
 def test_live_interleaving_end_to_end(live_model, tmp_path):
     """Interleaved lists served by the node, their records and simulated clicks written to
     UBI indices on the node, credited by `ltr evaluate interleaving` exactly as simulated."""
-    from ltr_toolkit.clicks import ubi
+    from ltr_toolkit.clicks.events import ubi
     from ltr_toolkit.clicks.simulate import sample_clicks
     from ltr_toolkit.datasets import cranfield
     conn, serving, name = live_model

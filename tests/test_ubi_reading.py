@@ -9,8 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from ltr_toolkit.clicks import files, simulate as S, ubi
-from ltr_toolkit.clicks.events import EventReader
+from ltr_toolkit.clicks import simulate as S
+from ltr_toolkit.clicks.events import files, ubi
+from ltr_toolkit.clicks.events.eventlog import EventReader
 from ltr_toolkit.errors import ClusterError
 from ltr_toolkit.transport import pit
 from ltr_toolkit.transport.client import request

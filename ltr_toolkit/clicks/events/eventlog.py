@@ -9,7 +9,7 @@ as columns (:mod:`.files`):
   "ubi_queries"}}``) each followed by its document, for both indices in one file (the
   action line's index decides what the document is);
 * documents a search of the cluster's ``ubi_queries`` / ``ubi_events`` returned
-  (:mod:`ltr_toolkit.clicks.ubi`).
+  (:mod:`ltr_toolkit.clicks.events.ubi`).
 
 Strings (query ids, document ids, query texts) are interned once; the columns are compact
 ``array`` buffers (4 bytes per event and column), so memory grows with the number of
@@ -81,7 +81,7 @@ class EventLog:
     record_text: dict[int, int] = field(default_factory=dict)        # query id -> text code
     record_hits: dict[int, list[int]] = field(default_factory=dict)  # query id -> doc codes
     #: query id -> (experiment, ranker a, ranker b, teams): an interleaved search's record
-    #: (``query_attributes.interleaving``, see :mod:`.interleaving`)
+    #: (``query_attributes.interleaving``, see :mod:`ltr_toolkit.clicks.interleaving`)
     record_interleaving: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)
     problems: Problems = field(default_factory=Problems)
     lines: int = 0

@@ -1,5 +1,5 @@
 """User Behavior Insights indices on a cluster: their mappings, reading events over a time
-range into :mod:`ltr_toolkit.clicks.events`, and writing (simulated) events.
+range into :mod:`ltr_toolkit.clicks.events.eventlog`, and writing (simulated) events.
 
 The mappings are the UBI plugin's own (``opensearch-project/user-behavior-insights``,
 ``events-mapping.json`` / ``queries-mapping.json``): keyword ids, ``timestamp`` a date,
@@ -10,7 +10,7 @@ fetched while the last is added, each page parsed by pyarrow (the file reader's 
 :mod:`.files`):
 
 * the query records in order of time, so the searches are numbered in order of time
-  (the held-out split of :mod:`.heldout` is by time);
+  (the held-out split of :mod:`ltr_toolkit.clicks.heldout` is by time);
 * the events in one slice per shard (up to :data:`MAX_SLICES`), side by side: their
   order does not matter (a search's events are told apart by position), except for a
   search without a query record, numbered when its first event arrives.
@@ -23,14 +23,14 @@ from __future__ import annotations
 import datetime as _dt
 import json
 
-from ..errors import ClusterError, UserError
-from ..transport.client import Connection, call, request
-from ..transport.engine import detect
-from ..transport.lookups import shard_count
-from ..transport.pit import PAGE, NoPit, pages
+from ...errors import ClusterError, UserError
+from ...transport.client import Connection, call, request
+from ...transport.engine import detect
+from ...transport.lookups import shard_count
+from ...transport.pit import PAGE, NoPit, pages
 from opensearchpy import helpers
 from . import files
-from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
+from .eventlog import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
 
 QUERIES, EVENTS = "ubi_queries", "ubi_events"
 #: the index kinds (as a bulk action naming the index: :func:`.files.add_table`)
@@ -112,7 +112,7 @@ def time_range(since: str | None = None, until: str | None = None, days: float |
 def read_events(conn: Connection, reader, query: dict, queries: str = QUERIES,
                 events: str = EVENTS, size: int = PAGE) -> dict:
     """Feed both indices' documents matching ``query`` to ``reader`` (an
-    :class:`ltr_toolkit.clicks.events.EventReader`), each in order of ``timestamp``;
+    :class:`ltr_toolkit.clicks.events.eventlog.EventReader`), each in order of ``timestamp``;
     returns the counts read."""
     c = conn.client()
     for index in (events,):

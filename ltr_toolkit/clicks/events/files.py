@@ -1,4 +1,4 @@
-"""Reading UBI files (NDJSON or bulk, see :mod:`.events`); big ones fast: blocks of lines
+"""Reading UBI files (NDJSON or bulk, see :mod:`.eventlog`); big ones fast: blocks of lines
 parsed by pyarrow's JSON reader, the columns built with NumPy and the strings interned
 once per distinct value per block -- no Python work per event or per line.
 
@@ -32,7 +32,7 @@ next block, by a seek back):
   event, neither) and counts the problems with the ``file:line`` of the first; query
   ids, texts and documents are interned in the order of the lines (the codes are the
   line reader's): Arrow's ``dictionary_encode``, then one C-level dict lookup per
-  distinct string (:meth:`.events.Interner.codes_of`), no Python loop.
+  distinct string (:meth:`.eventlog.Interner.codes_of`), no Python loop.
 
 A second thread reads and parses the next block (pyarrow's own threads parsing its 4 MB
 pieces side by side) while the first adds the last one to the reader, so on two cores
@@ -40,7 +40,7 @@ the parse and the interning overlap.
 
 A block that pyarrow cannot read as expected (a line that is not JSON, a field of
 another type, a blank line, a null hit id) is read again line by line
-(:func:`read_lines`, each document added by :class:`.events.EventReader`), which counts
+(:func:`read_lines`, each document added by :class:`.eventlog.EventReader`), which counts
 each problem with its ``file:line``: the result is the same either way, codes included
 (``tests/test_click_choice.py``).
 Memory: two blocks at a time (their text, the documents' copy and their columns, a few
@@ -57,8 +57,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader, interleaving_attrs
+from ...errors import InputError
+from .eventlog import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader, interleaving_attrs
 
 BLOCK_BYTES = 16 << 20
 #: pyarrow's own blocks within one (parsed by its threads side by side)
