@@ -31,12 +31,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
-from ltr_toolkit.clicks import clickmodels, grades
+from ltr_toolkit.clicks.judging import clickmodels, grades
 from ltr_toolkit.clicks.events import groups, sessions
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks.heldout import choose_model
-from ltr_toolkit.clicks.judge import ClickSettings, judge
-from ltr_toolkit.clicks.output import qid_for
+from ltr_toolkit.clicks.judging.heldout import choose_model
+from ltr_toolkit.clicks.judging.judge import ClickSettings, judge
+from ltr_toolkit.clicks.judging.output import qid_for
 from ltr_toolkit.query.requests import msearch_ids
 from ltr_toolkit.data.judgments import JudgmentList
 from ltr_toolkit.datasets import cranfield

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks.heldout import choose_model, split
-from ltr_toolkit.clicks.judge import ClickSettings, judge
-from ltr_toolkit.clicks.clickmodels import MODELS
+from ltr_toolkit.clicks.judging.heldout import choose_model, split
+from ltr_toolkit.clicks.judging.judge import ClickSettings, judge
+from ltr_toolkit.clicks.judging.clickmodels import MODELS
 
 
 def _sim(user, sessions=12_000, seed=3):

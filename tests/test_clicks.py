@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from ltr_toolkit.clicks import clickmodels, grades
+from ltr_toolkit.clicks.judging import clickmodels, grades
 from ltr_toolkit.clicks.events import groups, sessions
 from ltr_toolkit.clicks import simulate as S
 from ltr_toolkit.clicks.events.files import read_file
-from ltr_toolkit.clicks.output import qid_for
+from ltr_toolkit.clicks.judging.output import qid_for
 from ltr_toolkit.data.judgments import load_judgments
 from ltr_toolkit.datasets import cranfield
 
@@ -327,7 +327,8 @@ def test_simulated_event_log_keeps_shared_query_texts_and_pbm_recovers_examinati
     theta = 1/(r+1) (coded as four queries, each pair is seen at one rank only and theta
     is not identifiable)."""
     import numpy as np
-    from ltr_toolkit.clicks import clickmodels as M, simulate as SI
+    from ltr_toolkit.clicks import simulate as SI
+    from ltr_toolkit.clicks.judging import clickmodels as M
     from ltr_toolkit.clicks.events import sessions as SE
     rng = np.random.default_rng(0)
     rankings, texts, truth = {}, {}, {}

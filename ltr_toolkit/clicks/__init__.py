@@ -11,12 +11,9 @@ Packages and modules, each importing only the ones above it in this list (and
 * :mod:`.events` — UBI events in (files, the cluster's indices), one
   :class:`.events.eventlog.EventLog` out, its problems counted, and the rows per
   (search, shown document) and their weighted groups that every click model reads;
-* :mod:`.clickmodels` — click models (CTR, COEC as the Search Relevance Workbench computes it,
-  SDBN, PBM and UBM by EM);
-* :mod:`.heldout` — every model scored on later searches (``--model auto``);
-* :mod:`.grades` — priors, the minimum number of impressions, estimates -> grades;
-* :mod:`.output` — the judgment list and its per-pair counts, written to files;
-* :mod:`.judge` — events -> judgments in one call;
+* :mod:`.judging` — judgments from clicks: click models (CTR, COEC as the Search
+  Relevance Workbench computes it, SDBN, PBM and UBM by EM), the model chosen on held-out
+  searches, grades, the judgment list and its counts written to files;
 * :mod:`.debias` — training data straight from clicks and its inverse examination
   propensities (``ltr train --propensity``);
 * :mod:`.interleaving` — interleaved searches' UBI records and the clicks credited to

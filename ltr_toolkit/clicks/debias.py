@@ -13,7 +13,7 @@ clicks`` names a query, so features logged for click judgments match) or the
 search and counted (``impressed_without_features``), never matched to another row.
 
 :func:`propensities` gives each row its examination probability: from the PBM or UBM
-fitted by EM on the same rows (:mod:`.clickmodels`; PBM: theta of the row's rank, UBM: of its
+fitted by EM on the same rows (:mod:`.judging.clickmodels`; PBM: theta of the row's rank, UBM: of its
 rank and distance to the previous click) or given per position. They are clipped from
 below at ``clip`` (default :data:`DEFAULT_CLIP` = 0.1: a weight ``1 / p`` is at most 10),
 bounding the variance a rarely examined rank adds, at the cost of under-weighting ranks
@@ -45,8 +45,8 @@ from ..io.atomic import write_json
 from . import DEFAULT_CLIP
 from .events.eventlog import EventLog
 from .events.groups import _search_ids, previous_click
-from .clickmodels import estimate
-from .output import qid_for
+from .judging.clickmodels import estimate
+from .judging.output import qid_for
 from .events.problems import Problems
 from .events.sessions import DEFAULT_DEPTH, Table, build_table, lookup
 

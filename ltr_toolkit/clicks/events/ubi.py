@@ -10,7 +10,7 @@ fetched while the last is added, each page parsed by pyarrow (the file reader's 
 :mod:`.files`):
 
 * the query records in order of time, so the searches are numbered in order of time
-  (the held-out split of :mod:`ltr_toolkit.clicks.heldout` is by time);
+  (the held-out split of :mod:`ltr_toolkit.clicks.judging.heldout` is by time);
 * the events in one slice per shard (up to :data:`MAX_SLICES`), side by side: their
   order does not matter (a search's events are told apart by position), except for a
   search without a query record, numbered when its first event arrives.
