@@ -31,11 +31,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
-from ltr_toolkit.clicks import clickmodels, grades, groups, sessions
+from ltr_toolkit.clicks.judging import clickmodels, grades
+from ltr_toolkit.clicks.events import groups, sessions
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks.heldout import choose_model
-from ltr_toolkit.clicks.judge import ClickSettings, judge
-from ltr_toolkit.clicks.output import qid_for
+from ltr_toolkit.clicks.judging.heldout import choose_model
+from ltr_toolkit.clicks.judging.judge import ClickSettings, judge
+from ltr_toolkit.clicks.judging.output import qid_for
 from ltr_toolkit.query.requests import msearch_ids
 from ltr_toolkit.data.judgments import JudgmentList
 from ltr_toolkit.datasets import cranfield
@@ -94,8 +95,8 @@ def _write_events(path: Path, n_events: int, bulk: bool) -> None:
             fh.write(json.dumps(doc) + "\n")
 
 
-_READ = ("import sys, time, resource; from ltr_toolkit.clicks import files\n"
-         "if sys.argv[2] == 'lines': files.available = lambda: False\n"
+_READ = ("import sys, time, resource; from ltr_toolkit.clicks.events import files\n"
+         "if sys.argv[2] == 'lines': files._Parser = lambda: (lambda buf: None)  # every block line by line\n"
          "t0 = time.perf_counter(); log = files.read_file(sys.argv[1]); s = time.perf_counter() - t0\n"
          "print(len(log), log.lines, s, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
 

@@ -19,7 +19,7 @@ rankers are: PBM needs a document seen at several ranks to tell position from re
 four ways, each on the same events:
 
 * naive: one group per search (``clicks.debias.join``), label clicked / skipped;
-* click-model grades (today's path): PBM judgments (``clicks.judge``, 0..4, >= 5
+* click-model grades (today's path): PBM judgments (``clicks.judging.judge``, 0..4, >= 5
   impressions, else 0) of the training queries' top 10s;
 * debiased (``ltr train --propensity pbm``): the naive groups, every pair weighted by the
   clicked document's examination probability under the PBM fitted by EM on the same
@@ -50,11 +50,11 @@ from scipy.stats import ttest_rel
 
 from ltr_toolkit.clicks import debias as D
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks import ubi
-from ltr_toolkit.clicks.events import EventLog
-from ltr_toolkit.clicks.groups import slice_log
-from ltr_toolkit.clicks.judge import ClickSettings, judge
-from ltr_toolkit.clicks.output import qid_for
+from ltr_toolkit.clicks.events import ubi
+from ltr_toolkit.clicks.events.eventlog import EventLog
+from ltr_toolkit.clicks.events.groups import slice_log
+from ltr_toolkit.clicks.judging.judge import ClickSettings, judge
+from ltr_toolkit.clicks.judging.output import qid_for
 from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.models.neural import NeuralRanker

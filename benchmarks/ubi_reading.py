@@ -9,7 +9,7 @@ each time):
 * scroll, one document at a time (``helpers.scan`` and the reader's per-document path:
   what the toolkit did before, and still does on a cluster without a PIT API);
 * point in time + search_after, each page parsed by ``json`` and added per document
-  (the path without pyarrow);
+  (what the toolkit does with a page pyarrow cannot read);
 * point in time + search_after, each page parsed by pyarrow into columns (the default);
 * the same over the two-shard index: one stream, and one slice per shard side by side.
 
@@ -24,8 +24,9 @@ import resource
 import sys
 import time
 
-from ltr_toolkit.clicks import files, simulate as S, ubi
-from ltr_toolkit.clicks.events import EventReader
+from ltr_toolkit.clicks import simulate as S
+from ltr_toolkit.clicks.events import files, ubi
+from ltr_toolkit.clicks.events.eventlog import EventReader
 from ltr_toolkit.transport.client import request
 
 from ._live import connect
@@ -53,13 +54,13 @@ def _scroll(conn, index):
 
 
 def _pit(conn, index, arrow=True, slices=True):
-    saved = files.available, ubi.MAX_SLICES
-    files.available = files.available if arrow else (lambda: False)
+    saved = files.parse_page, ubi.MAX_SLICES
+    files.parse_page = files.parse_page if arrow else (lambda *a: None)     # json per page
     ubi.MAX_SLICES = ubi.MAX_SLICES if slices else 1
     try:
         return ubi.read_index(conn, EventReader(), index, ubi.EVENT_KIND, {"match_all": {}})
     finally:
-        files.available, ubi.MAX_SLICES = saved
+        files.parse_page, ubi.MAX_SLICES = saved
 
 
 WAYS = [("scroll, per document (before)", EV1, _scroll),

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks.heldout import choose_model, split
-from ltr_toolkit.clicks.judge import ClickSettings, judge
-from ltr_toolkit.clicks.clickmodels import MODELS
+from ltr_toolkit.clicks.judging.heldout import choose_model, split
+from ltr_toolkit.clicks.judging.judge import ClickSettings, judge
+from ltr_toolkit.clicks.judging.clickmodels import MODELS
 
 
 def _sim(user, sessions=12_000, seed=3):
@@ -107,22 +107,32 @@ def _same(fast, slow):
     assert (fast.record_text, fast.record_hits) == (slow.record_text, slow.record_hits)
 
 
+def _line_by_line(path):
+    """The file read a line at a time (the path of a block pyarrow cannot read), the
+    reference the block reader is checked against."""
+    from ltr_toolkit.clicks.events import files
+    from ltr_toolkit.clicks.events.eventlog import EventReader
+    reader = EventReader()
+    with open(path, encoding="utf-8") as fh:
+        files.read_lines(reader, fh, str(path))
+    return reader.finish()
+
+
 @pytest.mark.parametrize("bulk", [False, True], ids=["ndjson", "bulk"])
 def test_the_block_reader_reads_what_the_line_reader_reads(tmp_path, monkeypatch, bulk):
     """pyarrow's blocks (small here, so that some hold a bad line and are read again line
     by line) give the same events, records, problem counts and lines as the line reader."""
-    from ltr_toolkit.clicks import files
-    from ltr_toolkit.clicks.events import EventReader
+    from ltr_toolkit.clicks.events import files
     path = _mixed_file(tmp_path, bulk)
     monkeypatch.setattr(files, "BLOCK_BYTES", 64 << 10)
     by_lines = []
-    read_lines = EventReader.read_lines
-    monkeypatch.setattr(EventReader, "read_lines", lambda self, lines, *a: (
-        by_lines.append(1), read_lines(self, lines, *a))[1])
+    read_lines = files.read_lines
+    monkeypatch.setattr(files, "read_lines", lambda reader, lines, *a: (
+        by_lines.append(1), read_lines(reader, lines, *a))[1])
     fast = files.read_file(path)
     assert 0 < len(by_lines) < 8           # only the blocks with a bad line
-    monkeypatch.setattr(files, "available", lambda: False)
-    slow = files.read_file(path)
+    monkeypatch.undo()
+    slow = _line_by_line(path)
     _same(fast, slow)
     a = _named(fast)
     assert len(fast) > 30_000 and a["problems"], a["problems"]
@@ -199,12 +209,10 @@ def test_block_boundaries_anywhere_read_as_the_line_reader(tmp_path, monkeypatch
     """Blocks of many sizes, so that a boundary falls between every two lines (between
     an action line and its document too): the result is the line reader's, codes and
     first ``file:line`` of each problem included."""
-    from ltr_toolkit.clicks import files
+    from ltr_toolkit.clicks.events import files
     path = tmp_path / "edge.ndjson"
     path.write_text("\n".join(_edge_lines(bulk)))                    # no newline at the end
-    monkeypatch.setattr(files, "available", lambda: False)
-    slow = files.read_file(path)
-    monkeypatch.undo()
+    slow = _line_by_line(path)
     assert {"invalid_json", "not_an_event", "unknown_action", "no_query_id", "no_object_id",
             "bad_position"} <= set(slow.problems.counts)
     assert slow.record_interleaving
@@ -214,7 +222,7 @@ def test_block_boundaries_anywhere_read_as_the_line_reader(tmp_path, monkeypatch
 
 
 def test_a_null_hit_id_is_read_as_the_line_reader_reads_it(tmp_path):
-    from ltr_toolkit.clicks import files
+    from ltr_toolkit.clicks.events import files
     path = tmp_path / "e.ndjson"
     path.write_text(json.dumps({"query_id": "q", "user_query": "t", "query_response_hit_ids": ["d1", None]})
                     + "\n" + json.dumps({"action_name": "click", "query_id": "q",
@@ -226,7 +234,7 @@ def test_a_null_hit_id_is_read_as_the_line_reader_reads_it(tmp_path):
 @pytest.mark.parametrize("seekable", [True, False], ids=["file", "pipe"])
 def test_blocks_are_whole_lines_and_keep_an_action_line_with_its_document(monkeypatch, seekable):
     import io
-    from ltr_toolkit.clicks import files
+    from ltr_toolkit.clicks.events import files
 
     class Pipe(io.RawIOBase):
         def __init__(self, data):

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from ltr_toolkit.clicks import clickmodels, grades, groups, sessions
+from ltr_toolkit.clicks.judging import clickmodels, grades
+from ltr_toolkit.clicks.events import groups, sessions
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks.files import read_file
-from ltr_toolkit.clicks.output import qid_for
+from ltr_toolkit.clicks.events.files import read_file
+from ltr_toolkit.clicks.judging.output import qid_for
 from ltr_toolkit.data.judgments import load_judgments
 from ltr_toolkit.datasets import cranfield
 
@@ -220,7 +221,7 @@ def test_debiased_models_beat_raw_ctr_on_simulated_cranfield_traffic(first_stage
 def ubi_on_node(ltr_cluster, first_stage_top10):
     """Simulated searches written to the node's UBI indices: 300 from 20 days ago, 1,500
     over the last 2 days (positions counted from 1, as in the UBI spec's examples)."""
-    from ltr_toolkit.clicks import ubi
+    from ltr_toolkit.clicks.events import ubi
     import datetime as dt
     conn = ltr_cluster.conn()
     jl = cranfield.judgments()
@@ -326,7 +327,9 @@ def test_simulated_event_log_keeps_shared_query_texts_and_pbm_recovers_examinati
     theta = 1/(r+1) (coded as four queries, each pair is seen at one rank only and theta
     is not identifiable)."""
     import numpy as np
-    from ltr_toolkit.clicks import clickmodels as M, sessions as SE, simulate as SI
+    from ltr_toolkit.clicks import simulate as SI
+    from ltr_toolkit.clicks.judging import clickmodels as M
+    from ltr_toolkit.clicks.events import sessions as SE
     rng = np.random.default_rng(0)
     rankings, texts, truth = {}, {}, {}
     for i in range(150):

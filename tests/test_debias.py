@@ -193,8 +193,8 @@ def test_pbm_propensities_are_those_of_the_converged_em():
     from its flat start needs far more than 100 steps to separate position from relevance
     (stopped at 100, as it once was, theta is still far off). The default (SQUAREM) ends
     at plain EM's own fixed point, in fewer steps."""
-    from ltr_toolkit.clicks import clickmodels as M
-    from ltr_toolkit.clicks.groups import from_table
+    from ltr_toolkit.clicks.judging import clickmodels as M
+    from ltr_toolkit.clicks.events.groups import from_table
     rng = np.random.default_rng(0)
     depth = 10
     docs = {f"t{i}": [f"d{i * 100 + j}" for j in range(depth)] for i in range(60)}

@@ -207,7 +207,8 @@ def _ubi_on(conn, qi: str, ev: str) -> int:
     """Simulated UBI searches and clicks of the last two days written to the node's UBI
     indices (in its engine's mapping types); the number of events."""
     import datetime as dt
-    from ltr_toolkit.clicks import simulate as S, ubi
+    from ltr_toolkit.clicks import simulate as S
+    from ltr_toolkit.clicks.events import ubi
     rankings = {f"q{i}": [f"d{(i * 7 + r) % 90}" for r in range(10)] for i in range(20)}
     truth = {(q, d): float(int(d[1:]) % 5) for q, ds in rankings.items() for d in ds}
     now = dt.datetime.now(dt.timezone.utc)

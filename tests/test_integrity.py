@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from ltr_toolkit.clicks.grades import to_grades
-from ltr_toolkit.clicks.clickmodels import Estimates
+from ltr_toolkit.clicks.judging.grades import to_grades
+from ltr_toolkit.clicks.judging.clickmodels import Estimates
 from ltr_toolkit.data.judgments import load_judgments
 from ltr_toolkit.cli import main
 

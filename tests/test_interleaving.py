@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from ltr_toolkit.clicks import files, interleaving
+from ltr_toolkit.clicks import interleaving
+from ltr_toolkit.clicks.events import files
 from ltr_toolkit.clicks.simulate import UserModel, sample_clicks
 from ltr_toolkit.errors import UserError
 from ltr_toolkit.rank.interleave import Tally, credit_test, outcomes, query_test, tally, team_draft
@@ -101,14 +102,12 @@ def _records():
     return recs, clicks
 
 
-@pytest.mark.parametrize("arrow", [True, False])
-def test_credit_from_a_file(tmp_path, monkeypatch, arrow):
+@pytest.mark.parametrize("blocks", [True, False], ids=["blocks", "lines"])
+def test_credit_from_a_file(tmp_path, monkeypatch, blocks):
     recs, clicks = _records()
     _write(tmp_path / "ev.ndjson", recs, clicks)
-    if not arrow:
-        monkeypatch.setattr(files, "available", lambda: False)
-    elif not files.available():
-        pytest.skip("pyarrow is not installed")
+    if not blocks:                       # every block read again line by line
+        monkeypatch.setattr(files, "_Parser", lambda: (lambda buf: None))
     reps = {r["experiment"]: r for r in interleaving.credit(files.read_file(tmp_path / "ev.ndjson"))}
     assert set(reps) == {"m1-vs-m2", "other"}
     r = reps["m1-vs-m2"]
@@ -354,7 +353,7 @@ def live_model(ltr_cluster, cranfield_index, shipped_featureset, tmp_path_factor
 def test_live_interleaving_end_to_end(live_model, tmp_path):
     """Interleaved lists served by the node, their records and simulated clicks written to
     UBI indices on the node, credited by `ltr evaluate interleaving` exactly as simulated."""
-    from ltr_toolkit.clicks import ubi
+    from ltr_toolkit.clicks.events import ubi
     from ltr_toolkit.clicks.simulate import sample_clicks
     from ltr_toolkit.datasets import cranfield
     conn, serving, name = live_model

@@ -68,10 +68,8 @@ def test_package_imports_are_declared():
     modules = _third_party(_imported(ROOT / "ltr_toolkit"), {"ltr_toolkit"})
     assert {"numpy", "typer", "rich", "opensearchpy", "xgboost"} <= set(modules)
     # matplotlib is optional (ltr evaluate --plot): the `plot` extra, and a one-line error;
-    # dask too (ltr train --dask): the `dask` extra; pyarrow (UBI files in blocks): `events`,
-    # without it files are read line by line
-    assert not _undeclared(modules, _declared("plot", "dask", "events")), \
-        _undeclared(modules, _declared("plot", "dask", "events"))
+    # dask too (ltr train --dask): the `dask` extra
+    assert not _undeclared(modules, _declared("plot", "dask")), _undeclared(modules, _declared("plot", "dask"))
 
 
 def test_no_standalone_click():

@@ -9,8 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from ltr_toolkit.clicks import files, simulate as S, ubi
-from ltr_toolkit.clicks.events import EventReader
+from ltr_toolkit.clicks import simulate as S
+from ltr_toolkit.clicks.events import files, ubi
+from ltr_toolkit.clicks.events.eventlog import EventReader
 from ltr_toolkit.errors import ClusterError
 from ltr_toolkit.transport import pit
 from ltr_toolkit.transport.client import request
@@ -81,7 +82,7 @@ def test_pit_reads_what_the_file_reader_reads(ubi_sharded, tmp_path, monkeypatch
     in_time = [d["query_id"] for d in sorted(records, key=lambda d: d["timestamp"])]
     assert log.query_ids.names[:len(records)] == in_time
     assert _open_pits(conn) == 0
-    monkeypatch.setattr(files, "available", lambda: False)          # json, page by page
+    monkeypatch.setattr(files, "parse_page", lambda *a: None)       # json, page by page
     assert _summary(_read(conn, size=50)[1]) == want
     monkeypatch.setattr(pit, "open_pit", lambda *a, **k: None)      # no PIT API: scroll
     counts_scroll, log_scroll = _read(conn)
@@ -157,7 +158,6 @@ def test_each_page_is_asked_with_the_pit_id_the_last_page_returned(ubi_sharded, 
 
 
 def test_a_page_parsed_by_pyarrow_adds_what_the_line_reader_adds():
-    pytest.importorskip("pyarrow")
     docs = [d for k, d in _docs(60) if k == "ubi_events"]
     docs.append({"action_name": "click", "query_id": "q9", "event_attributes": {
         "object": {"object_id": "d9"}, "position": {"ordinal": "4"}}})   # a string: json path

@@ -236,8 +236,8 @@ def _event_log(ctx, file: Optional[Path], clicks_as: str, since: Optional[str], 
                days: Optional[float], queries_index: str, events_index: str):
     """UBI events from ``file`` (NDJSON or bulk) or the cluster's indices over a time
     range: (the EventLog, a description of where they came from)."""
-    from ..clicks.files import read_file
-    from ..clicks.ubi import read_event_log, time_range
+    from ..clicks.events.files import read_file
+    from ..clicks.events.ubi import read_event_log, time_range
     actions = tuple(a.strip() for a in clicks_as.split(",") if a.strip())
     if file is not None:
         return read_file(file, click_actions=actions), str(file)

@@ -215,8 +215,8 @@ def judgments_clicks(ctx: typer.Context,
     """Judgments from User Behavior Insights events through a click model (ctr, coec as the
     Search Relevance Workbench computes it, sdbn, pbm, ubm); bad event data is counted and
     reported."""
-    from ..clicks.judge import ClickSettings, judge
-    from ..clicks.output import write_counts, write_judgments, write_report
+    from ..clicks.judging.judge import ClickSettings, judge
+    from ..clicks.judging.output import write_counts, write_judgments, write_report
     settings = ClickSettings(model=model.value, prior=prior, min_impressions=min_impressions,
                              mapping=grades.value, levels=levels, positions=positions.value, max_rank=max_rank)
     _writable(output)

@@ -95,7 +95,8 @@ def _interleaved(conn, serving: Serving, params: dict, pair: str, size: int, ubi
                  experiment: str | None, queries_index: str) -> None:
     """``ltr query search --interleave A,B``: the interleaved hits, and with ``--ubi`` the
     search's UBI record (the teams) written."""
-    from ..clicks import interleaving, ubi as ubi_index
+    from ..clicks import interleaving
+    from ..clicks.events import ubi as ubi_index
     from ..serving.serving import FIRST_STAGE_NAME
     names = [n.strip() for n in pair.split(",")]
     if len(names) != 2 or not all(names) or names[0] == names[1] or serving.model:

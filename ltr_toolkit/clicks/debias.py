@@ -1,7 +1,7 @@
 """Training data straight from clicks, and the inverse examination propensities that
 debias it (unbiased learning to rank: Joachims et al., WSDM 2017; Hu et al., WWW 2019).
 
-:func:`join` puts each search's impressed documents (the rows of :mod:`.sessions`) next
+:func:`join` puts each search's impressed documents (the rows of :mod:`.events.sessions`) next
 to their logged feature rows: one group per search, label 1 for a clicked document and 0
 for a skipped one, and each row's 0-based position, the index of its propensity. Per
 search rather than per query with aggregated clicks: a click says "this result over the
@@ -13,7 +13,7 @@ clicks`` names a query, so features logged for click judgments match) or the
 search and counted (``impressed_without_features``), never matched to another row.
 
 :func:`propensities` gives each row its examination probability: from the PBM or UBM
-fitted by EM on the same rows (:mod:`.clickmodels`; PBM: theta of the row's rank, UBM: of its
+fitted by EM on the same rows (:mod:`.judging.clickmodels`; PBM: theta of the row's rank, UBM: of its
 rank and distance to the previous click) or given per position. They are clipped from
 below at ``clip`` (default :data:`DEFAULT_CLIP` = 0.1: a weight ``1 / p`` is at most 10),
 bounding the variance a rarely examined rank adds, at the cost of under-weighting ranks
@@ -43,12 +43,12 @@ from ..data.svmlight import save_svmlight
 from ..errors import UserError
 from ..io.atomic import write_json
 from . import DEFAULT_CLIP
-from .events import EventLog
-from .groups import _search_ids, previous_click
-from .clickmodels import estimate
-from .output import qid_for
-from .problems import Problems
-from .sessions import DEFAULT_DEPTH, Table, build_table, lookup
+from .events.eventlog import EventLog
+from .events.groups import _search_ids, previous_click
+from .judging.clickmodels import estimate
+from .judging.output import qid_for
+from .events.problems import Problems
+from .events.sessions import DEFAULT_DEPTH, Table, build_table, lookup
 
 #: the propensities' default exponent per model family (module docstring)
 POWERS = {"networks": 1.0, "trees": 0.5}
@@ -148,7 +148,7 @@ def parse_propensity(spec: str) -> str | np.ndarray:
 
 
 def table_of(cd: ClickData) -> Table:
-    """The rows as a :class:`.sessions.Table` (a search per group, rows by position), as
+    """The rows as a :class:`.events.sessions.Table` (a search per group, rows by position), as
     the click models read them."""
     ds = cd.data
     texts, qcode = np.unique(cd.queries.astype(str), return_inverse=True)

@@ -23,9 +23,9 @@ import numpy as np
 
 from ..rank.interleave import Tally, credit_test, outcomes, query_test, tally, tally_by
 from .debias import DEFAULT_CLIP, row_propensities
-from .events import CLICK, EventLog
-from .problems import Problems
-from .sessions import Table, lookup
+from .events.eventlog import CLICK, EventLog
+from .events.problems import Problems
+from .events.sessions import Table, lookup
 
 
 def record(text: str, ids: list[str], teams: str, a: str, b: str, experiment: str | None = None,

@@ -13,7 +13,7 @@ user scans its results top-down:
 
 Everything is drawn with NumPy from one seeded generator; :func:`ubi_documents` turns a
 simulation into UBI ``ubi_queries`` records and ``ubi_events`` (an impression per shown
-result, a click per click), :func:`event_log` into an :class:`.events.EventLog` directly
+result, a click per click), :func:`event_log` into an :class:`.events.eventlog.EventLog` directly
 (benchmarks with many sessions).
 """
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .events import CLICK, IMPRESSION, EventLog, Interner
+from .events.eventlog import CLICK, IMPRESSION, EventLog, Interner
 
 
 @dataclass

@@ -16,8 +16,8 @@ from ..features.candidates import JUDGED_OUTSIDE, UNJUDGED
 from ..features.featurelog import VIAS
 from ..transport.client import Connection
 from ..query.firststage import STATISTICS
-from ..clicks.grades import MAPPINGS
-from ..clicks.clickmodels import MODELS
+from ..clicks.judging.grades import MAPPINGS
+from ..clicks.judging.clickmodels import MODELS
 
 #: A job's request timeout when neither its file nor ``ltr --timeout`` gives one, seconds.
 DEFAULT_TIMEOUT = 60.0

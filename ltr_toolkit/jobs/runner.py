@@ -83,9 +83,9 @@ from ..transport.client import call, request
 from ..data.judgments import JudgmentList, load_judgments
 from ..features.candidates import judged_candidates
 from ..query.firststage import FirstStage
-from ..clicks.judge import ClickSettings, judge
-from ..clicks.output import write_counts, write_judgments, write_report
-from ..clicks.ubi import EVENTS, QUERIES, read_event_log, time_range
+from ..clicks.judging.judge import ClickSettings, judge
+from ..clicks.judging.output import write_counts, write_judgments, write_report
+from ..clicks.events.ubi import EVENTS, QUERIES, read_event_log, time_range
 from ..features.featurelog import log_features
 from ..features.incremental import log_incremental, recorded_budget
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UserError
+from ...errors import UserError
 from .clickmodels import Estimates
 
 MAPPINGS = ("levels", "estimate")

@@ -1,14 +1,15 @@
 """Reading UBI data into integer-coded columns.
 
-Inputs, all read by :class:`EventReader`:
+Inputs, each added to an :class:`EventReader` document by document or, parsed by pyarrow,
+as columns (:mod:`.files`):
 
-* NDJSON: one JSON object per line, events (they have ``action_name``) and query records
+* NDJSON files: one JSON object per line, events (they have ``action_name``) and query records
   (``user_query`` / ``query_response_hit_ids`` without ``action_name``) mixed freely;
-* the bulk format UBI data is shipped in: action lines (``{"index": {"_index":
+* files in the bulk format UBI data is shipped in: action lines (``{"index": {"_index":
   "ubi_queries"}}``) each followed by its document, for both indices in one file (the
   action line's index decides what the document is);
 * documents a search of the cluster's ``ubi_queries`` / ``ubi_events`` returned
-  (:mod:`ltr_toolkit.clicks.ubi`).
+  (:mod:`ltr_toolkit.clicks.events.ubi`).
 
 Strings (query ids, document ids, query texts) are interned once; the columns are compact
 ``array`` buffers (4 bytes per event and column), so memory grows with the number of
@@ -18,7 +19,6 @@ counted in :class:`.problems.Problems`.
 
 from __future__ import annotations
 
-import json
 from array import array
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -81,7 +81,7 @@ class EventLog:
     record_text: dict[int, int] = field(default_factory=dict)        # query id -> text code
     record_hits: dict[int, list[int]] = field(default_factory=dict)  # query id -> doc codes
     #: query id -> (experiment, ranker a, ranker b, teams): an interleaved search's record
-    #: (``query_attributes.interleaving``, see :mod:`.interleaving`)
+    #: (``query_attributes.interleaving``, see :mod:`ltr_toolkit.clicks.interleaving`)
     record_interleaving: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)
     problems: Problems = field(default_factory=Problems)
     lines: int = 0
@@ -173,27 +173,6 @@ class EventReader:
             return self.add_query(doc, where)
         self.log.problems.add("not_an_event", 1, where)
 
-    def read_lines(self, lines, source: str, first: int = 1) -> None:
-        """NDJSON or bulk lines (an iterable of str; the first is line ``first`` of
-        ``source``); bad lines are counted."""
-        target = None
-        for i, raw in enumerate(lines, start=first):
-            self.log.lines += 1
-            if not raw.strip():
-                continue
-            try:
-                doc = json.loads(raw)
-            except ValueError:
-                self.log.problems.add("invalid_json", 1, f"{source}:{i}")
-                target = None
-                continue
-            action = bulk_action(doc)
-            if action is not None:
-                target = action
-                continue
-            self.add(doc, f"{source}:{i}", target)
-            target = None
-
     def finish(self) -> EventLog:
         log = self.log
         for name, buf in self.cols.items():
@@ -212,11 +191,3 @@ def interleaving_attrs(value, hits) -> tuple[str, str, str, str] | None:
         return None
     return got if isinstance(hits, list) and len(hits) == len(got[3]) else None
 
-
-def bulk_action(doc) -> str | None:
-    """The ``_index`` of a bulk action line (``""`` when it names none), else None."""
-    if isinstance(doc, dict) and len(doc) == 1:
-        (op, body), = doc.items()
-        if op in ("index", "create") and isinstance(body, dict):
-            return str(body.get("_index", ""))
-    return None

@@ -1,4 +1,4 @@
-"""Reading UBI files (NDJSON or bulk, see :mod:`.events`); big ones fast: blocks of lines
+"""Reading UBI files (NDJSON or bulk, see :mod:`.eventlog`); big ones fast: blocks of lines
 parsed by pyarrow's JSON reader, the columns built with NumPy and the strings interned
 once per distinct value per block -- no Python work per event or per line.
 
@@ -7,8 +7,11 @@ Why pyarrow: its JSON reader is the well-kept columnar parser for line-delimited
 rest of each document is skipped, and it releases the GIL). A typed per-document decoder
 (msgspec, orjson) decodes as fast, but building the columns from its records costs
 Python work per event (about 216,000 events/s on this machine in all, against 210,000
-for ``json.loads`` per line). pyarrow is optional (``pip install -e ".[events]"``):
-without it files are read line by line.
+for ``json.loads`` per line). pyarrow is a dependency and this is the one way files are
+read: on 1 million simulated events the line-by-line reader took 2.1-3.0x the block
+reader's CPU seconds (2.2-3.7x its wall time), and ``json.loads`` of every line alone,
+no event added, 1.3-2.1x (``benchmarks/results/clicks_readers.md``): no line reader on
+the standard library's parser comes near.
 
 Per block (16 MB of whole lines; one never ends with a bulk action line, which goes
 with its document into the next block; the partial last line is read again with the
@@ -29,16 +32,17 @@ next block, by a seek back):
   event, neither) and counts the problems with the ``file:line`` of the first; query
   ids, texts and documents are interned in the order of the lines (the codes are the
   line reader's): Arrow's ``dictionary_encode``, then one C-level dict lookup per
-  distinct string (:meth:`.events.Interner.codes_of`), no Python loop.
+  distinct string (:meth:`.eventlog.Interner.codes_of`), no Python loop.
 
 A second thread reads and parses the next block (pyarrow's own threads parsing its 4 MB
 pieces side by side) while the first adds the last one to the reader, so on two cores
 the parse and the interning overlap.
 
 A block that pyarrow cannot read as expected (a line that is not JSON, a field of
-another type, a blank line, a null hit id) is read again line by line by
-:class:`.events.EventReader`, which counts each problem with its ``file:line``: the
-result is the same either way, codes included (``tests/test_click_choice.py``).
+another type, a blank line, a null hit id) is read again line by line
+(:func:`read_lines`, each document added by :class:`.eventlog.EventReader`), which counts
+each problem with its ``file:line``: the result is the same either way, codes included
+(``tests/test_click_choice.py``).
 Memory: two blocks at a time (their text, the documents' copy and their columns, a few
 times 16 MB), plus the columns and the interned strings
 (``benchmarks/results/clicks_reading.md``: the peak for 10 million events).
@@ -46,7 +50,6 @@ times 16 MB), plus the columns and the interned strings
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import dataclass
 from itertools import compress
@@ -54,20 +57,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from .events import (CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader, bulk_action,
-                     interleaving_attrs)
+from ...errors import InputError
+from .eventlog import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader, interleaving_attrs
 
 BLOCK_BYTES = 16 << 20
 #: pyarrow's own blocks within one (parsed by its threads side by side)
 PARSE_BYTES = 4 << 20
 #: distinct action lines a block may have (more: it is not read as bulk)
 MAX_ACTIONS = 64
-
-
-def available() -> bool:
-    """Whether the optional pyarrow is installed."""
-    return importlib.util.find_spec("pyarrow") is not None
 
 
 def _schema(slim: bool = False):
@@ -172,6 +169,38 @@ def _extend(fh, data: bytes) -> bytes:
     return b"".join([data, *more]) if more else data
 
 
+def read_lines(reader: EventReader, lines, source: str, first: int = 1) -> None:
+    """NDJSON or bulk lines (an iterable of str; the first is line ``first`` of
+    ``source``) into ``reader`` one by one, bad lines counted: a block pyarrow cannot read
+    as expected."""
+    target = None
+    for i, raw in enumerate(lines, start=first):
+        reader.log.lines += 1
+        if not raw.strip():
+            continue
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            reader.log.problems.add("invalid_json", 1, f"{source}:{i}")
+            target = None
+            continue
+        action = bulk_action(doc)
+        if action is not None:
+            target = action
+            continue
+        reader.add(doc, f"{source}:{i}", target)
+        target = None
+
+
+def bulk_action(doc) -> str | None:
+    """The ``_index`` of a bulk action line (``""`` when it names none), else None."""
+    if isinstance(doc, dict) and len(doc) == 1:
+        (op, body), = doc.items()
+        if op in ("index", "create") and isinstance(body, dict):
+            return str(body.get("_index", ""))
+    return None
+
+
 def _action_index(line: bytes) -> str | None:
     """The ``_index`` a bulk action line names (``""`` for none), else None."""
     try:
@@ -216,7 +245,7 @@ def _add(reader: EventReader, b: _Block, source: str, first: int) -> int:
     """A prepared block into ``reader`` (its first line is line ``first``; read line by
     line when pyarrow could not); its number of lines."""
     if b.c is None:
-        reader.read_lines((ln.decode("utf-8") for ln in bytes(b.text).split(b"\n")[:b.n]), source, first)
+        read_lines(reader, (ln.decode("utf-8") for ln in bytes(b.text).split(b"\n")[:b.n]), source, first)
     else:
         _add_rows(reader, b.c, b.target, b.skip, lambda r: f"{source}:{first + b.line0 + b.step * r}")
         reader.log.lines += b.n
@@ -505,18 +534,14 @@ def _add_interleaving(log: EventLog, inter, hits, qcodes: list[int]) -> None:
 
 
 def read_file(path, impression_actions=IMPRESSION_ACTIONS, click_actions=CLICK_ACTIONS) -> EventLog:
-    """Read a UBI file (NDJSON or bulk; with pyarrow, block by block). A file that cannot
-    be read, or holds no usable event at all, is a one-line error naming it; anything
-    else bad is counted."""
+    """Read a UBI file (NDJSON or bulk) block by block. A file that cannot be read, or
+    holds no usable event at all, is a one-line error naming it; anything else bad is
+    counted."""
     path = Path(path)
     reader = EventReader(impression_actions, click_actions)
     try:
-        if available():
-            with open(path, "rb") as fh:
-                read_lines_arrow(reader, fh, str(path))
-        else:
-            with open(path, encoding="utf-8") as fh:
-                reader.read_lines(fh, str(path))
+        with open(path, "rb") as fh:
+            read_lines_arrow(reader, fh, str(path))
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

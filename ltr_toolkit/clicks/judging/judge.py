@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import UserError
-from .events import EventLog
-from .groups import aggregate
+from ...errors import UserError
+from ..events.eventlog import EventLog
+from ..events.groups import aggregate
 from .heldout import choose_model
 from .grades import DEFAULT_LEVELS, DEFAULT_MIN_IMPRESSIONS
 from .clickmodels import COEC_MAX_RANK, estimate
 from .output import click_judgments
-from .sessions import DEFAULT_DEPTH
+from ..events.sessions import DEFAULT_DEPTH
 
 
 @dataclass

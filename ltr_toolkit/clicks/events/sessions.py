@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UserError
-from .events import CLICK, IMPRESSION, EventLog
+from ...errors import UserError
+from .eventlog import CLICK, IMPRESSION, EventLog
 from .problems import Problems
 
 DEFAULT_DEPTH = 50

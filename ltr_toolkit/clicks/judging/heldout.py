@@ -2,7 +2,7 @@
 scored on the later ones (held out), by how well it predicts their clicks.
 
 Searches are ordered by their first event in the log (files are written as events
-happen; the cluster's query records are read in order of timestamp, :mod:`.ubi`): the
+happen; the cluster's query records are read in order of timestamp, :mod:`ltr_toolkit.clicks.events.ubi`): the
 last ``holdout`` fraction is held out. Each model gives every held-out row (a shown document) a click probability,
 conditioned on the clicks above it in its search where the model says examination
 depends on them (Chuklin et al., *Click Models for Web Search*, 2015, ch. 7):
@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .events import EventLog
-from .groups import _search_ids, slice_log, aggregate, previous_click
+from ..events.eventlog import EventLog
+from ..events.groups import _search_ids, slice_log, aggregate, previous_click
 from .clickmodels import COEC_MAX_RANK, MODELS, Estimates, estimate
-from .problems import Problems
-from .sessions import Table, build_table, detect_base
+from ..events.problems import Problems
+from ..events.sessions import Table, build_table, detect_base
 
 HOLDOUT = 0.2
 EPS = 1e-6

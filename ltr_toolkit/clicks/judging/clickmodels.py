@@ -1,6 +1,6 @@
-"""Click models: one estimate per (query, document) pair from the rows of :mod:`.sessions`.
+"""Click models: one estimate per (query, document) pair from the rows of :mod:`ltr_toolkit.clicks.events.sessions`.
 
-Every model is NumPy over the weighted groups of rows of :mod:`.groups` (``np.bincount``
+Every model is NumPy over the weighted groups of rows of :mod:`ltr_toolkit.clicks.events.groups` (``np.bincount``
 per pair / per position): no loop over events or pairs; the EM models loop over
 iterations only. ``prior`` is a number of
 pseudo-observations pulling a pair's estimate towards the model's overall average (a Beta
@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import UserError
-from .groups import Groups, from_table
-from .sessions import Table
+from ...errors import UserError
+from ..events.groups import Groups, from_table
+from ..events.sessions import Table
 
 MODELS = ("ctr", "coec", "sdbn", "pbm", "ubm")
 #: The most EM iterations of PBM and UBM (they stop earlier when converged, ``tol``).
@@ -114,7 +114,7 @@ def sdbn(g: Groups, pair, n_pairs, prior):
 
 def _em_map(g: Groups, pair, n_pairs, prior, exam, ref, n_exam):
     """One EM step for P(click) = theta[exam] * alpha[pair], as a map of x = [alpha,
-    theta] (theta[ref] scaled to 1); the work is per group (:mod:`.groups`), each weighted
+    theta] (theta[ref] scaled to 1); the work is per group (:mod:`ltr_toolkit.clicks.events.groups`), each weighted
     by its rows."""
     click, w = g.click, g.weight
     seen = np.bincount(pair, w, n_pairs)

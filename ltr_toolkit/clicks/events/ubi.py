@@ -1,5 +1,5 @@
 """User Behavior Insights indices on a cluster: their mappings, reading events over a time
-range into :mod:`ltr_toolkit.clicks.events`, and writing (simulated) events.
+range into :mod:`ltr_toolkit.clicks.events.eventlog`, and writing (simulated) events.
 
 The mappings are the UBI plugin's own (``opensearch-project/user-behavior-insights``,
 ``events-mapping.json`` / ``queries-mapping.json``): keyword ids, ``timestamp`` a date,
@@ -7,10 +7,10 @@ The mappings are the UBI plugin's own (``opensearch-project/user-behavior-insigh
 keyword. Reading takes each index's documents with ``timestamp`` in ``[since, until)``
 with a point in time and search_after (:mod:`ltr_toolkit.transport.pit`), the next page
 fetched while the last is added, each page parsed by pyarrow (the file reader's columns,
-:mod:`.files`) when it is installed:
+:mod:`.files`):
 
 * the query records in order of time, so the searches are numbered in order of time
-  (the held-out split of :mod:`.heldout` is by time);
+  (the held-out split of :mod:`ltr_toolkit.clicks.judging.heldout` is by time);
 * the events in one slice per shard (up to :data:`MAX_SLICES`), side by side: their
   order does not matter (a search's events are told apart by position), except for a
   search without a query record, numbered when its first event arrives.
@@ -23,14 +23,14 @@ from __future__ import annotations
 import datetime as _dt
 import json
 
-from ..errors import ClusterError, UserError
-from ..transport.client import Connection, call, request
-from ..transport.engine import detect
-from ..transport.lookups import shard_count
-from ..transport.pit import PAGE, NoPit, pages
+from ...errors import ClusterError, UserError
+from ...transport.client import Connection, call, request
+from ...transport.engine import detect
+from ...transport.lookups import shard_count
+from ...transport.pit import PAGE, NoPit, pages
 from opensearchpy import helpers
 from . import files
-from .events import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
+from .eventlog import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
 
 QUERIES, EVENTS = "ubi_queries", "ubi_events"
 #: the index kinds (as a bulk action naming the index: :func:`.files.add_table`)
@@ -112,7 +112,7 @@ def time_range(since: str | None = None, until: str | None = None, days: float |
 def read_events(conn: Connection, reader, query: dict, queries: str = QUERIES,
                 events: str = EVENTS, size: int = PAGE) -> dict:
     """Feed both indices' documents matching ``query`` to ``reader`` (an
-    :class:`ltr_toolkit.clicks.events.EventReader`), each in order of ``timestamp``;
+    :class:`ltr_toolkit.clicks.events.eventlog.EventReader`), each in order of ``timestamp``;
     returns the counts read."""
     c = conn.client()
     for index in (events,):
@@ -130,8 +130,8 @@ def read_events(conn: Connection, reader, query: dict, queries: str = QUERIES,
 
 def read_index(conn: Connection, reader, index: str, kind: int, query: dict, size: int = PAGE) -> int:
     """One index's matching documents into ``reader`` (``kind``: :data:`QUERY_KIND` or
-    :data:`EVENT_KIND`): with a point in time and search_after, pages parsed by pyarrow
-    when it is installed; with scroll where the cluster has no PIT API."""
+    :data:`EVENT_KIND`): with a point in time and search_after, pages parsed by pyarrow;
+    with scroll where the cluster has no PIT API."""
     add, totals = _page_adder(reader, index, kind), []
     slices = 1 if kind == QUERY_KIND else min(shard_count(conn, index), MAX_SLICES)
     try:
@@ -163,7 +163,7 @@ def _page_adder(reader, index: str, kind: int):
     """``add(page text) -> documents``: the page parsed by pyarrow (the fields the click
     models read; the events' without ``query_attributes`` first) and added as columns
     (``files.add_table``), or parsed by ``json`` and added one by one where it cannot be."""
-    schemas = files.page_schemas(kind == EVENT_KIND) if files.available() else []
+    schemas = files.page_schemas(kind == EVENT_KIND)
     one = _doc_adder(reader, kind)
 
     def add(text: bytes) -> int:

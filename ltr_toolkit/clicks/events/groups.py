@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import EventLog
+from .eventlog import EventLog
 from .sessions import DEFAULT_DEPTH, Table, build_table, detect_base
 
 #: events per slice of :func:`aggregate`

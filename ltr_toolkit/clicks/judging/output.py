@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.judgments import JudgmentList, save_ranklib
-from ..errors import UserError
-from ..io.atomic import atomic_write, write_json
+from ...data.judgments import JudgmentList, save_ranklib
+from ...errors import UserError
+from ...io.atomic import atomic_write, write_json
 from .grades import keep_mask, to_grades
 from .clickmodels import Estimates
 
