@@ -36,6 +36,7 @@ from ..data.judgments import JudgmentList
 from ..data.svmlight import load_logged
 from ..errors import UserError
 from ..evaluation.report import compare, per_query_json, recommend, run_metrics
+from ..models import warmup
 from ..models.export import plugin_scores
 from .parallel import default_jobs, run_all
 from .selection import blend_beta, select
@@ -150,14 +151,16 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     serving = Serving(index, first_stage or FirstStage.from_fields(), window, store, via=via)
-    ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
-    truth = jl if evaluate_on is None else evaluate_on
-    qids = _usable_queries(jl, truth, failed, folds)
-    run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
-               folds, name_prefix, str(workdir), selection, budget, explain,
-               first_col=first_stage_column(side))
-    _check_first_stage_again(run, qids, failed)
-    per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
+    with warmup.start(algos, k) as warm:     # compiled while the candidates are logged
+        ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
+        truth = jl if evaluate_on is None else evaluate_on
+        qids = _usable_queries(jl, truth, failed, folds)
+        run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
+                   folds, name_prefix, str(workdir), selection, budget, explain,
+                   first_col=first_stage_column(side))
+        _check_first_stage_again(run, qids, failed)
+        per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
+        _kernels_ready(warm, log)
     try:
         ranked = run.rankings(algos, jobs, log)
         for algo in algos:
@@ -167,6 +170,18 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         left = [] if keep_models else _clean_up(conn, run.models, store, log)
     return _report(run, per_query, ranked, baseline_name, jl, truth, algos, side, failed, left,
                    window=window, keep_models=keep_models, explain=explain)
+
+
+def _kernels_ready(warm: warmup.Warmup, log) -> None:
+    """Wait for the compiled kernels :func:`.warmup.start` compiles (or loads) once for
+    all the fits, before the workers start: each would otherwise compile them itself
+    where numba's cache is empty (the first run after an install); say how long."""
+    t = time.monotonic()
+    seconds = warm.wait()
+    waited = time.monotonic() - t
+    if seconds and waited >= 1.0:
+        log(f"compiled kernels ready: waited {waited:.1f}s for their compilation "
+            f"({sum(seconds.values()):.1f}s, once for all the fits)")
 
 
 def _check_settings(folds: int, algos) -> None:
