@@ -63,8 +63,8 @@ def _worker_stats(algos) -> dict[str, tuple[int, int]]:
 
 def test_after_the_warm_up_the_workers_compile_no_kernel(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba-cache"))   # empty: an install
-    seconds = warmup.start(list(SETTINGS)).wait()
-    assert seconds is not None and set(seconds) == set(SETTINGS)
+    warm = warmup.start(list(SETTINGS))
+    assert warm.wait() and set(warm.seconds) == set(SETTINGS)
     stats = _worker_stats(SETTINGS)
     called = {"rank.kernel.tree_grad_hess_serial", "rank.kernel.query_lambdas",
               "models.netkernel.linear_epoch"}
@@ -84,4 +84,4 @@ def test_without_the_warm_up_each_worker_compiles_the_kernels(tmp_path, monkeypa
 
 def test_the_warm_up_of_nothing_compiled_starts_nothing():
     warm = warmup.start(["no-such-algorithm"])
-    assert warm.proc is None and warm.wait() is None
+    assert warm.proc is None and warm.wait() and warm.seconds == {}

@@ -160,28 +160,30 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    first_col=first_stage_column(side))
         _check_first_stage_again(run, qids, failed)
         per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
-        _kernels_ready(warm, log)
-    try:
-        ranked = run.rankings(algos, jobs, log)
-        for algo in algos:
-            per_query[algo] = run_metrics(ranked[algo], qids, truth, k)
-            log(f"{algo}: chosen per fold: {run.chosen[algo]}")
-    finally:
-        left = [] if keep_models else _clean_up(conn, run.models, store, log)
+        try:
+            ranked = run.rankings(algos, jobs, log, warm)
+            for algo in algos:
+                per_query[algo] = run_metrics(ranked[algo], qids, truth, k)
+                log(f"{algo}: chosen per fold: {run.chosen[algo]}")
+        finally:
+            left = [] if keep_models else _clean_up(conn, run.models, store, log)
     return _report(run, per_query, ranked, baseline_name, jl, truth, algos, side, failed, left,
                    window=window, keep_models=keep_models, explain=explain)
 
 
-def _kernels_ready(warm: warmup.Warmup, log) -> None:
-    """Wait for the compiled kernels :func:`.warmup.start` compiles (or loads) once for
-    all the fits, before the workers start: each would otherwise compile them itself
-    where numba's cache is empty (the first run after an install); say how long."""
+def _kernels_ready(warm: warmup.Warmup, algo: str, log) -> None:
+    """Wait until the compiled kernels of ``algo``'s fits are in numba's cache
+    (:func:`.warmup.start` compiles them, or loads them, once for all the fits) before
+    its first fit starts: each worker would otherwise compile them itself where the cache
+    is empty (the first run after an install); say so when it took a while."""
+    if algo in warm.seconds:
+        return
     t = time.monotonic()
-    seconds = warm.wait()
+    cached = warm.wait([algo])
     waited = time.monotonic() - t
-    if seconds and waited >= 1.0:
-        log(f"compiled kernels ready: waited {waited:.1f}s for their compilation "
-            f"({sum(seconds.values()):.1f}s, once for all the fits)")
+    if cached and waited >= 1.0:
+        log(f"compiled kernels ready for {algo}: waited {waited:.1f}s (compiled in "
+            f"{warm.seconds[algo]:.1f}s, once for all the fits)")
 
 
 def _check_settings(folds: int, algos) -> None:
@@ -264,11 +266,13 @@ class _Run:
         self.fallbacks: dict[str, list[str]] = {}
         self.explain, self.explanations = explain, {"systems": {}}
 
-    def rankings(self, algos: dict[str, dict | None], jobs: int | None, log) -> dict:
+    def rankings(self, algos: dict[str, dict | None], jobs: int | None, log,
+                 warm: warmup.Warmup | None = None) -> dict:
         """Per algorithm, every query's ranked ids from the fold model that never saw it
         (the first stage's where the fold keeps it). The fits (choice and training, the
-        costly part) run in ``jobs`` processes, the slowest families first; each fold is
-        uploaded and reranks its queries here as soon as its fit is done."""
+        costly part) run in ``jobs`` processes, the slowest families first, each family's
+        first once ``warm`` has its compiled kernels in the cache; each fold is uploaded
+        and reranks its queries here as soon as its fit is done."""
         n_tasks = len(algos) * self.folds
         if jobs is None:
             jobs = default_jobs(n_tasks, self.ds.X.nbytes)
@@ -296,7 +300,8 @@ class _Run:
                 f"ETA {progress['eta']:.0f}s)"
                 + (f"; the budget left out {len(left)}: {'; '.join(left)}" if left else ""))
 
-        run_all(_fit_fold, tasks, jobs, shared=self.ds, on_done=done)
+        run_all(_fit_fold, tasks, jobs, shared=self.ds, on_done=done,
+                ready=lambda i: _kernels_ready(warm, tasks[i][0], log) if warm else None)
         return ranked
 
     def _serve(self, algo: str, f: int, art: dict, ranked: list[list[str]]) -> None:
