@@ -42,6 +42,27 @@ def test_fold_fits_in_workers_equal_the_fits_in_one_process(mslr_paths):
     assert [d for _, d, _ in seen] == list(range(1, len(tasks) + 1))
 
 
+def _started(_shared, i):
+    import time
+    return time.time()
+
+
+def test_each_task_starts_once_its_ready_returned():
+    """``ready(i)`` runs here, in order, before task i is handed out, and may hold it back
+    (here task 2, for a second) while the other worker goes on."""
+    import time
+    calls = []
+
+    def ready(i):
+        if i == 2:
+            time.sleep(1.0)
+        calls.append((i, time.time()))
+
+    started = parallel.run_all(_started, [(i,) for i in range(4)], jobs=2, ready=ready)
+    assert [i for i, _ in calls] == [0, 1, 2, 3]
+    assert all(started[i] >= at for i, at in calls)
+
+
 def test_workers_get_their_share_of_the_cores_and_the_parent_keeps_its_own(monkeypatch):
     monkeypatch.delenv("LTR_THREADS", raising=False)
     monkeypatch.setattr(parallel, "cores", lambda: 4)

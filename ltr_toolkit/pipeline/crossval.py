@@ -36,6 +36,7 @@ from ..data.judgments import JudgmentList
 from ..data.svmlight import load_logged
 from ..errors import UserError
 from ..evaluation.report import compare, per_query_json, recommend, run_metrics
+from ..models import warmup
 from ..models.export import plugin_scores
 from .parallel import default_jobs, run_all
 from .selection import blend_beta, select
@@ -150,24 +151,40 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     serving = Serving(index, first_stage or FirstStage.from_fields(), window, store, via=via)
-    ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
-    truth = jl if evaluate_on is None else evaluate_on
-    qids = _usable_queries(jl, truth, failed, folds)
-    run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
-               folds, name_prefix, str(workdir), selection, budget, explain,
-               first_col=first_stage_column(side))
-    _check_first_stage_again(run, qids, failed)
-    per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
-    try:
-        ranked = run.rankings(algos, jobs, log)
-        for algo in algos:
-            per_query[algo] = run_metrics(ranked[algo], qids, truth, k)
-            log(f"{algo}: chosen per fold: "
-                + "; ".join(f"{f + 1}) {describe_choice(c)}" for f, c in enumerate(run.chosen[algo])))
-    finally:
-        left = [] if keep_models else _clean_up(conn, run.models, store, log)
+    with warmup.start(algos, k) as warm:     # compiled while the candidates are logged
+        ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
+        truth = jl if evaluate_on is None else evaluate_on
+        qids = _usable_queries(jl, truth, failed, folds)
+        run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
+                   folds, name_prefix, str(workdir), selection, budget, explain,
+                   first_col=first_stage_column(side))
+        _check_first_stage_again(run, qids, failed)
+        per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
+        try:
+            ranked = run.rankings(algos, jobs, log, warm)
+            for algo in algos:
+                per_query[algo] = run_metrics(ranked[algo], qids, truth, k)
+                log(f"{algo}: chosen per fold: "
+                    + "; ".join(f"{f + 1}) {describe_choice(c)}" for f, c in enumerate(run.chosen[algo])))
+        finally:
+            left = [] if keep_models else _clean_up(conn, run.models, store, log)
     return _report(run, per_query, ranked, baseline_name, jl, truth, algos, side, failed, left,
                    window=window, keep_models=keep_models, explain=explain)
+
+
+def _kernels_ready(warm: warmup.Warmup, algo: str, log) -> None:
+    """Wait until the compiled kernels of ``algo``'s fits are in numba's cache
+    (:func:`.warmup.start` compiles them, or loads them, once for all the fits) before
+    its first fit starts: each worker would otherwise compile them itself where the cache
+    is empty (the first run after an install); say so when it took a while."""
+    if algo in warm.seconds:
+        return
+    t = time.monotonic()
+    cached = warm.wait([algo])
+    waited = time.monotonic() - t
+    if cached and waited >= 1.0:
+        log(f"compiled kernels ready for {algo}: waited {waited:.1f}s (compiled in "
+            f"{warm.seconds[algo]:.1f}s, once for all the fits)")
 
 
 def _check_settings(folds: int, algos) -> None:
@@ -250,11 +267,13 @@ class _Run:
         self.fallbacks: dict[str, list[str]] = {}
         self.explain, self.explanations = explain, {"systems": {}}
 
-    def rankings(self, algos: dict[str, dict | None], jobs: int | None, log) -> dict:
+    def rankings(self, algos: dict[str, dict | None], jobs: int | None, log,
+                 warm: warmup.Warmup | None = None) -> dict:
         """Per algorithm, every query's ranked ids from the fold model that never saw it
         (the first stage's where the fold keeps it). The fits (choice and training, the
-        costly part) run in ``jobs`` processes, the slowest families first; each fold is
-        uploaded and reranks its queries here as soon as its fit is done."""
+        costly part) run in ``jobs`` processes, the slowest families first, each family's
+        first once ``warm`` has its compiled kernels in the cache; each fold is uploaded
+        and reranks its queries here as soon as its fit is done."""
         n_tasks = len(algos) * self.folds
         if jobs is None:
             jobs = default_jobs(n_tasks, self.ds.X.nbytes)
@@ -282,7 +301,8 @@ class _Run:
                 f"ETA {progress['eta']:.0f}s)"
                 + (f"; the budget left out {len(left)}: {'; '.join(left)}" if left else ""))
 
-        run_all(_fit_fold, tasks, jobs, shared=self.ds, on_done=done)
+        run_all(_fit_fold, tasks, jobs, shared=self.ds, on_done=done,
+                ready=lambda i: _kernels_ready(warm, tasks[i][0], log) if warm else None)
         return ranked
 
     def _serve(self, algo: str, f: int, art: dict, ranked: list[list[str]]) -> None:

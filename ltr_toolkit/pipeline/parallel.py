@@ -91,28 +91,34 @@ def _call(fn, task):
 
 
 def run_all(fn, tasks: list, jobs: int, shared=None,
-            on_done=lambda i, result, progress: None, log=None) -> list:
+            on_done=lambda i, result, progress: None, log=None,
+            ready=lambda i: None) -> list:
     """``[fn(shared, *task) for task in tasks]`` in ``jobs`` worker processes (in order,
     here, when ``jobs`` is 1). ``shared`` (e.g. the logged data set) is sent to each
     worker once; tasks stay small. ``on_done(i, result, progress)`` runs in this process
     as task ``i`` finishes; ``progress`` has ``done``, ``total``, ``elapsed`` and ``eta``
-    seconds (the mean time per finished task times the tasks left). ``fn`` must be a
-    module-level function of an importable module (not the main script); tasks are best
-    given longest first. An error (in a fit or in ``on_done``) or Ctrl-C stops the fits
-    at once: those not started are cancelled, the running ones' workers terminated, and
-    one line to ``log`` (default: standard error) says so before the error goes on."""
+    seconds (the mean time per finished task times the tasks left). ``ready(i)`` runs in
+    this process before task ``i`` starts (in order: tasks are handed out as workers free
+    up) and may block until what the task needs is there. ``fn`` must be a module-level
+    function of an importable module (not the main script); tasks are best given longest
+    first. An error (in a fit or in ``on_done``) or Ctrl-C stops the fits at once: those
+    not started are dropped, the running ones' workers terminated, and one line to
+    ``log`` (default: standard error) says so before the error goes on."""
     start = time.monotonic()
     results: list = [None] * len(tasks)
+    done = [0]
 
-    def finished(i, result, done):
+    def finished(i, result):
         results[i] = result
+        done[0] += 1
         elapsed = time.monotonic() - start
-        on_done(i, result, {"done": done, "total": len(tasks), "elapsed": elapsed,
-                            "eta": elapsed / done * (len(tasks) - done)})
+        on_done(i, result, {"done": done[0], "total": len(tasks), "elapsed": elapsed,
+                            "eta": elapsed / done[0] * (len(tasks) - done[0])})
 
     if jobs <= 1 or len(tasks) <= 1:
         for i, task in enumerate(tasks):
-            finished(i, fn(shared, *task), i + 1)
+            ready(i)
+            finished(i, fn(shared, *task))
         return results
     jobs = min(jobs, len(tasks))
     with _capped_threads(max(1, cores() // jobs)), _main_left_alone():
@@ -120,26 +126,48 @@ def run_all(fn, tasks: list, jobs: int, shared=None,
                                    initializer=_receive, initargs=(shared,))
         pending: dict = {}
         try:
-            pending = {pool.submit(_call, fn, task): i for i, task in enumerate(tasks)}
-            while pending:
-                ready, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in ready:
-                    i = pending.pop(fut)
-                    finished(i, fut.result(), len(tasks) - len(pending))
+            _hand_out(pool, [(i, fn, task) for i, task in enumerate(tasks)], jobs, ready,
+                      pending, finished)
         except BrokenProcessPool:
             raise UserError("a worker process of the parallel fits died (out of memory?)",
                             "run with LTR_JOBS=1, or fewer, to fit one fold at a time") from None
         except BaseException as exc:
-            _stop(pool, pending, len(tasks), exc, log)
+            _stop(pool, pending, len(tasks) - done[0], len(tasks), exc, log)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     return results
 
 
-def _stop(pool: ProcessPoolExecutor, pending: dict, total: int, exc: BaseException, log) -> None:
-    """Cancel the fits not started and terminate the workers (the pool would wait for
-    every running fit), and say so in one line."""
+def _hand_out(pool: ProcessPoolExecutor, calls: list, jobs: int, ready, pending: dict,
+              finished) -> None:
+    """``calls`` (i, fn, task) to the pool in order, ``jobs`` at a time, each after
+    ``ready(i)``; ``finished(i, result)`` as each ends, once the next is handed out (a
+    worker does not wait for this process's work on the last result). ``pending``: the
+    running ones."""
+    left = iter(calls)
+
+    def hand_next() -> None:
+        call = next(left, None)
+        if call is not None:
+            ready(call[0])
+            pending[pool.submit(_call, *call[1:])] = call[0]
+
+    for _ in range(jobs):
+        hand_next()
+    while pending:
+        ended, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for fut in ended:
+            i = pending.pop(fut)
+            result = fut.result()
+            hand_next()
+            finished(i, result)
+
+
+def _stop(pool: ProcessPoolExecutor, pending: dict, undone: int, total: int, exc: BaseException,
+          log) -> None:
+    """Terminate the workers of the running fits (the pool would wait for each), and say
+    so in one line (``undone``: the fits of ``total`` not finished, started or not)."""
     if not pending:
         return
     for fut in pending:
@@ -152,7 +180,7 @@ def _stop(pool: ProcessPoolExecutor, pending: dict, total: int, exc: BaseExcepti
         p.join(5)
     why = "on Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "after an error"
     line = (f"parallel fits stopped {why}: {len(workers)} worker processes terminated, "
-            f"{len(pending)} of {total} fits left undone")
+            f"{undone} of {total} fits left undone")
     if log is None:
         print(line, file=sys.stderr, flush=True)
     else:
