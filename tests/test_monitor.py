@@ -1,0 +1,90 @@
+"""Monitoring (issue 51): drift statistics, model decay, verdicts and ``ltr monitor``,
+offline on synthetic logged data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ltr_toolkit.evaluation import drift
+
+
+def _matrix(rng, queries=150, per=40, shift=0.0, scale=1.0):
+    """Rows of queries with a BM25-like feature (missing when it does not match), a
+    numeric one and a binary one."""
+    n = queries * per
+    q_level = np.repeat(rng.gamma(2.0, 2.0, queries), per)
+    bm25 = q_level * rng.gamma(2.0, 1.0, n) * scale + shift
+    bm25[rng.random(n) < 0.3] = np.nan
+    price = rng.lognormal(3.0, 1.0, n)
+    flag = (rng.random(n) < 0.4).astype(float)
+    return np.column_stack([bm25, price, flag])
+
+
+NAMES = ["bm25", "price", "flag"]
+
+
+def test_psi_and_ks_are_zero_on_identical_data_and_grow_with_a_shift():
+    x = np.random.default_rng(0).normal(size=5000)
+    assert drift.psi(x, x) == pytest.approx(0.0, abs=1e-12)
+    assert drift.ks(x, x) == 0.0
+    small, large = drift.psi(x, x + 0.1), drift.psi(x, x + 1.0)
+    assert 0 < small < large
+    assert 0 < drift.ks(x, x + 0.1) < drift.ks(x, x + 1.0) <= 1.0
+
+
+def test_ks_matches_scipy():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=700), rng.normal(0.2, 1.3, size=400)
+    a[:50] = np.nan
+    assert drift.ks(a, b) == pytest.approx(scipy_stats.ks_2samp(a[~np.isnan(a)], b).statistic)
+
+
+def test_missing_is_its_own_bin():
+    x = np.random.default_rng(1).normal(size=4000)
+    y = x.copy()
+    y[:2000] = np.nan                    # same present values' shape, half of them gone
+    assert drift.psi(x, y) > 0.3
+    assert drift.ks(x, y) < 0.1          # KS reads the present values only
+
+
+def test_a_null_resample_is_ok_and_a_shift_is_flagged():
+    rng = np.random.default_rng(7)
+    ref, new = _matrix(rng), _matrix(rng)
+    found = drift.feature_drift(ref, new, NAMES, 150, 150)
+    assert [f["flag"] for f in found["features"]] == ["ok"] * 3, found
+    shifted = _matrix(rng, scale=1.5)
+    shifted[:, 1] *= 100                 # a price re-computed on another scale
+    flags = {f["feature"]: f["flag"] for f in drift.feature_drift(ref, shifted, NAMES, 150, 150)["features"]}
+    assert flags == {"bm25": "drift", "price": "drift", "flag": "ok"}
+
+
+def test_a_feature_missing_or_constant_everywhere_is_broken():
+    rng = np.random.default_rng(2)
+    ref, new = _matrix(rng), _matrix(rng)
+    new[:, 0] = np.nan                   # a renamed field: the feature never matches
+    new[:, 2] = 1.0                      # one value everywhere
+    rows = drift.feature_drift(ref, new, NAMES, 150, 150)["features"]
+    assert [r["flag"] for r in rows] == ["broken", "ok", "broken"]
+    assert rows[0]["missing"][1] == 1.0 and "missing on every row" in rows[0]["why"]
+    # dead in the reference too: not a change, so not broken
+    assert drift.feature_drift(new, new, NAMES, 150, 150)["features"][0]["flag"] == "ok"
+
+
+def test_thresholds_shrink_with_the_queries_and_grow_with_the_features():
+    few, many = drift.thresholds(6, 50, 50), drift.thresholds(6, 5000, 5000)
+    assert many.psi < few.psi and many.ks < few.ks
+    wide = drift.thresholds(60, 50, 50)
+    assert wide.level > few.level and wide.psi >= few.psi and wide.ks >= few.ks
+
+
+def test_the_null_calibration_keeps_a_whole_feature_set_ok():
+    """The benchmark's procedure on synthetic queries: thresholds calibrated on one set of
+    bootstrap pairs keep the whole feature set ok in >= 95% of other pairs."""
+    from benchmarks.monitor_null import calibrate, null_draws, ok_rate
+    rng = np.random.default_rng(11)
+    X = _matrix(rng, queries=80, per=20)
+    offsets = np.arange(0, len(X) + 1, 20)
+    cal, val = null_draws(X, offsets, 60, seed=1), null_draws(X, offsets, 60, seed=2)
+    assert ok_rate(val, calibrate(cal), X.shape[1]) >= 0.9
