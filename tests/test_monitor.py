@@ -88,3 +88,52 @@ def test_the_null_calibration_keeps_a_whole_feature_set_ok():
     offsets = np.arange(0, len(X) + 1, 20)
     cal, val = null_draws(X, offsets, 60, seed=1), null_draws(X, offsets, 60, seed=2)
     assert ok_rate(val, calibrate(cal), X.shape[1]) >= 0.9
+
+
+# --------------------------------------------------------------------------- decay
+
+from ltr_toolkit.evaluation import decay as D   # noqa: E402
+
+
+def _ranked(rng, queries=120, per=30, skill=1.0):
+    """Grades, a first stage that knows them a little, a model that knows them by ``skill``."""
+    y = rng.integers(0, 3, queries * per).astype(float)
+    offsets = np.arange(0, len(y) + 1, per)
+    first = y * 0.5 + rng.normal(size=len(y))
+    model = y * skill + rng.normal(size=len(y))
+    return y, offsets, first, model
+
+
+def test_first_stage_order_is_the_rows_order_of_logged_candidates():
+    offsets = np.array([0, 3, 5])
+    X = np.array([[5.0], [7.0], [1.0], [2.0], [np.nan]])
+    s = D.first_stage_scores(X, offsets, {"candidates": {"k": 3}})
+    assert list(s) == [0, -1, -2, 0, -1]
+    s = D.first_stage_scores(X, offsets, {"feature_names": ["fs"], "first_stage_feature": "fs"})
+    assert s[1] > s[0] > s[2] and s[4] == -np.inf
+    assert D.first_stage_scores(X, offsets, {"feature_names": ["fs"]}) is None
+
+
+def test_a_model_that_keeps_its_gain_is_ok_and_one_that_loses_it_is_degraded():
+    rng = np.random.default_rng(5)
+    y, off, first, model = _ranked(rng)
+    qids = [f"q{i}" for i in range(len(off) - 1)]
+    then = D.per_query(model, first, y, off, qids, 10)
+    same = D.decay(then, then)
+    assert same["verdict"] == "ok" and same["change"]["change"] == 0.0
+    assert same["now"]["gain"] > 0 and same["now"]["p_value"] < 0.05
+    noise = rng.normal(size=len(y))                      # features gone: the model guesses
+    now = D.per_query(noise, first, y, off, qids, 10)
+    found = D.decay(now, then)
+    assert found["verdict"] == "degraded"
+    assert found["change"]["change"] < 0 and found["change"]["p_value"] < 0.05
+    lo, hi = found["change"]["ci"]
+    assert lo <= found["change"]["change"] <= hi < 0
+    assert any("worse than the first stage" in r for r in found["reasons"])
+
+
+def test_queries_of_one_grade_are_left_out():
+    y = np.array([0.0, 0.0, 1.0, 0.0, 2.0, 2.0])
+    off = np.array([0, 2, 4, 6])
+    pq = D.per_query(-np.arange(6.0), -np.arange(6.0), y, off, ["a", "b", "c"], 10)
+    assert pq["qids"] == ["b"]
