@@ -137,3 +137,92 @@ def test_queries_of_one_grade_are_left_out():
     off = np.array([0, 2, 4, 6])
     pq = D.per_query(-np.arange(6.0), -np.arange(6.0), y, off, ["a", "b", "c"], 10)
     assert pq["qids"] == ["b"]
+
+
+# --------------------------------------------------------------------------- ltr monitor
+
+import json  # noqa: E402
+
+from ltr_toolkit.cli import main  # noqa: E402
+from ltr_toolkit.data.logged import row_text  # noqa: E402
+
+FEATURES = ["first_stage", "signal", "price"]
+
+
+def _logged(path, rng, queries=100, per=20, signal=None, price_scale=1.0, drop_signal=False):
+    """A logged file of first-stage candidates (rows in the first stage's order) and its
+    sidecar: ``signal`` knows the grades well, the first stage a little."""
+    lines = []
+    for q in range(queries):
+        y = rng.integers(0, 3, per).astype(float)
+        first = y * 0.4 + rng.normal(size=per)
+        sig = y + rng.normal(scale=0.5, size=per) if signal is None else signal(y, rng)
+        price = rng.lognormal(3, 1, per) * price_scale
+        for i in np.argsort(-first, kind="stable"):
+            vals = [first[i], None if drop_signal else sig[i], price[i]]
+            lines.append(row_text(y[i], f"q{q}", vals, f"d{q}-{i}"))
+    path.write_text("".join(lines))
+    side = {"feature_names": FEATURES, "missing_features": "absent", "featureset": "synthetic",
+            "first_stage_feature": "first_stage", "candidates": {"k": per}}
+    path.with_suffix(path.suffix + ".json").write_text(json.dumps(side))
+    return path
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    """A reference snapshot and a linear model trained on it."""
+    from ltr_toolkit.data.svmlight import load_logged
+    from ltr_toolkit.pipeline.train import train_model
+    d = tmp_path_factory.mktemp("mon")
+    ref = _logged(d / "ref.txt", np.random.default_rng(1))
+    art = train_model(load_logged(ref), "linear", source=str(ref), seed=0)
+    (d / "model.json").write_text(json.dumps(art))
+    return d
+
+
+def _run(capsys, *args):
+    code = main(["monitor", *map(str, args), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_monitor_ok_on_an_unchanged_resample(deployed, capsys):
+    new = _logged(deployed / "same.txt", np.random.default_rng(2))
+    code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json")
+    assert (code, report["verdict"]) == (0, "ok"), report["summary"]
+    assert report["decay"]["now"]["gain"] > 0 and report["decay"]["now"]["p_value"] < 0.05
+
+
+def test_monitor_names_a_broken_feature(deployed, capsys, tmp_path):
+    new = _logged(tmp_path / "gone.txt", np.random.default_rng(3), drop_signal=True)
+    code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json",
+                        "-o", tmp_path / "r.json")
+    assert (code, report["verdict"]) == (6, "broken")
+    assert [f["feature"] for f in report["drift"]["features"] if f["flag"] == "broken"] == ["signal"]
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "broken"
+
+
+def test_monitor_drift_on_a_rescaled_numeric_feature(deployed, capsys, tmp_path):
+    new = _logged(tmp_path / "x100.txt", np.random.default_rng(4), price_scale=100.0)
+    code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json")
+    flags = {f["feature"]: f["flag"] for f in report["drift"]["features"]}
+    assert flags["price"] == "drift" and flags["signal"] == "ok"
+    assert code == {"drift": 4, "degraded": 5}[report["verdict"]]
+
+
+def test_monitor_degraded_when_the_signal_stops_meaning_the_grades(deployed, capsys, tmp_path):
+    """Same distribution, no longer tied to the grades: no drift to see, the decay shows it."""
+    noise = lambda y, rng: rng.permutation(y) + rng.normal(scale=0.5, size=len(y))  # noqa: E731
+    new = _logged(tmp_path / "noise.txt", np.random.default_rng(5), signal=noise)
+    code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json")
+    assert (code, report["verdict"]) == (5, "degraded"), report["summary"]
+    ch = report["decay"]["change"]
+    assert ch["change"] < 0 and ch["p_value"] < 0.05 and ch["ci"][1] < 0
+
+
+def test_monitor_text_summary_and_user_errors(deployed, capsys, tmp_path):
+    new = _logged(tmp_path / "gone.txt", np.random.default_rng(3), drop_signal=True)
+    assert main(["monitor", str(deployed / "ref.txt"), str(new)]) == 6
+    text = capsys.readouterr().out
+    assert "broken" in text and "signal" in text and "PSI" in text
+    assert main(["monitor", str(deployed / "ref.txt")]) == 2       # one file, no folder
+    assert main(["monitor", str(deployed / "ref.txt"), str(tmp_path / "none.txt")]) == 2
