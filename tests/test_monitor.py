@@ -226,3 +226,59 @@ def test_monitor_text_summary_and_user_errors(deployed, capsys, tmp_path):
     assert "broken" in text and "signal" in text and "PSI" in text
     assert main(["monitor", str(deployed / "ref.txt")]) == 2       # one file, no folder
     assert main(["monitor", str(deployed / "ref.txt"), str(tmp_path / "none.txt")]) == 2
+
+
+# --------------------------------------------------------------------------- snapshots, jobs
+
+def _snapshots(root, deployed):
+    """A job's output folder: the reference at deployment, then a run with the signal gone."""
+    import shutil
+    for name, src in (("run-20260101T000000Z", deployed / "ref.txt"),
+                      ("run-20260102T000000Z", _logged(root / "later.txt", np.random.default_rng(9))),
+                      ("run-20260103T000000Z", _logged(root / "gone.txt", np.random.default_rng(8),
+                                                       drop_signal=True))):
+        (root / name).mkdir()
+        shutil.copy(src, root / name / "features.txt")
+        shutil.copy(src.with_suffix(".txt.json"), root / name / "features.txt.json")
+        (root / name / "manifest.json").write_text(json.dumps({"run_id": name}))
+    return root
+
+
+def test_monitor_a_snapshot_folder_against_the_training_snapshot(deployed, capsys, tmp_path):
+    root = _snapshots(tmp_path, deployed)
+    art = json.loads((deployed / "model.json").read_text())
+    art["training_data"]["path"] = str(root / "run-20260102T000000Z" / "features.txt")
+    (tmp_path / "m.json").write_text(json.dumps(art))
+    code, report = _run(capsys, root, "--artifact", tmp_path / "m.json", "--plot", tmp_path / "d.png")
+    assert code == 6 and report["reference"].endswith("run-20260102T000000Z/features.txt")
+    assert report["new"].endswith("run-20260103T000000Z/features.txt")
+    assert len(report["snapshots"]) == 3
+    if report.get("plot"):
+        assert (tmp_path / "d.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_job_writes_the_verdict_into_the_manifest(deployed, tmp_path):
+    from ltr_toolkit.jobs.jobfile import load_job
+    from ltr_toolkit.jobs.runner import record_monitor
+    from ltr_toolkit.pipeline.monitor import monitor_snapshot
+    root = _snapshots(tmp_path / "out", deployed) if (tmp_path / "out").mkdir() is None else None
+    job_file = tmp_path / "job.toml"
+    job_file.write_text(f'[logging]\nfeatureset = "fs"\nindex = "i"\njudgments = "j.txt"\n'
+                        f'[output]\ndirectory = "out"\n[monitor]\nartifact = "{deployed / "model.json"}"\ncutoff = 5\n')
+    job = load_job(job_file)
+    assert job.monitor == {"artifact": deployed / "model.json", "cutoff": 5}
+    newest = root / "run-20260103T000000Z"
+    result = record_monitor(newest, monitor_snapshot(job, newest))
+    written = json.loads((newest / "manifest.json").read_text())
+    assert written["run_id"] == newest.name and written["monitor"]["verdict"] == result["verdict"] == "broken"
+    assert list(written["monitor"]["flagged"]) == ["signal"]
+
+
+def test_a_job_file_checks_its_monitor_section(tmp_path):
+    from ltr_toolkit.errors import InputError
+    from ltr_toolkit.jobs.jobfile import load_job
+    job_file = tmp_path / "job.toml"
+    job_file.write_text('[logging]\nfeatureset = "fs"\nindex = "i"\njudgments = "j.txt"\n'
+                        '[output]\ndirectory = "out"\n[monitor]\ncutoff = 0\n')
+    with pytest.raises(InputError, match="cutoff"):
+        load_job(job_file)

@@ -160,3 +160,25 @@ def column_series(paths: list[Path], features: list[str]) -> dict:
             if f in names:
                 out[f].append((label, ds.X[:, names.index(f)].astype(np.float64)))
     return out
+
+
+def monitor_snapshot(job, snapshot: Path) -> dict:
+    """A job's check after it published ``snapshot`` (``[monitor]``): what goes into the
+    manifest (the verdict, its exit code, the flagged features, the model's gain)."""
+    from .artifact import read_artifact
+    artifact = job.monitor.get("artifact")
+    art = read_artifact(artifact) if artifact is not None else None
+    try:
+        ref, new, series = resolve([job.directory], art)
+    except UserError as exc:
+        return {"verdict": None, "note": str(exc)}
+    report = monitor(ref, new, artifact, job.monitor.get("cutoff", 10), series)
+    dec = report["decay"]
+    return {"verdict": report["verdict"], "exit_code": report["exit_code"],
+            "reference": str(ref), "thresholds": report["drift"]["thresholds"],
+            "flagged": {f["feature"]: {"flag": f["flag"], "psi": f["psi"], "ks": f["ks"], "why": f["why"]}
+                        for f in report["drift"]["features"] if f["flag"] != "ok"},
+            "model": None if dec is None else {"verdict": dec["verdict"], "now": dec["now"],
+                                               "deployment": dec["deployment"], "change": dec["change"],
+                                               "reasons": dec["reasons"]},
+            "summary": report["summary"]}
