@@ -4,6 +4,7 @@ each: docs/cli.md):
 
 * ``learning``: ``demo``, ``train``, ``predict``, ``judgments click-features``;
 * ``logs``: ``log``;
+* ``monitor``: ``monitor``;
 * ``evaluate``: ``evaluate models|cv|interleaving``;
 * ``query``: ``query search|explain``;
 * ``model``: ``model upload|export|list|show|delete|prune|explain``;
@@ -22,7 +23,7 @@ import typer
 
 from ..errors import UserError
 # the command modules register their commands on import, in the order `ltr --help` lists them
-from . import learning, logs, evaluate, query, model, corpus, admin  # noqa: F401,I001
+from . import learning, logs, monitor, evaluate, query, model, corpus, admin  # noqa: F401,I001
 from .common import alias, app, err, out
 import logging
 import tempfile
@@ -30,7 +31,7 @@ import traceback
 
 alias(app, "evaluate-interleaving", "evaluate interleaving", evaluate.evaluate_interleaving)
 #: `ltr --help` lists the loop's steps in the order a user takes them, then the groups
-_STEPS = ("demo", "log", "train", "predict")
+_STEPS = ("demo", "log", "train", "predict", "monitor")
 app.registered_commands.sort(key=lambda c: _STEPS.index(c.name) if c.name in _STEPS else len(_STEPS))
 
 

@@ -289,6 +289,7 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
     from ..jobs.jobfile import job_connection, load_job
     from ..jobs.parts import parse_part, run_part
     from ..jobs.runner import run_job
+    from ..pipeline.monitor import monitor_snapshot
     from ..transport import client as cl
     i_n = parse_part(part) if part is not None else None
     spec = load_job(job)
@@ -298,7 +299,7 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
     if i_n is not None:
         manifest = run_part(spec, conn, *i_n, log=lambda m: err.print(m))
     else:
-        manifest = run_job(spec, conn, log=lambda m: err.print(m))
+        manifest = run_job(spec, conn, log=lambda m: err.print(m), after=monitor_snapshot)
     if json_report:
         print(json.dumps(manifest, indent=2))
     if "snapshot" not in manifest:    # a part: the snapshot waits for others (or was merged)
@@ -310,5 +311,7 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
                   f"{manifest['counts']['rows']} rows")
     for q, why in manifest.get("failed_queries", []):
         err.print(f"failed: query {q}: {why}")
+    if manifest.get("monitor"):
+        err.print("monitor: " + "\n".join(manifest["monitor"].get("summary") or [manifest["monitor"]["note"]]))
     if manifest["status"] != "complete":
         raise typer.Exit(EXIT_PARTIAL)

@@ -9,8 +9,8 @@ import numpy as np
 from ..io.atomic import atomic_write
 
 
-def delta_plot(report: dict, qids: list[str], path) -> None:
-    """Per-query NDCG@k deltas of every reranker vs the report's baseline, sorted."""
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend (one line when it is not installed)."""
     try:
         import matplotlib
     except ImportError:
@@ -18,6 +18,19 @@ def delta_plot(report: dict, qids: list[str], path) -> None:
         raise UserError("--plot needs matplotlib", "pip install matplotlib") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, path) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    with atomic_write(path, "wb") as fh:
+        fh.write(buf.getvalue())
+
+
+def delta_plot(report: dict, qids: list[str], path) -> None:
+    """Per-query NDCG@k deltas of every reranker vs the report's baseline, sorted."""
+    plt = _pyplot()
     baseline, k, pq = report["baseline"], report["k"], report["per_query"]
     metric = f"ndcg@{k}"
     base = np.array([pq[baseline][q][metric] for q in qids])
@@ -32,7 +45,35 @@ def delta_plot(report: dict, qids: list[str], path) -> None:
     if others:
         ax.legend()
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    with atomic_write(path, "wb") as fh:
-        fh.write(buf.getvalue())
+    _save(fig, path)
+    plt.close(fig)
+
+
+def drift_plot(series: dict, flags: dict, path, title: str = "") -> None:
+    """Each feature's distribution across snapshots (``series``: {feature: [(label,
+    values with NaN for missing)]}): the empirical CDF of its present values per snapshot,
+    the missing share in the legend; ``flags``: {feature: ok | drift | broken}."""
+    plt = _pyplot()
+    feats = list(series)
+    cols = min(3, max(1, len(feats)))
+    rows = -(-max(1, len(feats)) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    for ax, f in zip(axes.ravel(), feats):
+        for label, v in series[f]:
+            have = np.sort(v[~np.isnan(v)])
+            miss = f"{1 - len(have) / max(1, len(v)):.0%} missing"
+            if len(have):
+                ax.step(have, np.arange(1, len(have) + 1) / len(have), where="post", lw=1,
+                        label=f"{label} ({miss})")
+            else:
+                ax.plot([], [], label=f"{label} (all missing)")
+        ax.set_title(f"{f}: {flags.get(f, '?')}", fontsize=9)
+        ax.set_ylabel("share of rows <= value", fontsize=8)
+        ax.legend(fontsize=6)
+    for ax in axes.ravel()[len(feats):]:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)

@@ -81,16 +81,26 @@ def problems(featureset: dict, index: str, paths: dict[str, str], query_params=(
     return out
 
 
+def dead_columns(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(missing on every row, one value on every row) per column of ``X`` (NaN: missing),
+    vectorised; no rows: both False."""
+    X = np.asarray(X, np.float64)
+    have = ~np.isnan(X)
+    missing = ~have.any(axis=0) & (len(X) > 0)
+    lo = np.where(have, X, np.inf).min(axis=0, initial=np.inf)
+    hi = np.where(have, X, -np.inf).max(axis=0, initial=-np.inf)
+    return missing, have.all(axis=0) & (lo == hi) & (len(X) > 0)
+
+
 def dead_features(X: np.ndarray, names: list[str]) -> list[str]:
     """One line per feature that no logged row can use: missing on every row, or one
     value on every row."""
+    missing, constant = dead_columns(X)
     out = []
     for j, name in enumerate(names):
-        col = X[:, j]
-        have = col[~np.isnan(col)]
-        if not len(have):
+        if missing[j]:
             out.append(f"feature {name} is missing on every logged row (no candidate matched it): "
                        "check its template, or drop it")
-        elif len(have) == len(col) and np.all(have == have[0]):
-            out.append(f"feature {name} is {have[0]:g} on every row: it tells the documents nothing apart")
+        elif constant[j]:
+            out.append(f"feature {name} is {X[0, j]:g} on every row: it tells the documents nothing apart")
     return out

@@ -29,7 +29,9 @@ KNOWN = {"cluster": {"url", "ca_certs", "insecure", "timeout"},
          "output": {"directory", "keep", "incremental"},
          # a click job: judgments from the last N days of UBI events (ltr_toolkit.clicks)
          "clicks": {"days", "model", "prior", "min_impressions", "grades", "levels", "positions",
-                    "max_rank", "queries_index", "events_index", "click_actions"}}
+                    "max_rank", "queries_index", "events_index", "click_actions"},
+         # after each publish: `ltr monitor` of the newest snapshot, its verdict in the manifest
+         "monitor": {"artifact", "cutoff"}}
 
 
 @dataclass
@@ -59,6 +61,7 @@ class Job:
     raw: dict = field(default_factory=dict, repr=False)
     clicks: dict | None = None     # [clicks]: judgments from UBI events instead of a file
     via: str = "plugin"            # how features are logged (features.featurelog.VIAS)
+    monitor: dict | None = None    # [monitor]: {"artifact": Path | None, "cutoff": int}
 
 
 class _Checker:
@@ -186,7 +189,14 @@ def load_job(path) -> Job:
         directory=c.rel(out["directory"]), keep=c.positive("output", "keep", out.get("keep", 7)),
         incremental=c.flag("output", "incremental", out.get("incremental", False)), raw=raw,
         clicks=_clicks(raw["clicks"], c) if "clicks" in raw else None,
-        via=c.one_of("logging", "via", lg.get("via", "plugin"), VIAS))
+        via=c.one_of("logging", "via", lg.get("via", "plugin"), VIAS),
+        monitor=_monitor(raw["monitor"], c) if "monitor" in raw else None)
+
+
+def _monitor(mon: dict, c: _Checker) -> dict:
+    """The [monitor] section: the deployed model's artifact (optional) and the cutoff."""
+    return {"artifact": c.rel(mon.get("artifact")),
+            "cutoff": c.positive("monitor", "cutoff", mon.get("cutoff", 10))}
 
 
 def _clicks(cl: dict, c: _Checker) -> dict:

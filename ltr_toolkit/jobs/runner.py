@@ -90,8 +90,11 @@ from ..features.featurelog import log_features
 from ..features.incremental import log_incremental, recorded_budget
 
 
-def run_job(job: Job, conn, log=lambda msg: None) -> dict:
-    """Run the job once (see the module docstring). Returns the manifest."""
+def run_job(job: Job, conn, log=lambda msg: None, after=None) -> dict:
+    """Run the job once (see the module docstring). Returns the manifest. ``after(job,
+    snapshot)``: run once the snapshot is published when the job has a ``[monitor]``
+    section (``ltr job run`` passes ``ltr monitor``'s check); what it returns goes into
+    the snapshot's manifest as ``monitor``."""
     directory = job.directory
     with job_lock(directory):
         remove_leftovers(directory)
@@ -113,6 +116,8 @@ def run_job(job: Job, conn, log=lambda msg: None) -> dict:
         final = publish(directory, stage, run["run_id"])
         manifest.update(snapshot=str(final), pruned=prune(directory, job.keep))
         shutil.rmtree(work)
+        if after is not None and job.monitor is not None:
+            manifest["monitor"] = record_monitor(final, after(job, final))
         log(f"published {final.name}: {side['rows']} rows, {len(side['missing_docs'])} missing docs, "
             f"{len(side.get('failed_queries', []))} failed queries")
         return manifest
@@ -129,6 +134,15 @@ def finish_published(job: Job, work: Path, run: dict) -> dict | None:
     manifest.update(snapshot=str(done), pruned=prune(job.directory, job.keep))
     shutil.rmtree(work)
     return manifest
+
+
+def record_monitor(snapshot: Path, result: dict) -> dict:
+    """``result`` written into the published snapshot's manifest (atomically) as ``monitor``."""
+    path = snapshot / "manifest.json"
+    written = json.loads(path.read_text())
+    written["monitor"] = result
+    write_json(path, written)
+    return result
 
 
 def index_health(conn, index: str, log) -> str:

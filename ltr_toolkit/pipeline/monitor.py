@@ -1,0 +1,184 @@
+"""``ltr monitor``: a newer logged snapshot held against a reference, for drifting and
+broken features (``evaluation.drift``) and for the deployed model's decay
+(``evaluation.decay``), with one verdict a scheduler acts on.
+
+Inputs: two logged files (REFERENCE, NEW), or a job's snapshot folder (``ltr job run``'s
+output directory): NEW is its newest snapshot, REFERENCE the one the model artifact was
+trained on (its ``training_data.path`` inside a kept snapshot) or else the oldest kept.
+
+Verdicts, worst first, and their exit codes (docs/scheduling.md):
+
+* ``broken`` (6): a feature missing or constant on every row where it was not;
+* ``degraded`` (5): the model's decay (``evaluation.decay``): worse than the first stage,
+  no longer ahead of it, or its gain fell significantly;
+* ``drift`` (4): features shifted beyond the null's thresholds, the model still ahead
+  (or no model given);
+* ``ok`` (0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..data.svmlight import load_logged
+from ..errors import UserError
+from ..evaluation import decay as D
+from ..evaluation.drift import feature_drift
+from ..jobs.snapshots import snapshots
+from ..models.export import plugin_scores
+from ..stores.contract import of_artifact
+from .artifact import check_same_features, load_model
+
+VERDICTS = ("ok", "drift", "degraded", "broken")
+EXIT_CODES = {"ok": 0, "drift": 4, "degraded": 5, "broken": 6}
+DATA = "features.txt"
+
+
+def resolve(paths: list[Path], art: dict | None) -> tuple[Path, Path, list[Path]]:
+    """(reference file, new file, every snapshot's file oldest first, for the picture)."""
+    if len(paths) == 2:
+        for p in paths:
+            if not p.is_file():
+                raise UserError(f"{p}: no such logged file", "give two logged files, or one snapshot folder")
+        return paths[0], paths[1], list(paths)
+    if len(paths) != 1 or not paths[0].is_dir():
+        raise UserError("ltr monitor takes two logged files (REFERENCE NEW) or one job's snapshot folder",
+                        "e.g. `ltr monitor old.txt new.txt` or `ltr monitor /var/lib/ltr/snapshots`")
+    kept = [s / DATA for s in snapshots(paths[0]) if (s / DATA).is_file()]
+    if len(kept) < 2:
+        raise UserError(f"{paths[0]} holds {len(kept)} published snapshot(s): two are needed",
+                        "run the job again (or give two logged files)")
+    trained = (art or {}).get("training_data", {}).get("path")
+    ref = next((p for p in kept if trained and Path(trained).resolve() == p.resolve()), kept[0])
+    if ref == kept[-1]:
+        ref = kept[0] if trained is None else ref
+    return ref, kept[-1], kept
+
+
+def model_scores(art: dict, model, X: np.ndarray, names: list[str]) -> np.ndarray:
+    """What the model ranks a window by, as served: the model's score, blended with the
+    first stage's when its serving contract says so."""
+    contract = of_artifact(art)
+    s = plugin_scores(art, model, X)
+    qw, rw = contract.weights
+    feature = contract.first_stage_feature
+    if float(qw) and feature in names:
+        s = float(rw) * s + float(qw) * np.nan_to_num(X[:, names.index(feature)])
+    elif float(rw) != 1.0:
+        s = float(rw) * s
+    return s
+
+
+def _decay_part(ds, art, model, names, k) -> dict | None:
+    side = ds.meta.get("sidecar", {})
+    first = D.first_stage_scores(ds.X, ds.offsets, side)
+    if first is None:
+        return None
+    return D.per_query(model_scores(art, model, ds.X, names), first, ds.y, ds.offsets, ds.qids, k)
+
+
+def monitor(ref_path: Path, new_path: Path, artifact: Path | None = None, k: int = 10,
+            series: list[Path] = ()) -> dict:
+    """The report (see the module docstring): ``drift``, ``decay`` (None without a model
+    or a first stage to compare with), ``verdict``, ``exit_code``, ``summary`` lines."""
+    ref, new = load_logged(ref_path), load_logged(new_path)
+    rs, ns = ref.meta.get("sidecar", {}), new.meta.get("sidecar", {})
+    check_same_features(ref_path, rs, new_path, ns)
+    names = ns.get("feature_names") or rs.get("feature_names") or [f"f{j + 1}" for j in range(new.n_features)]
+    if ref.n_features != new.n_features:
+        raise UserError(f"{ref_path} has {ref.n_features} features, {new_path} {new.n_features}",
+                        "log both with the same feature set")
+    report = {"reference": str(ref_path), "new": str(new_path), "k": k,
+              "drift": feature_drift(ref.X, new.X, names, ref.n_queries, new.n_queries),
+              "decay": None, "model": None, "snapshots": [str(p) for p in series]}
+    if artifact is not None:
+        art, model = load_model(artifact, scorer=True)
+        check_same_features(artifact, {"featureset_sha256": art.get("featureset_sha256"),
+                                       "feature_names": art.get("feature_names")}, new_path, ns)
+        now, then = (_decay_part(d, art, model, names, k) for d in (new, ref))
+        report["model"] = str(artifact)
+        report["decay"] = None if now is None or not now["qids"] else D.decay(now, then)
+    return finish(report)
+
+
+def finish(report: dict, live: dict | None = None) -> dict:
+    """The verdict, its exit code and the summary lines of a report (``live``: served
+    against local scores, :func:`ltr_toolkit.serving` checks)."""
+    feats = report["drift"]["features"]
+    broken = [f for f in feats if f["flag"] == "broken"]
+    drifted = [f for f in feats if f["flag"] == "drift"]
+    decayed = report["decay"] is not None and report["decay"]["verdict"] == "degraded"
+    live_bad = live is not None and not live.get("agree", True)
+    verdict = "broken" if broken or live_bad else "degraded" if decayed else \
+        "drift" if drifted else "ok"
+    report.update(live=live, verdict=verdict, exit_code=EXIT_CODES[verdict])
+    report["summary"] = summary(report)
+    return report
+
+
+def summary(report: dict) -> list[str]:
+    """One screen: the verdict, each flagged feature with its figures, the model's gain."""
+    d = report["drift"]
+    th = d["thresholds"]
+    lines = [f"{report['verdict']}: {report['new']} vs {report['reference']} "
+             f"({d['queries'][1]} vs {d['queries'][0]} queries; thresholds PSI {th['psi']:.3g}, "
+             f"KS {th['ks']:.3g})"]
+    for f in d["features"]:
+        miss = f"missing {f['missing'][0]:.0%} -> {f['missing'][1]:.0%}"
+        figures = f"PSI {f['psi']:.3g}, KS {f['ks']:.3g}, {miss}"
+        lines.append(f"  {f['flag']:<6} {f['feature']}: {figures}" + (f" ({f['why']})" if f["why"] else ""))
+    dec = report["decay"]
+    if dec is not None:
+        now, then, ch = dec["now"], dec["deployment"], dec["change"]
+        lines.append(f"  model NDCG@{report['k']} {now['ndcg']['model']:.4f} vs first stage "
+                     f"{now['ndcg']['first-stage']:.4f}: gain {now['gain']:+.4f} "
+                     f"(p {now['p_value']:.4f}, 95% CI {D._ci(now['ci'])}, {now['queries']} queries)")
+        if then is not None:
+            lines.append(f"  at deployment: gain {then['gain']:+.4f} (p {then['p_value']:.4f})"
+                         + (f"; change {ch['change']:+.4f} (p {ch['p_value']:.4f}, 95% CI "
+                            f"{D._ci(ch['ci'])}, {ch['queries']} queries)" if ch else ""))
+        lines += [f"  degraded: {r}" for r in dec["reasons"]]
+    elif report.get("model"):
+        lines.append("  model: no first-stage order in the logged data to compare with")
+    if report.get("live") is not None:
+        lv = report["live"]
+        lines.append(f"  live: served vs local scores on {lv['queries']} queries, max |diff| "
+                     f"{lv['max_abs_diff']:.3g}" + ("" if lv["agree"] else " (they differ: broken)"))
+    return lines
+
+
+def column_series(paths: list[Path], features: list[str]) -> dict:
+    """{feature: [(label, values of the snapshot)]} for the picture."""
+    out: dict = {f: [] for f in features}
+    for p in paths:
+        ds = load_logged(p)
+        names = ds.meta.get("sidecar", {}).get("feature_names") or []
+        label = p.parent.name if p.name == DATA else p.name
+        for f in features:
+            if f in names:
+                out[f].append((label, ds.X[:, names.index(f)].astype(np.float64)))
+    return out
+
+
+def monitor_snapshot(job, snapshot: Path) -> dict:
+    """A job's check after it published ``snapshot`` (``[monitor]``): what goes into the
+    manifest (the verdict, its exit code, the flagged features, the model's gain)."""
+    from .artifact import read_artifact
+    artifact = job.monitor.get("artifact")
+    art = read_artifact(artifact) if artifact is not None else None
+    try:
+        ref, new, series = resolve([job.directory], art)
+    except UserError as exc:
+        return {"verdict": None, "note": str(exc)}
+    report = monitor(ref, new, artifact, job.monitor.get("cutoff", 10), series)
+    dec = report["decay"]
+    return {"verdict": report["verdict"], "exit_code": report["exit_code"],
+            "reference": str(ref), "thresholds": report["drift"]["thresholds"],
+            "flagged": {f["feature"]: {"flag": f["flag"], "psi": f["psi"], "ks": f["ks"], "why": f["why"]}
+                        for f in report["drift"]["features"] if f["flag"] != "ok"},
+            "model": None if dec is None else {"verdict": dec["verdict"], "now": dec["now"],
+                                               "deployment": dec["deployment"], "change": dec["change"],
+                                               "reasons": dec["reasons"]},
+            "summary": report["summary"]}

@@ -1,0 +1,284 @@
+"""Monitoring (issue 51): drift statistics, model decay, verdicts and ``ltr monitor``,
+offline on synthetic logged data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ltr_toolkit.evaluation import drift
+
+
+def _matrix(rng, queries=150, per=40, shift=0.0, scale=1.0):
+    """Rows of queries with a BM25-like feature (missing when it does not match), a
+    numeric one and a binary one."""
+    n = queries * per
+    q_level = np.repeat(rng.gamma(2.0, 2.0, queries), per)
+    bm25 = q_level * rng.gamma(2.0, 1.0, n) * scale + shift
+    bm25[rng.random(n) < 0.3] = np.nan
+    price = rng.lognormal(3.0, 1.0, n)
+    flag = (rng.random(n) < 0.4).astype(float)
+    return np.column_stack([bm25, price, flag])
+
+
+NAMES = ["bm25", "price", "flag"]
+
+
+def test_psi_and_ks_are_zero_on_identical_data_and_grow_with_a_shift():
+    x = np.random.default_rng(0).normal(size=5000)
+    assert drift.psi(x, x) == pytest.approx(0.0, abs=1e-12)
+    assert drift.ks(x, x) == 0.0
+    small, large = drift.psi(x, x + 0.1), drift.psi(x, x + 1.0)
+    assert 0 < small < large
+    assert 0 < drift.ks(x, x + 0.1) < drift.ks(x, x + 1.0) <= 1.0
+
+
+def test_ks_matches_scipy():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=700), rng.normal(0.2, 1.3, size=400)
+    a[:50] = np.nan
+    assert drift.ks(a, b) == pytest.approx(scipy_stats.ks_2samp(a[~np.isnan(a)], b).statistic)
+
+
+def test_missing_is_its_own_bin():
+    x = np.random.default_rng(1).normal(size=4000)
+    y = x.copy()
+    y[:2000] = np.nan                    # same present values' shape, half of them gone
+    assert drift.psi(x, y) > 0.3
+    assert drift.ks(x, y) < 0.1          # KS reads the present values only
+
+
+def test_a_null_resample_is_ok_and_a_shift_is_flagged():
+    rng = np.random.default_rng(7)
+    ref, new = _matrix(rng), _matrix(rng)
+    found = drift.feature_drift(ref, new, NAMES, 150, 150)
+    assert [f["flag"] for f in found["features"]] == ["ok"] * 3, found
+    shifted = _matrix(rng, scale=1.5)
+    shifted[:, 1] *= 100                 # a price re-computed on another scale
+    flags = {f["feature"]: f["flag"] for f in drift.feature_drift(ref, shifted, NAMES, 150, 150)["features"]}
+    assert flags == {"bm25": "drift", "price": "drift", "flag": "ok"}
+
+
+def test_a_feature_missing_or_constant_everywhere_is_broken():
+    rng = np.random.default_rng(2)
+    ref, new = _matrix(rng), _matrix(rng)
+    new[:, 0] = np.nan                   # a renamed field: the feature never matches
+    new[:, 2] = 1.0                      # one value everywhere
+    rows = drift.feature_drift(ref, new, NAMES, 150, 150)["features"]
+    assert [r["flag"] for r in rows] == ["broken", "ok", "broken"]
+    assert rows[0]["missing"][1] == 1.0 and "missing on every row" in rows[0]["why"]
+    # dead in the reference too: not a change, so not broken
+    assert drift.feature_drift(new, new, NAMES, 150, 150)["features"][0]["flag"] == "ok"
+
+
+def test_thresholds_shrink_with_the_queries_and_grow_with_the_features():
+    few, many = drift.thresholds(6, 50, 50), drift.thresholds(6, 5000, 5000)
+    assert many.psi < few.psi and many.ks < few.ks
+    wide = drift.thresholds(60, 50, 50)
+    assert wide.level > few.level and wide.psi >= few.psi and wide.ks >= few.ks
+
+
+def test_the_null_calibration_keeps_a_whole_feature_set_ok():
+    """The benchmark's procedure on synthetic queries: thresholds calibrated on one set of
+    bootstrap pairs keep the whole feature set ok in >= 95% of other pairs."""
+    from benchmarks.monitor_null import calibrate, null_draws, ok_rate
+    rng = np.random.default_rng(11)
+    X = _matrix(rng, queries=80, per=20)
+    offsets = np.arange(0, len(X) + 1, 20)
+    cal, val = null_draws(X, offsets, 60, seed=1), null_draws(X, offsets, 60, seed=2)
+    assert ok_rate(val, calibrate(cal), X.shape[1]) >= 0.9
+
+
+# --------------------------------------------------------------------------- decay
+
+from ltr_toolkit.evaluation import decay as D   # noqa: E402
+
+
+def _ranked(rng, queries=120, per=30, skill=1.0):
+    """Grades, a first stage that knows them a little, a model that knows them by ``skill``."""
+    y = rng.integers(0, 3, queries * per).astype(float)
+    offsets = np.arange(0, len(y) + 1, per)
+    first = y * 0.5 + rng.normal(size=len(y))
+    model = y * skill + rng.normal(size=len(y))
+    return y, offsets, first, model
+
+
+def test_first_stage_order_is_the_rows_order_of_logged_candidates():
+    offsets = np.array([0, 3, 5])
+    X = np.array([[5.0], [7.0], [1.0], [2.0], [np.nan]])
+    s = D.first_stage_scores(X, offsets, {"candidates": {"k": 3}})
+    assert list(s) == [0, -1, -2, 0, -1]
+    s = D.first_stage_scores(X, offsets, {"feature_names": ["fs"], "first_stage_feature": "fs"})
+    assert s[1] > s[0] > s[2] and s[4] == -np.inf
+    assert D.first_stage_scores(X, offsets, {"feature_names": ["fs"]}) is None
+
+
+def test_a_model_that_keeps_its_gain_is_ok_and_one_that_loses_it_is_degraded():
+    rng = np.random.default_rng(5)
+    y, off, first, model = _ranked(rng)
+    qids = [f"q{i}" for i in range(len(off) - 1)]
+    then = D.per_query(model, first, y, off, qids, 10)
+    same = D.decay(then, then)
+    assert same["verdict"] == "ok" and same["change"]["change"] == 0.0
+    assert same["now"]["gain"] > 0 and same["now"]["p_value"] < 0.05
+    noise = rng.normal(size=len(y))                      # features gone: the model guesses
+    now = D.per_query(noise, first, y, off, qids, 10)
+    found = D.decay(now, then)
+    assert found["verdict"] == "degraded"
+    assert found["change"]["change"] < 0 and found["change"]["p_value"] < 0.05
+    lo, hi = found["change"]["ci"]
+    assert lo <= found["change"]["change"] <= hi < 0
+    assert any("worse than the first stage" in r for r in found["reasons"])
+
+
+def test_queries_of_one_grade_are_left_out():
+    y = np.array([0.0, 0.0, 1.0, 0.0, 2.0, 2.0])
+    off = np.array([0, 2, 4, 6])
+    pq = D.per_query(-np.arange(6.0), -np.arange(6.0), y, off, ["a", "b", "c"], 10)
+    assert pq["qids"] == ["b"]
+
+
+# --------------------------------------------------------------------------- ltr monitor
+
+import json  # noqa: E402
+
+from ltr_toolkit.cli import main  # noqa: E402
+from ltr_toolkit.data.logged import row_text  # noqa: E402
+
+FEATURES = ["first_stage", "signal", "price"]
+
+
+def _logged(path, rng, queries=100, per=20, signal=None, price_scale=1.0, drop_signal=False):
+    """A logged file of first-stage candidates (rows in the first stage's order) and its
+    sidecar: ``signal`` knows the grades well, the first stage a little."""
+    lines = []
+    for q in range(queries):
+        y = rng.integers(0, 3, per).astype(float)
+        first = y * 0.4 + rng.normal(size=per)
+        sig = y + rng.normal(scale=0.5, size=per) if signal is None else signal(y, rng)
+        price = rng.lognormal(3, 1, per) * price_scale
+        for i in np.argsort(-first, kind="stable"):
+            vals = [first[i], None if drop_signal else sig[i], price[i]]
+            lines.append(row_text(y[i], f"q{q}", vals, f"d{q}-{i}"))
+    path.write_text("".join(lines))
+    side = {"feature_names": FEATURES, "missing_features": "absent", "featureset": "synthetic",
+            "first_stage_feature": "first_stage", "candidates": {"k": per}}
+    path.with_suffix(path.suffix + ".json").write_text(json.dumps(side))
+    return path
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    """A reference snapshot and a linear model trained on it."""
+    from ltr_toolkit.data.svmlight import load_logged
+    from ltr_toolkit.pipeline.train import train_model
+    d = tmp_path_factory.mktemp("mon")
+    ref = _logged(d / "ref.txt", np.random.default_rng(1))
+    art = train_model(load_logged(ref), "linear", source=str(ref), seed=0)
+    (d / "model.json").write_text(json.dumps(art))
+    return d
+
+
+def _run(capsys, *args):
+    code = main(["monitor", *map(str, args), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_monitor_ok_on_an_unchanged_resample(deployed, capsys):
+    new = _logged(deployed / "same.txt", np.random.default_rng(2))
+    code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json")
+    assert (code, report["verdict"]) == (0, "ok"), report["summary"]
+    assert report["decay"]["now"]["gain"] > 0 and report["decay"]["now"]["p_value"] < 0.05
+
+
+def test_monitor_names_a_broken_feature(deployed, capsys, tmp_path):
+    new = _logged(tmp_path / "gone.txt", np.random.default_rng(3), drop_signal=True)
+    code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json",
+                        "-o", tmp_path / "r.json")
+    assert (code, report["verdict"]) == (6, "broken")
+    assert [f["feature"] for f in report["drift"]["features"] if f["flag"] == "broken"] == ["signal"]
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "broken"
+
+
+def test_monitor_drift_on_a_rescaled_numeric_feature(deployed, capsys, tmp_path):
+    new = _logged(tmp_path / "x100.txt", np.random.default_rng(4), price_scale=100.0)
+    code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json")
+    flags = {f["feature"]: f["flag"] for f in report["drift"]["features"]}
+    assert flags["price"] == "drift" and flags["signal"] == "ok"
+    assert code == {"drift": 4, "degraded": 5}[report["verdict"]]
+
+
+def test_monitor_degraded_when_the_signal_stops_meaning_the_grades(deployed, capsys, tmp_path):
+    """Same distribution, no longer tied to the grades: no drift to see, the decay shows it."""
+    noise = lambda y, rng: rng.permutation(y) + rng.normal(scale=0.5, size=len(y))  # noqa: E731
+    new = _logged(tmp_path / "noise.txt", np.random.default_rng(5), signal=noise)
+    code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json")
+    assert (code, report["verdict"]) == (5, "degraded"), report["summary"]
+    ch = report["decay"]["change"]
+    assert ch["change"] < 0 and ch["p_value"] < 0.05 and ch["ci"][1] < 0
+
+
+def test_monitor_text_summary_and_user_errors(deployed, capsys, tmp_path):
+    new = _logged(tmp_path / "gone.txt", np.random.default_rng(3), drop_signal=True)
+    assert main(["monitor", str(deployed / "ref.txt"), str(new)]) == 6
+    text = capsys.readouterr().out
+    assert "broken" in text and "signal" in text and "PSI" in text
+    assert main(["monitor", str(deployed / "ref.txt")]) == 2       # one file, no folder
+    assert main(["monitor", str(deployed / "ref.txt"), str(tmp_path / "none.txt")]) == 2
+
+
+# --------------------------------------------------------------------------- snapshots, jobs
+
+def _snapshots(root, deployed):
+    """A job's output folder: the reference at deployment, then a run with the signal gone."""
+    import shutil
+    for name, src in (("run-20260101T000000Z", deployed / "ref.txt"),
+                      ("run-20260102T000000Z", _logged(root / "later.txt", np.random.default_rng(9))),
+                      ("run-20260103T000000Z", _logged(root / "gone.txt", np.random.default_rng(8),
+                                                       drop_signal=True))):
+        (root / name).mkdir()
+        shutil.copy(src, root / name / "features.txt")
+        shutil.copy(src.with_suffix(".txt.json"), root / name / "features.txt.json")
+        (root / name / "manifest.json").write_text(json.dumps({"run_id": name}))
+    return root
+
+
+def test_monitor_a_snapshot_folder_against_the_training_snapshot(deployed, capsys, tmp_path):
+    root = _snapshots(tmp_path, deployed)
+    art = json.loads((deployed / "model.json").read_text())
+    art["training_data"]["path"] = str(root / "run-20260102T000000Z" / "features.txt")
+    (tmp_path / "m.json").write_text(json.dumps(art))
+    code, report = _run(capsys, root, "--artifact", tmp_path / "m.json", "--plot", tmp_path / "d.png")
+    assert code == 6 and report["reference"].endswith("run-20260102T000000Z/features.txt")
+    assert report["new"].endswith("run-20260103T000000Z/features.txt")
+    assert len(report["snapshots"]) == 3
+    if report.get("plot"):
+        assert (tmp_path / "d.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_job_writes_the_verdict_into_the_manifest(deployed, tmp_path):
+    from ltr_toolkit.jobs.jobfile import load_job
+    from ltr_toolkit.jobs.runner import record_monitor
+    from ltr_toolkit.pipeline.monitor import monitor_snapshot
+    root = _snapshots(tmp_path / "out", deployed) if (tmp_path / "out").mkdir() is None else None
+    job_file = tmp_path / "job.toml"
+    job_file.write_text(f'[logging]\nfeatureset = "fs"\nindex = "i"\njudgments = "j.txt"\n'
+                        f'[output]\ndirectory = "out"\n[monitor]\nartifact = "{deployed / "model.json"}"\ncutoff = 5\n')
+    job = load_job(job_file)
+    assert job.monitor == {"artifact": deployed / "model.json", "cutoff": 5}
+    newest = root / "run-20260103T000000Z"
+    result = record_monitor(newest, monitor_snapshot(job, newest))
+    written = json.loads((newest / "manifest.json").read_text())
+    assert written["run_id"] == newest.name and written["monitor"]["verdict"] == result["verdict"] == "broken"
+    assert list(written["monitor"]["flagged"]) == ["signal"]
+
+
+def test_a_job_file_checks_its_monitor_section(tmp_path):
+    from ltr_toolkit.errors import InputError
+    from ltr_toolkit.jobs.jobfile import load_job
+    job_file = tmp_path / "job.toml"
+    job_file.write_text('[logging]\nfeatureset = "fs"\nindex = "i"\njudgments = "j.txt"\n'
+                        '[output]\ndirectory = "out"\n[monitor]\ncutoff = 0\n')
+    with pytest.raises(InputError, match="cutoff"):
+        load_job(job_file)
