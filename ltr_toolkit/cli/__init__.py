@@ -4,6 +4,7 @@ each: docs/cli.md):
 
 * ``learning``: ``demo``, ``train``, ``predict``, ``judgments click-features``;
 * ``logs``: ``log``;
+* ``monitoring``: ``monitor``;
 * ``monitor``: ``monitor``;
 * ``evaluate``: ``evaluate models|cv|interleaving``;
 * ``query``: ``query search|explain``;
@@ -23,7 +24,7 @@ import typer
 
 from ..errors import UserError
 # the command modules register their commands on import, in the order `ltr --help` lists them
-from . import learning, logs, monitor, evaluate, query, model, corpus, admin  # noqa: F401,I001
+from . import learning, logs, monitoring, evaluate, query, model, corpus, admin  # noqa: F401,I001
 from .common import alias, app, err, out
 import logging
 import tempfile
