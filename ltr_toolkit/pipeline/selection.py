@@ -24,6 +24,9 @@ fold that keeps the first stage serves no model at all.
 
 Used inside each outer fold of ``crossval`` (nested cross-validation: the outer fold's
 queries never influence its choice) and on all judged queries for the model deployed.
+The cross-validation's pipeline (:data:`PIPELINE`) makes the choice without the gate
+(:func:`ungated`) and across algorithms (:func:`pipeline_choice`): its one test is on the
+outer folds, where a gate in every training set only dilutes a real gain.
 """
 
 from __future__ import annotations
