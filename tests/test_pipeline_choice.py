@@ -165,3 +165,16 @@ def test_the_pipeline_is_trained_on_all_queries_as_in_each_fold():
     flat = RankingDataset(ds.X, np.zeros_like(ds.y), ds.offsets, ds.qids)
     none = crossval.pipeline_artifact(flat, report, K, 3, "test", 0)
     assert none["model"] is None and none["algorithm"] == PIPELINE
+
+
+def test_a_fold_trains_the_model_its_gate_kept_out(monkeypatch):
+    """_fit_fold: the gated artifact as before, and for the pipeline the ungated choice's
+    model when the gate kept it out (none when the gate let it through: the same model)."""
+    ds = _learnable()
+    for passed in (False, True):
+        sel = _selected(0.4, 0.5, passed=passed, l2=1e-2)
+        monkeypatch.setattr(crossval, "select", lambda *a, **kw: sel)
+        art, _, runner = crossval._fit_fold(ds, "linear", 0, frozenset(ds.qids), K, 1, None, "t", 0)
+        assert (art["model"] is not None) is passed and (runner is None) is passed
+        served = art if passed else runner
+        assert served["selection"]["params"] == {"l2": 1e-2} and served["selection"]["blend"] == 1.0
