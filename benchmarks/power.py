@@ -225,6 +225,10 @@ def _write(rows: list, runs: list) -> None:
         "their inner gate (for comparison: the gain of dropping the gate)",
         "deploys: share of repetitions recommending a reranker (no gain: false deploys, "
         "must be <= 5%); Wilson 95% intervals; the same data and fold fits for the 3 designs",
+        "no gain: the models learnt from features carrying nothing are a little worse than the "
+        "first stage (pipeline gain < 0), so false deploys stay under the one-sided test's level; "
+        "at the boundary (every system exchangeable with the first stage) it is at its level, "
+        "tests/test_pipeline_choice.py",
         "new only / old only: repetitions deployed by the new design and not the old, and the "
         "reverse (paired: the same data and fits)",
         f"every test with {DRAWS} sign flips (the inner gate's too); threads: 1 per process "
