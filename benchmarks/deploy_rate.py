@@ -59,12 +59,13 @@ from ._report import finish, pyplot, write_table
 QUERIES, CANDIDATES, FEATURES, FOLDS, K = 225, 100, 5, 5, 10
 
 
-def null_dataset(seed: int) -> RankingDataset:
-    """Cranfield-shaped candidates whose features add nothing to the first stage."""
+def null_dataset(seed: int, queries: int = QUERIES) -> RankingDataset:
+    """Cranfield-shaped candidates (``queries`` of them) whose features add nothing to the
+    first stage."""
     rng = np.random.default_rng(seed)
-    n = QUERIES * CANDIDATES
-    rank = np.tile(np.arange(CANDIDATES), QUERIES)
-    first = np.sort(rng.gamma(4.0, 2.0, size=(QUERIES, CANDIDATES)), axis=1)[:, ::-1].ravel()
+    n = queries * CANDIDATES
+    rank = np.tile(np.arange(CANDIDATES), queries)
+    first = np.sort(rng.gamma(4.0, 2.0, size=(queries, CANDIDATES)), axis=1)[:, ::-1].ravel()
     relevant = rng.random(n) < 0.25 / (1.0 + rank / 8.0)      # ~6 per query, more at the top
     y = np.where(relevant, rng.integers(1, 5, size=n), 0).astype(np.float32)
     X = np.empty((n, FEATURES), dtype=np.float32)
@@ -72,7 +73,7 @@ def null_dataset(seed: int) -> RankingDataset:
     for j in range(1, FEATURES):            # transforms of the first stage + label-free noise
         X[:, j] = first ** (0.5 + 0.3 * j) + rng.normal(scale=first.std() * 0.3 * j, size=n)
     offsets = np.arange(0, n + 1, CANDIDATES)
-    return RankingDataset(X, y, offsets, np.array([str(q) for q in range(QUERIES)]))
+    return RankingDataset(X, y, offsets, np.array([str(q) for q in range(queries)]))
 
 
 def _served(art, ds) -> np.ndarray:

@@ -37,7 +37,7 @@ def test_fold_fits_in_workers_equal_the_fits_in_one_process(mslr_paths):
         out["history"] = [{k: v for k, v in h.items() if k != "seconds"}
                           for h in art.get("history", [])]
         return out
-    assert [same(a) for a, _ in here] == [same(a) for a, _ in there]
+    assert [same(a) for a, *_ in here] == [same(a) for a, *_ in there]
     assert sorted(i for i, _, _ in seen) == list(range(len(tasks)))
     assert [d for _, d, _ in seen] == list(range(1, len(tasks) + 1))
 

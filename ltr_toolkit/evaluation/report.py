@@ -88,14 +88,34 @@ def per_query_json(per_query: dict[str, dict[str, np.ndarray]], qids: list[str])
 ALPHA = stats.ALPHA
 
 
+def pipeline_test(baseline: np.ndarray, pipeline: np.ndarray, n_resamples: int = stats.N_RESAMPLES,
+                  seed: int = 0) -> dict:
+    """The one test of a cross-validation's pipeline (:data:`~ltr_toolkit.pipeline.
+    selection.PIPELINE`: in each outer fold the algorithm, settings and blend, or the
+    first stage, chosen on the training folds) against the first stage, on the pooled
+    outer per-query values: a one-sided paired randomisation test (is it better? the
+    only answer that deploys anything), uncorrected (the choice among algorithms is part
+    of the procedure tested, made without the queries it is tested on)."""
+    found = stats.compare({0: baseline, 1: pipeline}, 0, alternative="greater",
+                          n_resamples=n_resamples, confidence_level=None, seed=seed)
+    t = found.tests[1]
+    return {"mean_delta": t.mean_delta, "p_value": t.p_value, "alternative": "greater",
+            "wins": t.wins, "ties": t.ties, "losses": t.losses, "draws": found.draws}
+
+
 def recommend(report: dict, alpha: float = ALPHA) -> dict:
-    """What to deploy, from a :func:`compare` report: among the rerankers better than the
+    """What to deploy, from a :func:`compare` report. With a ``pipeline`` entry (a
+    cross-validation's: :func:`pipeline_test` under ``"test"``, the system's name under
+    ``"name"``): the pipeline, when its one-sided p < ``alpha`` and its pooled gain is
+    positive (:func:`_recommend_pipeline`). Otherwise: among the rerankers better than the
     baseline on the tested metric with a corrected p < ``alpha`` (max-T over all the
     rerankers compared: the best of several is not deployed because one of them was
     lucky), the one with the highest mean; none ("keep the first stage") when no reranker
     is. A reranker significantly worse than the baseline is named as such. A report
     written before the correction (no ``p_corrected``) is read by its plain p-values."""
     tests = report["tests"]
+    if report.get("pipeline"):
+        return _recommend_pipeline(report, alpha)
     p = {n: t.get("p_corrected", t["p_value"]) for n, t in tests.items()}
     better = [n for n, t in tests.items() if t["mean_delta"] > 0 and p[n] < alpha]
     worse = sorted(n for n, t in tests.items() if t["mean_delta"] < 0 and p[n] < alpha)
@@ -109,3 +129,21 @@ def recommend(report: dict, alpha: float = ALPHA) -> dict:
     return {"deploy": best, "worse": worse, "alpha": alpha,
             "reason": f"{best}: {t['metric']} {t['mean_delta']:+.4f} vs {report['baseline']} "
                       f"(p {p[best]:.4f}{many}, W/T/L {t['wins']}/{t['ties']}/{t['losses']})"}
+
+
+def _recommend_pipeline(report: dict, alpha: float) -> dict:
+    """The pipeline deployed (trained on all queries as in each fold) or the first stage
+    kept, by its one test; rerankers significantly worse (two-sided, corrected: the
+    table's tests) named as such."""
+    pipe, tests = report["pipeline"], report["tests"]
+    name, t = pipe["name"], pipe["test"]
+    worse = sorted(n for n, r in tests.items() if n != name and r["mean_delta"] < 0
+                   and r.get("p_corrected", r["p_value"]) < alpha)
+    how = (f"{t.get('metric', 'the metric')} {t['mean_delta']:+.4f} vs {report['baseline']}, one-sided p "
+           f"{t['p_value']:.4f}, W/T/L {t['wins']}/{t['ties']}/{t['losses']}; the choice of "
+           f"algorithm, settings and first stage made in each fold's training queries")
+    if t["mean_delta"] > 0 and t["p_value"] < alpha:
+        return {"deploy": name, "worse": worse, "alpha": alpha, "reason": f"{name}: {how}"}
+    return {"deploy": None, "worse": worse, "alpha": alpha,
+            "reason": f"{name} does not beat {report['baseline']} with p < {alpha} ({how}): "
+                      "keep the first stage"}

@@ -14,6 +14,16 @@ settings chosen without it, and a recommendation of what to deploy.
 3. The report pools all queries: the first stage vs each algorithm (paired randomisation
    test, wins/ties/losses, per-query values), the settings each fold chose, and the
    recommendation (``evaluation.report.recommend``).
+4. The pipeline (``selection.PIPELINE``, "chosen per fold"), when settings are chosen:
+   in each fold, among the first stage and every candidate of every algorithm, the best
+   mean inner NDCG (``selection.pipeline_choice``; no inner gate: an algorithm's model the
+   gate kept out is trained and served for it). The recommendation comes from its one
+   test against the first stage (one-sided, alpha 0.05, no correction for the algorithms:
+   their choice is part of what is tested); the algorithms' rows are for information.
+   Deployed, it is the same choice made on all judged queries (:func:`pipeline_artifact`).
+   Why (#52): at 100-225 queries the inner gate kept the first stage in many folds, which
+   diluted the pooled gain before a second, corrected, two-sided test; see
+   benchmarks/results/power.md.
 """
 
 from __future__ import annotations
@@ -35,11 +45,11 @@ from ..stores.store import get_featureset
 from ..data.judgments import JudgmentList
 from ..data.svmlight import load_logged
 from ..errors import UserError
-from ..evaluation.report import compare, per_query_json, recommend, run_metrics
+from ..evaluation.report import compare, per_query_json, pipeline_test, recommend, run_metrics
 from ..models import warmup
 from ..models.export import plugin_scores
 from .parallel import default_jobs, run_all
-from .selection import blend_beta, select
+from .selection import PIPELINE, blend_beta, pipeline_choice, select, ungated
 from .train import TREE_ALGOS, check_algorithm, model_from_artifact, train_model
 
 
@@ -65,6 +75,14 @@ def fit_chosen(ds, algo: str, k: int, seed: int, params: dict | None, source: st
     more options of :func:`.selection.select` (e.g. ``{"halving": False}``)."""
     chosen = select(ds, algo, k, seed, first_col=first_col, **(selection or {})) \
         if params is None else None
+    return fit_choice(ds, algo, k, seed, chosen, source, first_col, params)
+
+
+def fit_choice(ds, algo: str, k: int, seed: int, chosen: dict | None, source: str,
+               first_col: int | None = None, params: dict | None = None) -> dict:
+    """The artifact of :func:`fit_chosen` for a choice already made (``chosen``: a
+    :func:`.selection.select` result, or :func:`.selection.ungated` of one; None: the
+    fixed ``params``)."""
     if chosen is not None and chosen["first_stage"]:
         return {"algorithm": algo, "selection": chosen, "model": None}
     params = chosen["params"] if chosen else params
@@ -162,7 +180,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
         per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
         try:
             ranked = run.rankings(algos, jobs, log, warm)
-            for algo in algos:
+            for algo in ranked:                     # the algorithms, then the pipeline
                 per_query[algo] = run_metrics(ranked[algo], qids, truth, k)
                 log(f"{algo}: chosen per fold: "
                     + "; ".join(f"{f + 1}) {describe_choice(c)}" for f, c in enumerate(run.chosen[algo])))
@@ -239,6 +257,11 @@ def _report(run: "_Run", per_query: dict, ranked: dict, baseline_name: str, jl: 
     })
     if explain:
         report["explanations"] = run.explanations
+    if PIPELINE in per_query:
+        key = f"ndcg@{run.k}"
+        report["pipeline"] = {"name": PIPELINE, "algorithms": run.pipeline_algos, "test": {
+            "metric": key, **pipeline_test(per_query[baseline_name][key], per_query[PIPELINE][key],
+                                           seed=run.seed)}}
     report["recommendation"] = recommend(report)
     return report
 
@@ -264,6 +287,7 @@ class _Run:
                                                                failures=self.failed)]
         self.models: dict[str, list[str]] = {}
         self.chosen: dict[str, list[dict]] = {}
+        self.pipeline_algos: list[str] = []     # the algorithms the pipeline chooses among
         self.fallbacks: dict[str, list[str]] = {}
         self.explain, self.explanations = explain, {"systems": {}}
 
@@ -287,10 +311,13 @@ class _Run:
         ranked = {algo: [list(ids) for ids in self.first] for algo in algos}
         self.models = {algo: [] for algo in algos}
         self.chosen = {algo: [None] * self.folds for algo in algos}
+        self.selected = {algo: [None] * self.folds for algo in algos}
+        self.runners = {algo: [None] * self.folds for algo in algos}
 
         def done(i, result, progress):
             algo, f = tasks[i][:2]
-            art, seconds = result
+            art, seconds, runner = result
+            self.selected[algo][f], self.runners[algo][f] = art.get("selection"), runner
             self.chosen[algo][f] = _summary(art, algos[algo])
             self.fit_seconds[algo] = round(self.fit_seconds.get(algo, 0.0) + seconds, 2)
             if art["model"] is not None:
@@ -303,24 +330,55 @@ class _Run:
 
         run_all(_fit_fold, tasks, jobs, shared=self.ds, on_done=done,
                 ready=lambda i: _kernels_ready(warm, tasks[i][0], log) if warm else None)
+        self.pipeline_algos = sorted(a for a in algos if algos[a] is None)
+        if self.pipeline_algos:
+            ranked[PIPELINE] = self._pipeline(ranked)
         return ranked
 
-    def _serve(self, algo: str, f: int, art: dict, ranked: list[list[str]]) -> None:
-        """Upload fold ``f``'s model and rerank the fold's queries with it, live."""
-        name = upload(self.conn, art, model_from_artifact(art), f"{self.name_prefix}-{algo}-f{f}",
-                      self.featureset, self.serving.store)["name"]
-        self.models[algo].append(name)
+    def _pipeline(self, ranked: dict) -> list[list[str]]:
+        """The pipeline's rankings: in each fold, what :func:`.selection.pipeline_choice`
+        picks among the algorithms whose settings were chosen (the first stage, or an
+        algorithm's best candidate: its fold model when the gate let it through, else
+        its ungated model, uploaded and reranking the fold's queries here)."""
+        out = [list(ids) for ids in self.first]
+        self.chosen[PIPELINE] = []
+        for f in range(self.folds):
+            pick = pipeline_choice({a: self.selected[a][f] for a in self.pipeline_algos})
+            idx = [i for i, q in enumerate(self.qids) if self.where[q] == f]
+            if pick is None:
+                self.chosen[PIPELINE].append({"algorithm": None, "first_stage": True})
+                continue
+            runner = self.runners[pick][f]
+            if runner is None:                  # the gated fold model is the ungated choice
+                for i in idx:
+                    out[i] = list(ranked[pick][i])
+            else:
+                self._serve(pick, f, runner, out, system=PIPELINE)
+            summary = self.chosen[pick][f] if runner is None else _summary(runner, None)
+            self.chosen[PIPELINE].append({"algorithm": pick, **summary})
+        return out
+
+    def _serve(self, algo: str, f: int, art: dict, ranked: list[list[str]],
+               system: str | None = None) -> None:
+        """Upload fold ``f``'s model of ``algo`` and rerank the fold's queries with it,
+        live, as ``system`` (default: ``algo``; the pipeline's own models are named
+        ``{prefix}-{algo}-f{f}-pipeline``)."""
+        system = system or algo
+        base = f"{self.name_prefix}-{algo}-f{f}" + ("-pipeline" if system != algo else "")
+        name = upload(self.conn, art, model_from_artifact(art), base, self.featureset,
+                      self.serving.store)["name"]
+        self.models.setdefault(system, []).append(name)
         idx = [i for i, q in enumerate(self.qids) if self.where[q] == f]
         fell: dict[int, str] = {}
         serving = self.serving.for_model(name)     # as its contract says (a blend, or alone)
         got = serving.rerank(self.conn, [self.params[i] for i in idx], max(self.k, 10),
                              first_ids=[self.first[i] for i in idx], fallbacks=fell)
-        self.fallbacks.setdefault(algo, []).extend(self.qids[idx[j]] for j in fell)
+        self.fallbacks.setdefault(system, []).extend(self.qids[idx[j]] for j in fell)
         for i, r in zip(idx, got):
             ranked[i] = r
         if self.explain:
             merge_explanations(self.explanations, explain_systems(
-                self.conn, {algo: [(serving, idx)]}, self.params, {algo: ranked}, self.qids,
+                self.conn, {system: [(serving, idx)]}, self.params, {system: ranked}, self.qids,
                 self.first))
 
 
@@ -330,10 +388,18 @@ def _cost_rank(algo: str) -> int:
 
 
 def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col, selection=None):
-    """One outer fold's fit (in a worker process): the artifact and its seconds."""
+    """One outer fold's fit (in a worker process): the artifact (as :func:`fit_chosen`),
+    its seconds, and the artifact of the :func:`.selection.ungated` choice when that is a
+    model the inner gate kept out (for the pipeline; else None)."""
     t = time.monotonic()
-    art = fit_chosen(_subset(ds, keep), algo, k, seed, fixed, source, first_col, selection)
-    return art, time.monotonic() - t
+    train = _subset(ds, keep)
+    chosen = select(train, algo, k, seed, first_col=first_col, **(selection or {})) \
+        if fixed is None else None
+    art = fit_choice(train, algo, k, seed, chosen, source, first_col, fixed)
+    free = None if chosen is None else ungated(chosen)
+    runner = fit_choice(train, algo, k, seed, free, source, first_col) \
+        if free is not None and chosen["first_stage"] and not free["first_stage"] else None
+    return art, time.monotonic() - t, runner
 
 
 def _summary(art: dict, fixed) -> dict:
@@ -353,6 +419,10 @@ def describe_choice(chosen: dict | None) -> str:
     blend 4``, or ``first stage kept``."""
     if chosen is None:
         return "not fitted"
+    if "algorithm" in chosen:                   # the pipeline's: the algorithm, then its choice
+        rest = {k: v for k, v in chosen.items() if k != "algorithm"}
+        return describe_choice(rest) if chosen["algorithm"] is None else \
+            f"{chosen['algorithm']}: {describe_choice(rest)}"
     left = chosen.get("left_out")
     tail = f" (the budget left out {len(left)})" if left else ""
     if chosen.get("first_stage"):
@@ -387,18 +457,38 @@ def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,
     if art["model"] is None:
         return {"name": None, "algorithm": algo, "settings": None, "contract": None}
     done = upload(conn, art, model_from_artifact(art), name, featureset, store)
-    return dict(done, algorithm=algo, settings=_summary(art, fixed),
+    return dict(done, algorithm=art.get("algorithm", algo), settings=_summary(art, fixed),
                 contract=of_artifact(art).to_dict())
 
 
 def deploy_artifact(report: dict, workdir, algo: str, k: int | None = None,
                     seed: int | None = None) -> tuple[dict, dict | None]:
-    """(the artifact :func:`deploy_recommended` uploads, the fixed settings it used)."""
+    """(the artifact :func:`deploy_recommended` uploads, the fixed settings it used).
+    ``algo`` :data:`.selection.PIPELINE`: the pipeline's choice on all the queries
+    (:func:`pipeline_artifact`)."""
     data = Path(workdir) / "candidates.txt"
     ds = load_logged(data)
-    fixed = report.get("fixed_settings", {}).get(algo)     # None: chosen, as in the folds
     seed = report.get("seed", 42) if seed is None else seed
     k = report.get("k", 10) if k is None else k
-    art = fit_chosen(ds, algo, k, seed, fixed, str(data), first_stage_column(ds.meta["sidecar"]),
+    first_col = first_stage_column(ds.meta["sidecar"])
+    if algo == PIPELINE:
+        return pipeline_artifact(ds, report, k, seed, str(data), first_col), None
+    fixed = report.get("fixed_settings", {}).get(algo)     # None: chosen, as in the folds
+    art = fit_chosen(ds, algo, k, seed, fixed, str(data), first_col,
                      report.get("selection_options"))
     return art, fixed
+
+
+def pipeline_artifact(ds, report: dict, k: int, seed: int, source: str,
+                      first_col: int | None) -> dict:
+    """The pipeline applied to every judged query, as in each fold: each of its
+    algorithms' settings chosen on ``ds`` (the run's selection options), the best by mean
+    inner NDCG (:func:`.selection.pipeline_choice`) trained; ``model`` None (algorithm
+    :data:`.selection.PIPELINE`) when no model's mean beats the first stage's."""
+    algos = report["pipeline"]["algorithms"]
+    chosen = {a: select(ds, a, k, seed, first_col=first_col, **(report.get("selection_options") or {}))
+              for a in algos}
+    pick = pipeline_choice(chosen)
+    if pick is None:
+        return {"algorithm": PIPELINE, "selection": None, "model": None}
+    return fit_choice(ds, pick, k, seed, ungated(chosen[pick]), source, first_col)

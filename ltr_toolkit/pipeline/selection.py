@@ -24,6 +24,9 @@ fold that keeps the first stage serves no model at all.
 
 Used inside each outer fold of ``crossval`` (nested cross-validation: the outer fold's
 queries never influence its choice) and on all judged queries for the model deployed.
+The cross-validation's pipeline (:data:`PIPELINE`) makes the choice without the gate
+(:func:`ungated`) and across algorithms (:func:`pipeline_choice`): its one test is on the
+outer folds, where a gate in every training set only dilutes a real gain.
 """
 
 from __future__ import annotations
@@ -226,3 +229,30 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
                 first_stage_inner_ndcg=means[FIRST_STAGE], best_model=_choice(trials, best_model),
                 best_model_inner_ndcg=means[best_model], inner_p_value=p, tried=tried,
                 left_out=left_out)
+
+
+#: the system of a cross-validation's report that is the pipeline: in each outer fold,
+#: the algorithm, settings and blend (or the first stage) chosen on the training folds
+PIPELINE = "chosen per fold"
+
+
+def ungated(chosen: dict) -> dict:
+    """The choice of :func:`select` without its gate: the best candidate by mean inner
+    NDCG@k, the first stage included (kept only when no candidate's mean is higher). The
+    pipeline's inner choice: its significance is tested once, on the outer folds
+    (:func:`ltr_toolkit.evaluation.report.recommend`), not in every training set."""
+    best, at = chosen.get("best_model"), chosen.get("best_model_inner_ndcg")
+    first = chosen.get("first_stage_inner_ndcg")
+    if best is None or at is None or first is None or at <= first:
+        return dict(chosen, **_choice([], FIRST_STAGE), inner_ndcg=first)
+    return dict(chosen, **best, inner_ndcg=at)
+
+
+def pipeline_choice(chosen: dict) -> str | None:
+    """The algorithm the pipeline serves in a fold, from each algorithm's :func:`select`
+    on the same training queries (the same inner folds: their inner NDCGs compare): the
+    one whose :func:`ungated` choice has the highest mean inner NDCG@k, if that is a model;
+    None: the first stage (no model's mean beats it, or nothing could be chosen)."""
+    scored = {algo: ungated(c) for algo, c in chosen.items() if c is not None}
+    models = {a: c["inner_ndcg"] for a, c in scored.items() if not c["first_stage"]}
+    return max(sorted(models), key=lambda a: models[a]) if models else None
