@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..errors import UserError
 from .common import (FieldsOpt, IndexOpt, JsonOpt, MaxTermsOpt, ParamOpt, QueriesIndexOpt,
-                     QueryWeightOpt, RescoreWeightOpt, ServedStatsOpt, SizeOpt, StoreOpt,
+                     QueryWeightOpt, RescoreWeightOpt, ServedStatsOpt, SizeOpt, StoreOpt, _first_stage,
                      TemplateOpt, WindowOpt, _conn, _given_first_stage, _ltr_conn, _print_json,
                      Target, _weights, alias, app, err, out, query_app)
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ def search_cmd(ctx: typer.Context,
     from ..serving.serving import Serving
     params = _params(text, param)
     stage = _given_first_stage(fields, first_stage, statistics)
+    if stage is None and not model:
+        _first_stage(fields, first_stage)        # one line: name the first stage (no model names it)
     if show_request:
         return _show_request(ctx, stage, params, model, window, size, store, target,
                              _weights(query_weight, rescore_weight), max_terms)
