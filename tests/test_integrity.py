@@ -3,6 +3,7 @@ folders on failure, the suite's markers. Offline."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -61,3 +62,124 @@ def test_not_cluster_selects_no_node_test():
     assert setups and not [ln for ln in setups if any(
         f" {name}" in ln for name in ("cluster", "ltr_cluster", "es_cluster", "engine_cluster",
                                       "cranfield_index"))], setups
+
+
+# ------------------------------------------------ item 1: what an absent feature means
+
+def _logged_rows(path, seed, sidecar=True, header=True):
+    """Logged data as the toolkit writes it: its header, rows with feature 2 absent (did
+    not match) on part of them, where absence tells the grade apart; its sidecar beside."""
+    from ltr_toolkit.data.logged import MISSING_ABSENT, row_text
+    rng = np.random.default_rng(seed)
+    rows = ["# ltr-toolkit logged: missing=absent features=3\n"] if header else []
+    for q in range(30):
+        for d in range(8):
+            g = int(rng.integers(0, 3))
+            absent = g == 0 and rng.random() < 0.8 or rng.random() < 0.15
+            values = [rng.random() + g * 0.2, None if absent else 1.0 + rng.random() + 0.3 * g,
+                      rng.random()]
+            rows.append(row_text(g, str(q), values, f"d{q}-{d}"))
+    path.write_text("".join(rows))
+    if sidecar:
+        path.with_name(path.name + ".json").write_text(json.dumps(
+            {"featureset": "fs", "feature_names": ["title", "year", "body"],
+             "missing_features": MISSING_ABSENT}))
+    return path
+
+
+_SETTINGS = {"lambdamart": ("--trees", "20", "--depth", "3"),
+             "linear": ("--epochs", "3"),
+             "lambdarank-nn": ("--epochs", "3", "--hidden", "8")}
+
+
+@pytest.mark.parametrize("algo", sorted(_SETTINGS))
+def test_absent_features_mean_the_same_without_the_sidecar(tmp_path, cli, algo):
+    """The same logged bytes with and without their sidecar (and a copy of the rows
+    without the header line, which takes the training data's or the model's rule) train
+    to the same metrics and predict the same scores."""
+    withs, without = tmp_path / "with", tmp_path / "without"
+    withs.mkdir(), without.mkdir()
+    for name, seed in (("train.txt", 0), ("valid.txt", 1)):
+        _logged_rows(withs / name, seed)
+        (without / name).write_bytes((withs / name).read_bytes())
+    headless = tmp_path / "tail.txt"          # `tail -n +2 valid.txt`, no sidecar
+    headless.write_text("".join((withs / "valid.txt").read_text().splitlines(True)[1:]))
+    result = {}
+    for d in (withs, without):
+        model = d / "m.json"
+        r = cli("train", str(d / "train.txt"), "--algo", algo, *_SETTINGS[algo], "--valid",
+                str(d / "valid.txt"), "--test", str(headless), "-o", str(model))
+        assert r.returncode == 0, r.stderr
+        art = json.loads(model.read_text())
+        assert art["missing_features"] == "absent"
+        scores = []
+        for data in (d / "valid.txt", headless):
+            r = cli("predict", str(model), str(data), "-o", str(d / "s.txt"))
+            assert r.returncode == 0, r.stderr
+            scores.append(np.loadtxt(d / "s.txt"))
+        np.testing.assert_array_equal(scores[0], scores[1])
+        result[d] = art["metrics"], scores[0]
+    (m1, s1), (m2, s2) = result[withs], result[without]
+    assert m1 == m2 and m1["valid"] == m1["test"]
+    np.testing.assert_array_equal(s1, s2)
+
+
+def test_a_file_whose_rule_disagrees_is_refused_in_one_line(tmp_path, cli):
+    """A file saying absent features are 0.0 with a model trained on them as missing, or a
+    header and a sidecar that disagree: one line, exit 2, nothing written."""
+    train = _logged_rows(tmp_path / "train.txt", 0)
+    model = tmp_path / "m.json"
+    assert cli("train", str(train), "--algo", "linear", "--epochs", "2",
+               "-o", str(model)).returncode == 0
+    zero = tmp_path / "zero.txt"
+    zero.write_text(train.read_text().replace("missing=absent", "missing=zero"))
+    torn = tmp_path / "torn.txt"
+    torn.write_text(zero.read_text())
+    torn.with_name("torn.txt.json").write_text(json.dumps({"missing_features": "absent"}))
+    out = tmp_path / "s.txt"
+    for data, why in ((zero, "zero.txt says an absent feature is 0.0, "),
+                      (torn, "its header says an absent feature is 0.0, its sidecar")):
+        for args in (("predict", str(model), str(data), "-o", str(out)),
+                     ("train", str(train), "--algo", "linear", "--epochs", "2", "--valid",
+                      str(data), "-o", str(out))):
+            r = cli(*args)
+            assert r.returncode == 2 and why in r.stderr, r.stderr
+            assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_the_header_is_read_by_every_parse_path(tmp_path):
+    """The header is a comment line: the reference, NumPy and numba paths, and a logged
+    file's `head`, read it; features=N sizes a file whose last feature is absent."""
+    from ltr_toolkit.data import svmlight as S
+    from ltr_toolkit.data.svmlight_fast import fast_chunk
+    from ltr_toolkit.data.svmlight_jit import jit_chunk
+    path = _logged_rows(tmp_path / "f.txt", 0, sidecar=False)
+    path.write_text(path.read_text().replace(" 3:", " 4:").replace("features=3", "features=5"))
+    ds = S.load_logged(path)
+    assert ds.n_features == 5 and np.isnan(ds.X[:, 4]).all() and np.isnan(ds.X[:, 1]).any()
+    buf = path.read_bytes()
+    for parse in (lambda b: fast_chunk(memoryview(bytearray(b)), 5, np.nan),
+                  lambda b: jit_chunk(memoryview(bytearray(b)), 5, np.nan, True),
+                  lambda b: S._slow_chunk(b, 5, np.nan)):
+        part = parse(buf)
+        np.testing.assert_array_equal(part.block, ds.X[:, :part.block.shape[1]])
+
+
+# ----------------------------------------------------------- item 5: sidecars checked
+
+@pytest.mark.parametrize("side, why", [
+    ("[]", "sidecar is a JSON list, expected an object"),
+    ("[1, 2]", "sidecar is a JSON list, expected an object"),
+    ('{"feature_names": "ab"}', "sidecar's feature_names is \"ab\": expected a list of strings"),
+    ('{"feature_names": ["a", 2]}', "sidecar's feature_names is [\"a\", 2]: expected a list of strings"),
+    ('{"missing_features": "nan"}', "sidecar's missing_features is \"nan\": expected 'absent' or 'zero'"),
+    ('{"rows": "12"}', "sidecar's rows is \"12\": expected a whole number"),
+])
+def test_a_sidecar_that_is_not_one_is_refused_in_one_line(tmp_path, cli, side, why):
+    data = tmp_path / "d.txt"
+    data.write_text("1 qid:1 1:0.5 # a\n0 qid:1 1:0.1 # b\n")
+    (tmp_path / "d.txt.json").write_text(side)
+    out = tmp_path / "m.json"
+    r = cli("train", str(data), "--algo", "linear", "--epochs", "1", "-o", str(out))
+    assert r.returncode == 2 and f"d.txt.json: {why}" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()

@@ -21,10 +21,10 @@ comments, reports errors without line numbers and refuses unsorted feature ids.
 xgboost's own text parser is deprecated (since 3.1), and has no doc ids or line numbers.
 
 Features absent from a row (sparse rows) take ``missing``: 0.0 by default (the LETOR /
-RankLib convention), NaN for files logged by this toolkit, whose JSON sidecar says
-``"missing_features": "absent"`` (:func:`load_logged` reads that, by the rule of
-:mod:`.logged`). NaN means "the feature did not match": each model family then treats it
-as the plugin does. Queries
+RankLib convention), NaN for files logged by this toolkit, whose first line says
+``# ltr-toolkit logged: missing=absent ...`` (:func:`load_logged` reads that, by the rule
+of :mod:`.logged`; a comment line, skipped by every reader). NaN means "the feature did
+not match": each model family then treats it as the plugin does. Queries
 are kept in the order they first appear; rows of a query that appear in several runs
 are gathered together, stably, and ``ds.meta["input_rows"]`` then records where each
 row came from (``ltr predict`` writes its scores back in input order with it).
@@ -47,7 +47,8 @@ from ..errors import InputError
 from ..io import compiled
 from ..io.atomic import atomic_write
 from .dataset import RankingDataset
-from .logged import missing_value, read_sidecar
+from .logged import (header_line, missing_value, own_rule, read_header, read_sidecar,
+                     resolve_rule)
 from .svmlight_fast import F32_LIMIT, Part, fast_chunk
 
 #: The highest feature id a row may name: the LTR plugin's limit on the features of one
@@ -65,17 +66,23 @@ _SHAPE = "expected `grade qid:N index:value ...`"
 
 
 def load_logged(path, n_features: int | None = None,
-                byte_range: tuple[int, int] | None = None) -> RankingDataset:
-    """:func:`load_svmlight` with what the sidecar says: feature names, and absent
-    features as missing (NaN) when it records ``"missing_features": "absent"``."""
+                 byte_range: tuple[int, int] | None = None, rule: str | None = None,
+                 rule_by=None) -> RankingDataset:
+    """:func:`load_svmlight` with what the data says about itself (:mod:`.logged`): the
+    missing-feature rule of its header (or sidecar), its feature names, its number of
+    features. A file that declares no rule takes ``rule`` (that of ``rule_by``: the
+    training data, a model), else 0.0; one that declares another is refused.
+    ``ds.meta``: ``sidecar``, ``missing_features`` (the rule it was read with)."""
     side = read_sidecar(path)
-    missing = missing_value(side)
+    header = read_header(path)
+    missing = resolve_rule(path, own_rule(path, side, header), rule, rule_by)
     names = side.get("feature_names")
-    if n_features is None and names:
-        n_features = len(names)   # trailing features may be absent from every row
-    ds = load_svmlight(path, n_features=n_features, missing=missing, feature_names=names,
-                       byte_range=byte_range)
+    if n_features is None:   # trailing features may be absent from every row
+        n_features = len(names) if names else header.get("n_features")
+    ds = load_svmlight(path, n_features=n_features, missing=missing_value(missing),
+                       feature_names=names, byte_range=byte_range)
     ds.meta["sidecar"] = side
+    ds.meta["missing_features"] = missing
     return ds
 
 
@@ -108,7 +115,7 @@ def scored_chunks(path, n_features: int, score, missing: float = 0.0):
     """``score(X)`` of each chunk's rows [rows, n_features], chunk after chunk in file
     order: the file streamed, each chunk scored in the thread that parsed it, its rows as
     :func:`load_svmlight` would read them (the same checks and errors; ``missing`` for
-    absent features: ``logged.missing_value`` of the sidecar, for logged data), the whole
+    absent features: ``logged.missing_value`` of the file's rule, for logged data), the whole
     matrix never held. What ``ltr predict`` does. InputError if the file has no data rows."""
     n_features = int(n_features)
 
@@ -521,5 +528,10 @@ def format_rows(ds: RankingDataset, start: int = 0, stop: int | None = None) -> 
 
 
 def save_svmlight(ds: RankingDataset, path) -> None:
+    """The rows, after the header of :mod:`.logged` when ``ds`` was read with a declared
+    missing-feature rule (``ds.meta["missing_features"]``), so the file keeps it."""
+    rule = ds.meta.get("missing_features")
     with atomic_write(path) as fh:
+        if rule:
+            fh.write(header_line(ds.n_features, rule))
         fh.write(format_rows(ds))
