@@ -183,3 +183,31 @@ def test_a_sidecar_that_is_not_one_is_refused_in_one_line(tmp_path, cli, side, w
     r = cli("train", str(data), "--algo", "linear", "--epochs", "1", "-o", str(out))
     assert r.returncode == 2 and f"d.txt.json: {why}" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+# ------------------------------------------------- item 8: numbers as the format writes
+
+@pytest.mark.parametrize("bad, why", [
+    ("1_0 qid:1 1:0.5", "grade '1_0' is not a number"),
+    ("1 qid:1 1:1_0", "bad feature value in '1:1_0'"),
+    ("1 qid:1 1:\u0661", "bad feature value in '1:\u0661'"),
+    ("\u0661 qid:1 1:0.5", "grade '\u0661' is not a number"),
+    ("1 qid:1 \u0661:0.5", "bad feature token '\u0661:0.5'"),
+])
+def test_numbers_other_readers_refuse_are_refused_at_their_line(tmp_path, cli, bad, why):
+    """`1_0` and other scripts' digits are numbers to float(), not to xgboost or
+    scikit-learn: every parse path refuses them, at their file:line."""
+    from ltr_toolkit.data import svmlight as S
+    from ltr_toolkit.data.svmlight_fast import fast_chunk
+    from ltr_toolkit.data.svmlight_jit import jit_chunk
+    data = tmp_path / "d.txt"
+    data.write_text(f"2 qid:1 1:0.25 # a\n{bad} # b\n")
+    buf = data.read_bytes()
+    assert fast_chunk(memoryview(bytearray(buf)), None, 0.0) is None
+    assert jit_chunk(memoryview(bytearray(buf)), None, 0.0, True) is None
+    out = tmp_path / "m.json"
+    r = cli("train", str(data), "--algo", "linear", "--epochs", "1", "-o", str(out))
+    assert r.returncode == 2 and f"d.txt:2: {why}" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+    assert S.load_svmlight(tmp_path.joinpath("ok.txt").write_text("1 qid:1 1:1e3 2:-.5 3:+2.\n")
+                           and tmp_path / "ok.txt").X.tolist() == [[1000.0, -0.5, 2.0]]

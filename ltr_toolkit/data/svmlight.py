@@ -49,7 +49,7 @@ from ..io.atomic import atomic_write
 from .dataset import RankingDataset
 from .logged import (header_line, missing_value, own_rule, read_header, read_sidecar,
                      resolve_rule)
-from .svmlight_fast import F32_LIMIT, Part, fast_chunk
+from .svmlight_fast import F32_LIMIT, Part, fast_chunk, plain_float
 
 #: The highest feature id a row may name: the LTR plugin's limit on the features of one
 #: feature set (the limit ``data.featuresets`` checks uploads against). A larger id is an
@@ -61,7 +61,7 @@ _THREADS = max(1, min(2, os.cpu_count() or 1))
 #: chunks handed to the threads before the oldest is taken back (a thread that finishes
 #: early finds the next one waiting)
 _AHEAD = 2 * _THREADS
-_NUM_TOKEN = re.compile(r"^\d+:[^\s:]+$")
+_NUM_TOKEN = re.compile(r"^[0-9]+:[^\s:]+$")   # ASCII digits only (\d takes any script's)
 _SHAPE = "expected `grade qid:N index:value ...`"
 
 
@@ -421,7 +421,7 @@ def _row_grade(i: int, parts: list[str]) -> float:
     if len(parts) < 2 or not parts[1].startswith("qid:") or len(parts[1]) == 4:
         raise _ChunkError(i, _SHAPE)
     try:
-        grade = float(parts[0])
+        grade = plain_float(parts[0])
     except ValueError:
         raise _ChunkError(i, f"grade {parts[0]!r} is not a number") from None
     if not math.isfinite(grade):
@@ -439,7 +439,7 @@ def _row_features(i: int, rest: str, limit: int, n_features) -> tuple[list, list
             raise _ChunkError(i, f"bad feature token {tok!r} (expected index:value)")
         key, text_value = tok.split(":")
         try:
-            value = float(text_value)
+            value = plain_float(text_value)
         except ValueError:
             raise _ChunkError(i, f"bad feature value in {tok!r}") from None
         j = int(key)
