@@ -211,3 +211,140 @@ def test_numbers_other_readers_refuse_are_refused_at_their_line(tmp_path, cli, b
     assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
     assert S.load_svmlight(tmp_path.joinpath("ok.txt").write_text("1 qid:1 1:1e3 2:-.5 3:+2.\n")
                            and tmp_path / "ok.txt").X.tolist() == [[1000.0, -0.5, 2.0]]
+
+
+# ------------------------------------- item 2: identifiers through every format
+
+#: product ids a catalogue has, and a query text with a line separator in it
+IDS = ("SKU 123", "SKU 456", "a\tb", "50%25 off")
+TEXTS = ("wing\u2028flutter", "plain query")
+
+
+def _id_events(path):
+    """UBI events: every query shows every id, ten times; clicks that give each id of a
+    query its own grade."""
+    events = []
+    for t, text in enumerate(TEXTS):
+        for s in range(10):
+            for pos, doc in enumerate(IDS):
+                ev = {"query_id": f"s{t}-{s}", "user_query": text,
+                      "event_attributes": {"object": {"object_id": doc},
+                                           "position": {"ordinal": pos}}}
+                events.append({"action_name": "impression", **ev})
+                if s < 10 - 3 * pos:
+                    events.append({"action_name": "click", **ev})
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+def test_ids_with_spaces_round_trip_every_judgment_format(tmp_path, cli):
+    """`ltr judgments clicks` in every output format, read back: every id distinct, the
+    query text whole; the text formats percent-escape them (data/ids.py)."""
+    from ltr_toolkit.clicks.output import OUTPUT_FORMATS
+    events = _id_events(tmp_path / "ev.ndjson")
+    got = {}
+    for fmt in OUTPUT_FORMATS:
+        out = tmp_path / f"j.{fmt}"
+        r = cli("judgments", "clicks", str(events), "-o", str(out), "--output-format", fmt,
+                "--min-impressions", "1")
+        assert r.returncode == 0, r.stderr
+        jl = load_judgments(out, fmt, queries=tmp_path / f"j.{fmt}.queries" if fmt == "trec" else None)
+        got[fmt] = {(jl.queries[q], d): g for (q, d), g in jl.grades.items()}
+        assert not jl.duplicates
+    assert len(got["csv"]) == len(IDS) * len(TEXTS)
+    assert {d for _, d in got["csv"]} == set(IDS) and {t for t, _ in got["csv"]} == set(TEXTS)
+    for fmt in OUTPUT_FORMATS:
+        assert got[fmt] == got["csv"], fmt
+    assert "SKU%20123" in (tmp_path / "j.ranklib").read_text()
+
+
+def test_csv_and_jsonl_read_whole_with_unusual_line_breaks(tmp_path):
+    """A query text with U+2028, NEL or a form feed (csv.writer does not quote them):
+    the toolkit's CSV and JSONL read back whole."""
+    import csv
+    texts = ["a\u2028b", "c\x85d", "e\x0cf", "g\u2029h"]
+    with open(tmp_path / "j.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["qid", "query", "docid", "grade"])
+        w.writerows([f"q{i}", t, f"SKU {i}", 1] for i, t in enumerate(texts))
+    (tmp_path / "j.jsonl").write_text("".join(json.dumps(
+        {"qid": f"q{i}", "query": t, "docid": f"SKU {i}", "grade": 1}, ensure_ascii=False) + "\n"
+        for i, t in enumerate(texts)), encoding="utf-8")
+    for name in ("j.csv", "j.jsonl"):
+        jl = load_judgments(tmp_path / name)
+        assert list(jl.queries.values()) == texts and {d for _, d in jl.grades} == {
+            f"SKU {i}" for i in range(4)}
+
+
+def test_logged_rows_keep_ids_through_click_features(tmp_path, cli):
+    """Logged rows of ids with spaces (as `ltr log` writes them), read by every parse path
+    and joined with the clicks by `ltr judgments click-features`: one row per id."""
+    from ltr_toolkit.clicks.output import qid_for
+    from ltr_toolkit.data import svmlight as S
+    from ltr_toolkit.data.logged import header_line, row_key, row_text
+    rows = [header_line(2)] + [row_text(0, qid_for(t), [float(i), 1.0], d)
+                               for t in TEXTS for i, d in enumerate(IDS)]
+    logged = tmp_path / "logged.txt"
+    logged.write_text("".join(rows))
+    keys = [row_key(line)[1] for line in rows[1:]]
+    assert [d for _, d in keys] == list(IDS) * len(TEXTS)
+    ds = S.load_logged(logged)
+    assert list(ds.doc_ids) == list(IDS) * len(TEXTS)
+    from ltr_toolkit.data.svmlight_jit import jit_chunk
+    buf = logged.read_bytes()
+    for jit in (None, jit_chunk):                   # NumPy, numba
+        part = S._chunk_work(memoryview(bytearray(buf)), 2, np.nan, jit, None, True)[0]
+        assert list(part.doc_ids) == list(IDS) * 2
+    assert list(S._slow_chunk(buf, 2, np.nan).doc_ids) == [S.escape_id(d) for d in IDS] * 2
+    out = tmp_path / "clicks.txt"
+    r = cli("judgments", "click-features", str(logged), str(_id_events(tmp_path / "e.ndjson")),
+            "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    joined = S.load_logged(out)
+    assert sorted(set(joined.doc_ids)) == sorted(IDS) and joined.n_docs == len(IDS) * 20
+
+
+def test_ids_with_spaces_end_to_end_on_the_node(ltr_cluster, cli, tmp_path):
+    """UBI events over "SKU 123", "SKU 456", "a<TAB>b" and a query text with U+2028:
+    `ltr judgments clicks`, `ltr log`, `ltr judgments click-features` and `ltr evaluate
+    models` keep every id distinct, live on the OpenSearch node."""
+    from ltr_toolkit.data.svmlight import load_logged
+    conn = ltr_cluster.conn()
+    client, index = conn.client(), "integrity-ids"
+    client.indices.delete(index=index, ignore_unavailable=True)
+    client.indices.create(index=index, body={"settings": {"number_of_shards": 1},
+                                             "mappings": {"properties": {"title": {"type": "text"}}}})
+    for i, doc in enumerate(IDS):
+        client.index(index=index, id=doc, body={"title": "wing flutter plain query " + "x " * i})
+    client.indices.refresh(index=index)
+    base = ("--url", ltr_cluster.url)
+    events, judged = _id_events(tmp_path / "ev.ndjson"), tmp_path / "j.txt"
+    try:
+        r = cli("judgments", "clicks", str(events), "-o", str(judged), "--min-impressions", "1")
+        assert r.returncode == 0, r.stderr
+        assert cli(*base, "featureset", "init", "--index", index, "-o", str(tmp_path / "fs.json"),
+                   "--name", index).returncode == 0
+        cli(*base, "store", "init")
+        r = cli(*base, "featureset", "upload", str(tmp_path / "fs.json"), "--index", index)
+        assert r.returncode == 0, r.stderr
+        fs = r.stdout.split("feature set ")[1].split()[0]
+        logged = tmp_path / "c.txt"
+        r = cli(*base, "log", str(judged), "--featureset", fs, "--index", index,
+                "--fields", "title", "-o", str(logged))
+        assert r.returncode == 0, r.stderr
+        ds = load_logged(logged)
+        assert sorted(ds.doc_ids) == sorted(IDS * len(TEXTS))
+        assert json.loads((tmp_path / "c.txt.json").read_text())["missing_docs"] == []
+        out = tmp_path / "clicks.txt"
+        r = cli("judgments", "click-features", str(logged), str(events), "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        assert sorted(set(load_logged(out).doc_ids)) == sorted(IDS)
+        report = tmp_path / "r.json"
+        r = cli(*base, "evaluate", "models", str(judged), "--fields", "title", "--index", index,
+                "-o", str(report))
+        assert r.returncode == 0, r.stderr
+        rep = json.loads(report.read_text())
+        assert rep["queries"] == len(TEXTS) and rep["systems"]["bm25"]["ap@10"] == 1.0, rep
+        assert all(sorted(top) == sorted(IDS) for top in rep["top"]["bm25"].values())
+    finally:
+        client.indices.delete(index=index, ignore_unavailable=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, UserError
+from .ids import escape_id, unescape
 
 #: The rule of a file whose absent features did not match (NaN).
 MISSING_ABSENT = "absent"
@@ -172,9 +173,9 @@ def grade_text(g) -> str:
 
 def row_text(grade, qid: str, values, docid: str) -> str:
     """One logged row: the features that have a value (``None``: did not match, left out),
-    numbered from 1."""
+    numbered from 1; qid and doc id percent-escaped (:mod:`.ids`)."""
     feats = "".join(f" {i + 1}:{v:.9g}" for i, v in enumerate(values) if v is not None)
-    return f"{grade_text(grade)} qid:{qid}{feats} # {docid}\n"
+    return f"{grade_text(grade)} qid:{escape_id(qid)}{feats} # {escape_id(docid)}\n"
 
 
 def row_key(line: str) -> tuple[str | None, tuple[str, str] | None]:
@@ -184,4 +185,4 @@ def row_key(line: str) -> tuple[str | None, tuple[str, str] | None]:
     parts = body.split(maxsplit=2)
     if len(parts) < 2 or not parts[1].startswith("qid:") or not comment.strip():
         return None, None
-    return parts[0], (parts[1][4:], comment.split()[0])
+    return parts[0], (unescape(parts[1][4:]), unescape(comment.split()[0]))

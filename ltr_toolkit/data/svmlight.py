@@ -47,6 +47,7 @@ from ..errors import InputError
 from ..io import compiled
 from ..io.atomic import atomic_write
 from .dataset import RankingDataset
+from .ids import escape_id, unescape
 from .logged import (header_line, missing_value, own_rule, read_header, read_sidecar,
                      resolve_rule)
 from .svmlight_fast import F32_LIMIT, Part, fast_chunk, plain_float
@@ -184,6 +185,8 @@ class _Lines:
 
 def _chunk_work(buf, n_features, missing, jit, then, keys):
     part = _parse_chunk(buf, n_features, missing, jit, keys)
+    if part.doc_ids is not None and b"%" in bytes(buf):     # escaped ids (data.ids)
+        part.doc_ids = _unescaped(part.doc_ids)
     return part, (then(part) if then is not None and len(part.y) else None)
 
 
@@ -279,7 +282,7 @@ class _Builder:
         if width < X.shape[1]:
             X[r0:r0 + n, width:] = self.missing
         self.y.append(part.y)
-        lut = np.array([self.qid_index.setdefault(name, len(self.qid_index))
+        lut = np.array([self.qid_index.setdefault(unescape(name), len(self.qid_index))
                         for name in part.qnames], dtype=np.int64)
         self.q.append(lut[part.qinv])
         if part.doc_ids is not None:
@@ -337,6 +340,16 @@ class _Builder:
         if perm is not None:
             ds.meta["input_rows"] = perm   # row r of ds was data row perm[r] of the file
         return ds
+
+
+def _unescaped(docs: np.ndarray) -> np.ndarray:
+    """A chunk's doc ids with the percent-escapes of :mod:`.ids` decoded (only the ids
+    that have a ``%`` are touched)."""
+    escaped = np.flatnonzero(np.char.find(docs.astype(str), "%") >= 0)
+    if len(escaped):
+        docs = docs.astype(object)
+        docs[escaped] = [unescape(d) for d in docs[escaped]]
+    return docs
 
 
 def _matrix(rows: int, width: int) -> np.ndarray:
@@ -508,7 +521,8 @@ def check_grades(ds: RankingDataset, path) -> None:
 # --------------------------------------------------------------------------- writing
 
 def format_rows(ds: RankingDataset, start: int = 0, stop: int | None = None) -> str:
-    """Rows as text; float32 values printed with 9 significant digits (exact round trip).
+    """Rows as text; float32 values printed with 9 significant digits (exact round trip);
+    qids and doc ids percent-escaped (:mod:`.ids`).
     An absent feature (NaN: logged data read with ``missing_features: absent``) is left out
     of its row, as the LTR plugin's log leaves it out: the readers refuse ``nan`` values."""
     stop = ds.n_docs if stop is None else stop
@@ -520,9 +534,9 @@ def format_rows(ds: RankingDataset, start: int = 0, stop: int | None = None) -> 
         label = ds.y[r]
         lab = str(int(label)) if float(label).is_integer() else repr(float(label))
         feats = " ".join(p + ("%.9g" % v) for p, v in zip(idx_prefix, ds.X[r].tolist()) if v == v)
-        line = f"{lab} qid:{qid_of_row[r]} {feats}"
+        line = f"{lab} qid:{escape_id(qid_of_row[r])} {feats}"
         if ds.doc_ids is not None and ds.doc_ids[r]:
-            line += f" # {ds.doc_ids[r]}"
+            line += f" # {escape_id(ds.doc_ids[r])}"
         lines.append(line)
     return "\n".join(lines) + ("\n" if lines else "")
 
