@@ -132,7 +132,7 @@ def _rows(three):
     from ltr_toolkit.data.judgments import load_judgments
     jl = load_judgments(three["dir"] / "j.txt")
     order: dict[str, list[str]] = {}
-    for line in (three["dir"] / "c.txt").read_text().splitlines():
+    for line in (three["dir"] / "c.txt").read_text().splitlines()[1:]:     # after the header
         order.setdefault(line.split()[1][4:], []).append(line.split("#")[1].strip())
     qids = list(order)
     tops = msearch_ids(_conn(three["url"]), INDEX, [jl.query_params(q) for q in qids],
@@ -190,7 +190,7 @@ def _rows_of(snapshot: Path) -> list[str]:
     """The logged rows, each run of candidates tied on the first stage's score (feature 1)
     in a fixed order: which copy answers decides the order of ties (its segment layout)."""
     from itertools import groupby
-    rows = (snapshot / "latest" / "features.txt").read_text().splitlines()
+    rows = (snapshot / "latest" / "features.txt").read_text().splitlines()[1:]   # no header
     tie = lambda r: (r.split()[1], next((t for t in r.split() if t.startswith("1:")), ""))
     return [r for _, group in groupby(rows, key=tie) for r in sorted(group)]
 

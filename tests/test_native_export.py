@@ -45,6 +45,8 @@ def logged(tmp_path_factory):
     filled = tmp / "filled.txt"
     rows = []
     for line in LOG.read_text().splitlines():
+        if line.startswith("#"):            # the header line (data.logged)
+            continue
         head, _, doc = line.partition("#")
         grade, qid, *tokens = head.split()
         values = dict(t.split(":") for t in tokens)

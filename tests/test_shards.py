@@ -60,7 +60,7 @@ def test_rerank_returns_exactly_the_global_top_window_in_the_models_order(sharde
     ranked = serving.for_model(model).rerank(conn, params, WINDOW)
     # logged candidates (the global top WINDOW) and `ltr predict`'s scores of them
     rows = [ln.split("#")[0].split()[1][4:] + " " + ln.split("#")[1].strip()
-            for ln in (d / "c.txt").read_text().splitlines()]
+            for ln in (d / "c.txt").read_text().splitlines() if not ln.startswith("#")]
     scores = dict(zip(rows, np.loadtxt(d / "s.txt")))
     logged = {}
     for row in rows:
@@ -108,7 +108,7 @@ def _logged(conn, index, fs, jl, stage, out):
     from ltr_toolkit.features.featurelog import log_features
     log_features(conn, jl, fs, index, out, first_stage=stage)
     rows = {}
-    for ln in out.read_text().splitlines():
+    for ln in out.read_text().splitlines()[1:]:            # after the header line
         head, doc = ln.split("#")
         parts = head.split()
         rows[(parts[1][4:], doc.strip())] = dict(p.split(":") for p in parts[2:])

@@ -3,9 +3,10 @@
 Formats read (chosen by ``fmt`` or guessed from the file):
 
 * ``ranklib`` — what hello-ltr writes: headers ``# qid:N: keywords`` then rows
-  ``grade qid:N # docid`` (the toolkit's own format; written by :func:`save_ranklib`);
+  ``grade qid:N # docid`` (the toolkit's own format; written by :func:`save_ranklib`;
+  ids and texts percent-escaped, :mod:`.ids`);
 * ``trec`` — TREC qrels ``qid iter docid grade`` plus a queries file (``qid<TAB>text``
-  or ``qid text``);
+  or ``qid text``; ids and texts percent-escaped, :mod:`.ids`);
 * ``csv`` / ``jsonl`` — columns / keys ``qid``, ``query``, ``docid``, ``grade``; any
   other column / key is a per-query parameter (the same value on every row of a query),
   handed to the first-stage template and the feature set's templates beside
@@ -28,6 +29,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..io.atomic import atomic_write
 from ..io.text import read_text
+from .ids import escape_id, escape_text, unescape
 
 
 @dataclass
@@ -148,16 +150,16 @@ def read_ranklib(path) -> JudgmentList:
         if line.startswith("#"):
             m = _HEADER.match(line)
             if m:
-                jl.add_query(m.group(1), m.group(2).strip(), path, i)
+                jl.add_query(unescape(m.group(1)), unescape(m.group(2).strip()), path, i)
             continue
         body, _, comment = line.partition("#")
         parts = body.split()
         if len(parts) < 2 or not parts[1].startswith("qid:") or len(parts[1]) == 4:
             raise InputError(path, i, "expected `grade qid:N # docid`")
-        docid = comment.strip().split()[0] if comment.strip() else ""
+        docid = unescape(comment.split()[0]) if comment.strip() else ""   # data.ids
         if not docid:
             raise InputError(path, i, "no `# docid` comment: the judged document is unknown")
-        jl.add(parts[1][4:], docid, _grade(parts[0], path, i), path, i)
+        jl.add(unescape(parts[1][4:]), docid, _grade(parts[0], path, i), path, i)
     return _non_empty(jl, path)
 
 
@@ -173,24 +175,25 @@ def read_trec(qrels, queries) -> JudgmentList:
             qid, _, text = line.strip().partition(" ")
         if not text.strip():
             raise InputError(queries, i, "expected `qid<TAB>query text`")
-        jl.add_query(qid.strip(), text.strip(), queries, i)
+        jl.add_query(unescape(qid.strip()), unescape(text.strip()), queries, i)
     for i, raw in enumerate(_lines(qrels), start=1):
         parts = raw.split()
         if not parts:
             continue
         if len(parts) != 4:
             raise InputError(qrels, i, f"expected `qid iteration docid grade`, got {len(parts)} fields")
-        if parts[0] not in jl.queries:
-            raise InputError(qrels, i, f"query {parts[0]} is not in {queries.name}")
-        jl.add(parts[0], parts[2], _grade(parts[3], qrels, i), qrels, i)
+        qid, docid = unescape(parts[0]), unescape(parts[2])      # data.ids
+        if qid not in jl.queries:
+            raise InputError(qrels, i, f"query {qid} is not in {queries.name}")
+        jl.add(qid, docid, _grade(parts[3], qrels, i), qrels, i)
     return _non_empty(jl, qrels)
 
 
 def read_csv(path) -> JudgmentList:
     path = Path(path)
     jl = JudgmentList(source=str(path))
-    text = "\n".join(_lines(path))
-    reader = csv.DictReader(io.StringIO(text))
+    # the csv module on the whole text: it alone knows which line breaks end a row
+    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
     need = {"qid", "docid", "grade"}
     if not reader.fieldnames or not need <= set(reader.fieldnames):
         raise InputError(path, 1, f"header must name qid, query, docid, grade (got {reader.fieldnames})")
@@ -235,7 +238,10 @@ def _add_row(jl, row, path, i):
 
 
 def _lines(path: Path) -> list[str]:
-    return read_text(path).splitlines()
+    """The file's lines, broken at \\n (and \\r\\n) only: U+2028, NEL or a form feed in
+    a JSON string or a query text is no line break."""
+    return [line[:-1] if line.endswith("\r") else line
+            for line in read_text(path).split("\n")]
 
 
 def _non_empty(jl: JudgmentList, path) -> JudgmentList:
@@ -280,11 +286,11 @@ def format_ranklib(jl: JudgmentList) -> str:
     out = []
     by_q = jl.by_query()
     for q, text in jl.queries.items():
-        out.append(f"# qid:{q}: {text}")
+        out.append(f"# qid:{escape_id(q)}: {escape_text(text)}")
     for q in jl.queries:
         for d, g in by_q[q]:
             gs = str(int(g)) if float(g).is_integer() else repr(g)
-            out.append(f"{gs} qid:{q} # {d}")
+            out.append(f"{gs} qid:{escape_id(q)} # {escape_id(d)}")
     return "\n".join(out) + "\n"
 
 

@@ -21,10 +21,10 @@ comments, reports errors without line numbers and refuses unsorted feature ids.
 xgboost's own text parser is deprecated (since 3.1), and has no doc ids or line numbers.
 
 Features absent from a row (sparse rows) take ``missing``: 0.0 by default (the LETOR /
-RankLib convention), NaN for files logged by this toolkit, whose JSON sidecar says
-``"missing_features": "absent"`` (:func:`load_logged` reads that, by the rule of
-:mod:`.logged`). NaN means "the feature did not match": each model family then treats it
-as the plugin does. Queries
+RankLib convention), NaN for files logged by this toolkit, whose first line says
+``# ltr-toolkit logged: missing=absent ...`` (:func:`load_logged` reads that, by the rule
+of :mod:`.logged`; a comment line, skipped by every reader). NaN means "the feature did
+not match": each model family then treats it as the plugin does. Queries
 are kept in the order they first appear; rows of a query that appear in several runs
 are gathered together, stably, and ``ds.meta["input_rows"]`` then records where each
 row came from (``ltr predict`` writes its scores back in input order with it).
@@ -47,8 +47,10 @@ from ..errors import InputError
 from ..io import compiled
 from ..io.atomic import atomic_write
 from .dataset import RankingDataset
-from .logged import missing_value, read_sidecar
-from .svmlight_fast import F32_LIMIT, Part, fast_chunk
+from .ids import escape_id, unescape
+from .logged import (header_line, missing_value, own_rule, read_header, read_sidecar,
+                     resolve_rule)
+from .svmlight_fast import F32_LIMIT, Part, fast_chunk, plain_float
 
 #: The highest feature id a row may name: the LTR plugin's limit on the features of one
 #: feature set (the limit ``data.featuresets`` checks uploads against). A larger id is an
@@ -60,22 +62,28 @@ _THREADS = max(1, min(2, os.cpu_count() or 1))
 #: chunks handed to the threads before the oldest is taken back (a thread that finishes
 #: early finds the next one waiting)
 _AHEAD = 2 * _THREADS
-_NUM_TOKEN = re.compile(r"^\d+:[^\s:]+$")
+_NUM_TOKEN = re.compile(r"^[0-9]+:[^\s:]+$")   # ASCII digits only (\d takes any script's)
 _SHAPE = "expected `grade qid:N index:value ...`"
 
 
 def load_logged(path, n_features: int | None = None,
-                byte_range: tuple[int, int] | None = None) -> RankingDataset:
-    """:func:`load_svmlight` with what the sidecar says: feature names, and absent
-    features as missing (NaN) when it records ``"missing_features": "absent"``."""
+                 byte_range: tuple[int, int] | None = None, rule: str | None = None,
+                 rule_by=None) -> RankingDataset:
+    """:func:`load_svmlight` with what the data says about itself (:mod:`.logged`): the
+    missing-feature rule of its header (or sidecar), its feature names, its number of
+    features. A file that declares no rule takes ``rule`` (that of ``rule_by``: the
+    training data, a model), else 0.0; one that declares another is refused.
+    ``ds.meta``: ``sidecar``, ``missing_features`` (the rule it was read with)."""
     side = read_sidecar(path)
-    missing = missing_value(side)
+    header = read_header(path)
+    missing = resolve_rule(path, own_rule(path, side, header), rule, rule_by)
     names = side.get("feature_names")
-    if n_features is None and names:
-        n_features = len(names)   # trailing features may be absent from every row
-    ds = load_svmlight(path, n_features=n_features, missing=missing, feature_names=names,
-                       byte_range=byte_range)
+    if n_features is None:   # trailing features may be absent from every row
+        n_features = len(names) if names else header.get("n_features")
+    ds = load_svmlight(path, n_features=n_features, missing=missing_value(missing),
+                       feature_names=names, byte_range=byte_range)
     ds.meta["sidecar"] = side
+    ds.meta["missing_features"] = missing
     return ds
 
 
@@ -108,7 +116,7 @@ def scored_chunks(path, n_features: int, score, missing: float = 0.0):
     """``score(X)`` of each chunk's rows [rows, n_features], chunk after chunk in file
     order: the file streamed, each chunk scored in the thread that parsed it, its rows as
     :func:`load_svmlight` would read them (the same checks and errors; ``missing`` for
-    absent features: ``logged.missing_value`` of the sidecar, for logged data), the whole
+    absent features: ``logged.missing_value`` of the file's rule, for logged data), the whole
     matrix never held. What ``ltr predict`` does. InputError if the file has no data rows."""
     n_features = int(n_features)
 
@@ -177,6 +185,8 @@ class _Lines:
 
 def _chunk_work(buf, n_features, missing, jit, then, keys):
     part = _parse_chunk(buf, n_features, missing, jit, keys)
+    if part.doc_ids is not None and b"%" in bytes(buf):     # escaped ids (data.ids)
+        part.doc_ids = _unescaped(part.doc_ids)
     return part, (then(part) if then is not None and len(part.y) else None)
 
 
@@ -272,7 +282,7 @@ class _Builder:
         if width < X.shape[1]:
             X[r0:r0 + n, width:] = self.missing
         self.y.append(part.y)
-        lut = np.array([self.qid_index.setdefault(name, len(self.qid_index))
+        lut = np.array([self.qid_index.setdefault(unescape(name), len(self.qid_index))
                         for name in part.qnames], dtype=np.int64)
         self.q.append(lut[part.qinv])
         if part.doc_ids is not None:
@@ -330,6 +340,16 @@ class _Builder:
         if perm is not None:
             ds.meta["input_rows"] = perm   # row r of ds was data row perm[r] of the file
         return ds
+
+
+def _unescaped(docs: np.ndarray) -> np.ndarray:
+    """A chunk's doc ids with the percent-escapes of :mod:`.ids` decoded (only the ids
+    that have a ``%`` are touched)."""
+    escaped = np.flatnonzero(np.char.find(docs.astype(str), "%") >= 0)
+    if len(escaped):
+        docs = docs.astype(object)
+        docs[escaped] = [unescape(d) for d in docs[escaped]]
+    return docs
 
 
 def _matrix(rows: int, width: int) -> np.ndarray:
@@ -414,7 +434,7 @@ def _row_grade(i: int, parts: list[str]) -> float:
     if len(parts) < 2 or not parts[1].startswith("qid:") or len(parts[1]) == 4:
         raise _ChunkError(i, _SHAPE)
     try:
-        grade = float(parts[0])
+        grade = plain_float(parts[0])
     except ValueError:
         raise _ChunkError(i, f"grade {parts[0]!r} is not a number") from None
     if not math.isfinite(grade):
@@ -432,7 +452,7 @@ def _row_features(i: int, rest: str, limit: int, n_features) -> tuple[list, list
             raise _ChunkError(i, f"bad feature token {tok!r} (expected index:value)")
         key, text_value = tok.split(":")
         try:
-            value = float(text_value)
+            value = plain_float(text_value)
         except ValueError:
             raise _ChunkError(i, f"bad feature value in {tok!r}") from None
         j = int(key)
@@ -501,7 +521,8 @@ def check_grades(ds: RankingDataset, path) -> None:
 # --------------------------------------------------------------------------- writing
 
 def format_rows(ds: RankingDataset, start: int = 0, stop: int | None = None) -> str:
-    """Rows as text; float32 values printed with 9 significant digits (exact round trip).
+    """Rows as text; float32 values printed with 9 significant digits (exact round trip);
+    qids and doc ids percent-escaped (:mod:`.ids`).
     An absent feature (NaN: logged data read with ``missing_features: absent``) is left out
     of its row, as the LTR plugin's log leaves it out: the readers refuse ``nan`` values."""
     stop = ds.n_docs if stop is None else stop
@@ -513,13 +534,18 @@ def format_rows(ds: RankingDataset, start: int = 0, stop: int | None = None) -> 
         label = ds.y[r]
         lab = str(int(label)) if float(label).is_integer() else repr(float(label))
         feats = " ".join(p + ("%.9g" % v) for p, v in zip(idx_prefix, ds.X[r].tolist()) if v == v)
-        line = f"{lab} qid:{qid_of_row[r]} {feats}"
+        line = f"{lab} qid:{escape_id(qid_of_row[r])} {feats}"
         if ds.doc_ids is not None and ds.doc_ids[r]:
-            line += f" # {ds.doc_ids[r]}"
+            line += f" # {escape_id(ds.doc_ids[r])}"
         lines.append(line)
     return "\n".join(lines) + ("\n" if lines else "")
 
 
 def save_svmlight(ds: RankingDataset, path) -> None:
+    """The rows, after the header of :mod:`.logged` when ``ds`` was read with a declared
+    missing-feature rule (``ds.meta["missing_features"]``), so the file keeps it."""
+    rule = ds.meta.get("missing_features")
     with atomic_write(path) as fh:
+        if rule:
+            fh.write(header_line(ds.n_features, rule))
         fh.write(format_rows(ds))

@@ -11,6 +11,7 @@ by line (the reference, which names every error's line); where both parse, they 
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 
@@ -152,11 +153,26 @@ def _decimals(words, starts, ends, first):
     return value, ~ok
 
 
+#: A number as the SVMlight format writes one (and xgboost and scikit-learn read it):
+#: ASCII digits, an optional point, sign and exponent (or inf / nan). float() also takes
+#: ``1_0`` and other scripts' digits (``١``), which no other reader does.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                           r"|[+-]?(?:inf|infinity|nan)", re.ASCII | re.IGNORECASE)
+
+
+def plain_float(text: str) -> float:
+    """float(text) of a number as :data:`_PLAIN_NUMBER` writes it; ValueError otherwise."""
+    if not _PLAIN_NUMBER.fullmatch(text):
+        raise ValueError(f"not a plain number: {text!r}")
+    return float(text)
+
+
 def python_floats(a, starts, ends, which, out) -> bool:
-    """float() on the fields ``which``; False if one is not a finite float32 number."""
+    """:func:`plain_float` on the fields ``which``; False if one is not a finite float32
+    number."""
     for i in which.tolist():
         try:
-            v = float(a[starts[i]:ends[i]].tobytes().decode("ascii"))
+            v = plain_float(a[starts[i]:ends[i]].tobytes().decode("ascii"))
         except ValueError:
             return False
         if not -F32_LIMIT < v < F32_LIMIT:

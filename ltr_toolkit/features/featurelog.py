@@ -12,14 +12,15 @@ served ``sltr`` rescore computes them, with the first stage's ``search_type``
 (``FirstStage.statistics``): the whole index's statistics by default, whatever the number
 of shards (``tests/test_shards.py`` checks both against a one-shard copy).
 
-Output: ``grade qid:N 1:v ... # docid`` rows in feature-set ordinal order, queries in
+Output: a header line ``# ltr-toolkit logged: missing=absent features=N`` (``data.logged``),
+then ``grade qid:N 1:v ... # docid`` rows in feature-set ordinal order, queries in
 judgment order, documents in judgment order; a JSON sidecar ``OUT.json`` with the feature
 set (name, feature names, content hash), the judgment source and hash, counts, the
 missing-feature policy, and every judged document the index does not have.
 
 Missing-feature policy: a feature whose query does not match a document has NO value in
-the plugin (``ltr_log`` without ``missing_as_zero``), and the row leaves it out. The
-sidecar records ``"missing_features": "absent"`` so that readers load such a feature as
+the plugin (``ltr_log`` without ``missing_as_zero``), and the row leaves it out. The file's
+header (and the sidecar) record ``missing=absent`` so that readers load such a feature as
 missing (NaN), not as 0.0: the plugin scores a missing feature differently per model type
 (trees: NaN, which always takes a split's right/"no" branch on 3.x; networks and linear
 models: 0.0 before normalisation), and ``models`` reproduce exactly that.
@@ -45,7 +46,7 @@ from pathlib import Path
 
 from ..io.checkpoint import CheckpointedOutput
 from ..data.judgments import JudgmentList
-from ..data.logged import MISSING_ABSENT, row_text
+from ..data.logged import MISSING_ABSENT, header_line, row_text
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
 from ..io.atomic import check_writable, write_json
@@ -190,7 +191,9 @@ def _log_rounds(run: "_Rounds", ck: CheckpointedOutput, batch: int, parallel: in
                 state["failed"] += failures
                 state["failed_pairs"] += failed_pairs
                 state["retried"] = retried_before + run.stats["retried"]
-                ck.commit(text, state)
+                # the file's first line: what an absent feature means (data.logged)
+                head = header_line(len(run.fsinfo["feature_names"])) if r == 0 else ""
+                ck.commit(head + text, state)
                 if progress:
                     progress(r + 1, len(rounds))
     return state

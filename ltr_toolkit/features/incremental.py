@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from ..data.judgments import JudgmentList
-from ..data.logged import grade_text, read_sidecar, row_key, sidecar_path
+from ..data.logged import grade_text, header_line, is_header, read_sidecar, row_key, sidecar_path
 from ..data.querytext import fit_keywords
 from ..errors import UserError
 from ..io.atomic import atomic_write, write_json
@@ -63,7 +63,7 @@ def _copy_regraded(path: Path, grades: dict, out) -> int:
     with open(path, encoding="utf-8", newline="") as fh:
         for line in fh:
             new, _ = _regraded_line(line, grades)
-            if new is not None:
+            if new is not None and not is_header(new):
                 out.write(new)
                 rows += row_key(new)[1] is not None
     return rows
@@ -134,7 +134,7 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
         missing, failed = _increment_outcome(out, old, inc)
     rows = n_done - dropped
     if new.grades or regraded or dropped:
-        rows = _rewrite_with_increment(out, jl.grades, inc)
+        rows = _rewrite_with_increment(out, jl.grades, inc, len(fsinfo["feature_names"]))
     sidecar = _incremental_sidecar(old, jl, new, fsinfo, featureset=featureset, store=store,
                                    index=index, stage=stage, rows=rows, missing=missing,
                                    failed=failed, regraded=regraded, dropped=dropped,
@@ -166,15 +166,18 @@ def _increment_outcome(out: Path, old: dict, inc: Path) -> tuple[list, list]:
     return inc_side["missing_docs"], inc_side["failed_queries"]
 
 
-def _rewrite_with_increment(out: Path, grades: dict, inc: Path) -> int:
-    """OUT replaced atomically by its rows regraded (those no longer judged dropped)
-    followed by the increment's lines; returns the rows written."""
+def _rewrite_with_increment(out: Path, grades: dict, inc: Path, n_features: int) -> int:
+    """OUT replaced atomically by the header (``data.logged``: a file logged before it
+    had one gets it), its rows regraded (those no longer judged dropped) and the
+    increment's lines; returns the rows written."""
     with atomic_write(out, "w") as fh:
+        fh.write(header_line(n_features))
         rows = _copy_regraded(out, grades, fh)
         if inc.exists():
             with open(inc, encoding="utf-8", newline="") as src:
                 for line in src:
-                    fh.write(line)
+                    if not is_header(line):
+                        fh.write(line)
                     rows += row_key(line)[1] is not None
     return rows
 

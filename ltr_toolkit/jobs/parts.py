@@ -39,6 +39,7 @@ from .jobfile import Job
 from .runner import _manifest, _run_record, finish_published, index_health
 from .snapshots import job_lock, prune, publish, remove_leftovers
 from ..data.judgments import JudgmentList, load_judgments
+from ..data.logged import is_header
 from ..features.candidates import judged_candidates
 from ..features.featurelog import log_features
 from ..query.firststage import FirstStage
@@ -221,8 +222,11 @@ def merge_parts(parts: list[Path], metas: list[dict], stage: Path) -> dict:
     """The parts' rows as one ``features.txt`` in ``stage`` and the sidecar a single run
     writes for them (returned)."""
     with open(stage / "features.txt", "wb") as out:
-        for p in parts:
+        for n, p in enumerate(parts):
             with open(p / "features.txt", "rb") as fh:
+                first = fh.readline()
+                if n == 0 or not is_header(first.decode("utf-8", "replace")):
+                    out.write(first)        # one header, the first part's (data.logged)
                 shutil.copyfileobj(fh, out, 1 << 20)
         out.flush()
         os.fsync(out.fileno())

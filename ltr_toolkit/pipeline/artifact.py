@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.logged import missing_value, read_sidecar
+from ..data.logged import missing_value, own_rule, read_sidecar, resolve_rule
 from ..data.svmlight import scored_chunks
 from ..errors import InputError, UserError
 from ..io.atomic import atomic_write, check_writable
@@ -78,8 +78,10 @@ def model_from_artifact(art: dict):
 
 def predict_file(model_path, data_path, output) -> int:
     """One score per data row, in the file's row order: the score the plugin serves for
-    that row (see ``models.export.plugin_scores``). A broken artifact, or data logged with
-    other features, is refused before any row is read; the rows are scored as they are
+    that row (see ``models.export.plugin_scores``), absent features read by the file's
+    missing-feature rule, else the model's (``data.logged``). A broken artifact, data
+    logged with other features or another missing-feature rule, is refused before any
+    row is read; the rows are scored as they are
     read and written as they are scored (``data.svmlight.scored_chunks``), never held
     all at once."""
     check_writable(output)
@@ -88,11 +90,14 @@ def predict_file(model_path, data_path, output) -> int:
     check_same_features(model_path, {"featureset_sha256": art.get("featureset_sha256"),
                                      "feature_names": art.get("feature_names") if art.get("featureset") else None},
                         data_path, side)
+    # what an absent feature means: the file's own rule, else the model's
+    rule = resolve_rule(data_path, own_rule(data_path, side), art.get("missing_features"),
+                        f"model {model_path}")
     n_features = art.get("n_features") or model.n_features_in_
     rows = 0
     with atomic_write(output) as fh:
         for scores in scored_chunks(data_path, n_features, lambda X: plugin_scores(art, model, X),
-                                    missing_value(side)):
+                                    missing_value(rule)):
             fh.write(("%.9g\n" * len(scores)) % tuple(scores.tolist()))   # one format call
             rows += len(scores)
     return rows

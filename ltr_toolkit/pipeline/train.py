@@ -48,8 +48,10 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         train.weights = ipw(ClickData.from_dataset(train, data), propensity, propensity_clip,
                             propensity_power)
     nf = train.n_features
-    v = load_logged(valid, n_features=nf) if valid else None
-    t = load_logged(test, n_features=nf) if test else None
+    # a file that does not say what an absent feature means: as in the training data
+    rule, by = train.meta["missing_features"], f"the training data {data}"
+    v = load_logged(valid, n_features=nf, rule=rule, rule_by=by) if valid else None
+    t = load_logged(test, n_features=nf, rule=rule, rule_by=by) if test else None
     for path, ds in ((valid, v), (test, t)):
         if ds is not None:
             check_grades(ds, path)
@@ -117,6 +119,8 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     if test is not None:
         splits["test"] = test
     side = train.meta.get("sidecar", {})
+    if train.meta.get("missing_features"):      # the rule it was read with (data.logged)
+        side = {**side, "missing_features": train.meta["missing_features"]}
     data = source or train.source
     warnings = grade_variation_check(train, data)
     nf = train.n_features

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...data.ids import escape_id, escape_text
 from ...data.judgments import JudgmentList, save_ranklib
 from ...errors import UserError
 from ...io.atomic import atomic_write, write_json
@@ -85,12 +86,12 @@ def write_judgments(jl: JudgmentList, path, fmt: str | None = None) -> list[Path
             fh.writelines(json.dumps({"qid": q, "query": jl.queries[q], "docid": d, "grade": g}) + "\n"
                           for (q, d), g in pairs)
         else:
-            fh.writelines(f"{q} 0 {d} {g:g}\n" for (q, d), g in pairs)
+            fh.writelines(f"{escape_id(q)} 0 {escape_id(d)} {g:g}\n" for (q, d), g in pairs)
     if fmt != "trec":
         return [path]
     queries = path.with_name(path.name + ".queries")
     with atomic_write(queries) as fh:
-        fh.writelines(f"{q}\t{t}\n" for q, t in jl.queries.items())
+        fh.writelines(f"{escape_id(q)}\t{escape_text(t)}\n" for q, t in jl.queries.items())
     return [path, queries]
 
 
