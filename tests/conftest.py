@@ -145,7 +145,8 @@ def cli():
 def mslr_paths():
     train, test = MSLR / "msn1.fold1.train.5k.txt", MSLR / "msn1.fold1.test.5k.txt"
     if not train.is_file():
-        pytest.skip(f"MSLR extract not found at {MSLR}")
+        pytest.skip(f"needs ../shared/data/mslr-5k (the MSLR extract, not bundled): not found at {MSLR}; "
+                    "clone the repository beside shared/ to run it")
     return train, test
 
 

@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
 @pytest.fixture(scope="module")
 def cacm_files(tmp_path_factory):
     if not (CACM / "cacm.all").is_file():
-        pytest.skip(f"CACM not found at {CACM}")
+        pytest.skip(f"needs ../shared/data/cacm (not bundled): not found at {CACM}; clone the "
+                    "repository beside shared/ to run it")
     out = tmp_path_factory.mktemp("cacm")
     subprocess.run([sys.executable, str(ROOT / "docs" / "cacm" / "prepare.py"), str(CACM), str(out)],
                    check=True)
