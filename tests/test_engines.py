@@ -267,7 +267,7 @@ def test_every_command_on_each_engine(engine_cluster, engine_cranfield, cli, tmp
         events = _ubi_on(engine_cluster.conn(), qi, ev)
         clicks = tmp_path / "clicks.csv"
         out = run("judgments", "clicks", "--days", "7", "--queries-index", qi,
-                  "--events-index", ev, "--model", "pbm", "--min-impressions", "3", "-o", str(clicks))
+                  "--events-index", ev, "--click-model", "pbm", "--min-impressions", "3", "-o", str(clicks))
         assert clicks.is_file() and len(clicks.read_text().splitlines()) > 10, out
         assert events > 0
     finally:

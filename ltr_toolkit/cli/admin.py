@@ -149,11 +149,10 @@ def featureset_upload(ctx: typer.Context,
     conn = _ltr_conn(ctx)
     if index:
         _check_templates(conn, fs, index, query_param or [])
-    else:
-        err.print("note: the templates were not checked against an index's mapping "
-                  "(--index I checks their fields and parameters first)")
     name, what = st.upload_featureset_versioned(conn, fs, store)
-    out.print(f"feature set {name} ({len(fs['features'])} features): {what}")
+    out.print(f"feature set {name} ({len(fs['features'])} features): {what}"
+              + ("" if index else " (not checked against an index's mapping: --index I checks "
+                 "its fields and parameters first)"))
 
 
 @featureset_app.command("init")

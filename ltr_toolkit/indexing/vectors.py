@@ -63,9 +63,20 @@ def document_text(doc: dict, fields) -> str:
 SHIPPED = Path(__file__).resolve().parent.parent / "datasets" / "cranfield"
 
 
+def _runtime() -> str:
+    """The version of the runtime the packaged encoder runs on ("" without onnxruntime)."""
+    try:
+        from importlib.metadata import version
+        return "onnxruntime " + version("onnxruntime")
+    except Exception:           # noqa: BLE001 (not installed: a user's own encoder)
+        return ""
+
+
 def vectors_key(encoder: Encoder, texts: list[str]) -> str:
-    """What the vectors of ``texts`` by ``encoder`` are kept under."""
-    h = hashlib.sha256(encoder.sha256.encode())
+    """What the vectors of ``texts`` by ``encoder`` are kept under: the model's hash, the
+    runtime that ran it (an int8 model's vectors differ across onnxruntime versions: the
+    shipped vectors of one version are not another's), and the texts."""
+    h = hashlib.sha256(encoder.sha256.encode() + _runtime().encode())
     for t in texts:
         h.update(t.encode() + b"\0")
     return h.hexdigest()[:32]
