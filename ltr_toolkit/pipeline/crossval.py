@@ -424,7 +424,7 @@ def describe_choice(chosen: dict | None) -> str:
         return describe_choice(rest) if chosen["algorithm"] is None else \
             f"{chosen['algorithm']}: {describe_choice(rest)}"
     left = chosen.get("left_out")
-    tail = f" (the budget left out {len(left)})" if left else ""
+    tail = f" ({len(left)} left out by the budget)" if left else ""
     if chosen.get("first_stage"):
         return "first stage kept" + tail
     parts = [_setting(k, v) for k, v in sorted((chosen.get("settings") or {}).items())]
