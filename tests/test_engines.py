@@ -304,7 +304,7 @@ def test_native_upload_names_what_the_cluster_lacks(engine_cluster, tree_model, 
 
 
 def test_show_request_prints_the_native_rescorer(cli):
-    r = cli("--url", "http://127.0.0.1:9", "query", "search", "boundary layer", "--model", "ranker",
+    r = cli("--url", "http://127.0.0.1:9", "query", "search", "boundary layer", "--index", "cranfield", "--model", "ranker",
             "--target", "elasticsearch", "--window", "50", "--show-request")
     assert r.returncode == 0, r.stderr
     body = json.loads(r.stdout)

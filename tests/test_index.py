@@ -19,7 +19,7 @@ def test_index_cranfield_loads_every_document(cranfield_index, cluster):
 
 
 def test_cli_index_cranfield(cluster, cli):
-    r = cli("--url", cluster.url, "index", "cranfield", "--index", "cranfield-cli")
+    r = cli("--url", cluster.url, "index", "cranfield", "--index", "cranfield-cli", "--recreate")
     assert r.returncode == 0, r.stderr
     assert "indexed 1400 documents into cranfield-cli with the english analyzer" in r.stdout
     cluster.conn().client().indices.delete(index="cranfield-cli")
