@@ -206,10 +206,13 @@ ServedStatsOpt = Annotated[Optional[Statistics], typer.Option("--statistics", he
 
 
 def _given_first_stage(fields: Optional[str], template: Optional[Path],
-                       statistics: Optional[Statistics]) -> FirstStage | None:
+                       statistics: Optional[Statistics], model=None) -> FirstStage | None:
     """The first stage the options give; None when none of --fields, --first-stage and
-    --statistics is given (a stored model is then served with its contract's)."""
+    --statistics is given and a stored ``model`` is served (with its contract's); without
+    a model, one line asking for it (the toolkit does not guess a user's fields)."""
     if fields is None and template is None:
+        if not model:
+            return _first_stage(fields, template)
         if statistics is not None:
             raise UserError("--statistics goes with --fields or --first-stage",
                             "name the first stage too, or drop --statistics to serve the model's contract")

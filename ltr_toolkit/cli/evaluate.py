@@ -51,9 +51,7 @@ def evaluate_models(ctx: typer.Context,
     weights = _weights(query_weight, rescore_weight)
     if weights is not None and not model:
         raise UserError("--query-weight and --rescore-weight go with --model")
-    stage = _given_first_stage(fields, first_stage, statistics)
-    if stage is None and not model:
-        stage = _first_stage(fields, first_stage)      # one line: name the first stage
+    stage = _given_first_stage(fields, first_stage, statistics, model)
     conn = _conn(ctx)
     report, _, qids = evaluate_live(conn, index, jl, model or [], cutoff, window, store,
                                     first_stage=stage, weights=weights, explain=html is not None)

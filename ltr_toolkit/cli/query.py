@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..errors import UserError
 from .common import (FieldsOpt, IndexOpt, JsonOpt, MaxTermsOpt, ParamOpt, QueriesIndexOpt,
-                     QueryWeightOpt, RescoreWeightOpt, ServedStatsOpt, SizeOpt, StoreOpt, _first_stage,
+                     QueryWeightOpt, RescoreWeightOpt, ServedStatsOpt, SizeOpt, StoreOpt,
                      TemplateOpt, WindowOpt, _conn, _given_first_stage, _ltr_conn, _print_json,
                      Target, _weights, alias, app, err, out, query_app)
 if TYPE_CHECKING:
@@ -43,9 +43,7 @@ def search_cmd(ctx: typer.Context,
     the hits. When the rescore fails, the first stage's hits, with a warning."""
     from ..serving.serving import Serving
     params = _params(text, param)
-    stage = _given_first_stage(fields, first_stage, statistics)
-    if stage is None and not model:
-        _first_stage(fields, first_stage)        # one line: name the first stage (no model names it)
+    stage = _given_first_stage(fields, first_stage, statistics, model)
     if show_request:
         return _show_request(ctx, stage, params, model, window, size, store, target,
                              _weights(query_weight, rescore_weight), max_terms)
