@@ -104,7 +104,7 @@ def test_uploads_version_and_prune_keeps_the_newest(store, cli, ltr_cluster, tmp
     for v in (1, 2):
         r = cli(*url, *up)
         assert r.returncode == 0 and f"lin-v{v}" in r.stdout, (r.stdout, r.stderr)
-    r = cli(*url, *up[:3], "lin-v2", *up[4:], "--exact")
+    r = cli(*url, *up[:4], "lin-v2", *up[5:], "--exact")
     assert r.returncode == 2 and "already exists" in r.stderr, r.stderr
     r = cli(*url, "model", "prune", "lin", "--keep", "1", "--store", name, "--yes")
     assert r.returncode == 0, r.stderr

@@ -11,6 +11,7 @@ from ltr_toolkit.query.firststage import FirstStage
 from ltr_toolkit.query.prepare import model_plan
 from ltr_toolkit.serving.rerank import Rescore, search
 from ltr_toolkit.stores import contract as C
+from ltr_toolkit.stores import contract_record as CR
 from ltr_toolkit.stores import store as st
 from ltr_toolkit.transport import lookups
 from ltr_toolkit.transport.client import request
@@ -42,11 +43,11 @@ def two_versions(ltr_cluster):
             request(conn, "POST", f"{st.store_path(store)}/_featureset/fs/_createmodel", store=store,
                     body={"model": {"name": name, "model": {"type": "model/linear",
                                                             "definition": {"title": 1.0}}}})
-            C.record(conn, name, store, C.Contract(window=window))
+            CR.record(conn, name, store, C.Contract(window=window))
         yield conn, index, store, models
     finally:
         for name in models:
-            C.forget_record(conn, name, store)
+            CR.forget_record(conn, name, store)
         c.indices.delete(index=index, ignore_unavailable=True)
         st.drop_store(conn, store)
 
@@ -93,7 +94,7 @@ def test_a_new_version_gets_its_own_plan_and_a_new_contract_a_new_one(two_versio
     assert v2.window == windows["m-v2"] and v2.rescore.model == "m-v2"
     assert sent                                      # v2's contract and definition were read
     assert plan("m-v1") is v1
-    C.record(conn, "m-v1", store, C.Contract(window=windows["m-v1"] + 4))
+    CR.record(conn, "m-v1", store, C.Contract(window=windows["m-v1"] + 4))
     renewed = plan("m-v1")
     assert renewed is not v1 and renewed.window == windows["m-v1"] + 4
 

@@ -155,7 +155,7 @@ def explain_cmd(ctx: typer.Context,
         qid = next((q for q, t in jl.queries.items() if t == text), None)
         grades = {d: g for (q, d), g in jl.grades.items() if q == qid} if qid else None
     conn = _ltr_conn(ctx)
-    stage = _given_first_stage(fields, first_stage, statistics)
+    stage = _given_first_stage(fields, first_stage, statistics, model)
     serving = Serving(index, stage, window, store, max_terms, model,
                       _weights(query_weight, rescore_weight)).served(conn)
     serving.first_stage.check(conn, index)

@@ -54,6 +54,8 @@ SAME_IN_EVERY_PART = ("featureset", "featureset_sha256", "store", "feature_names
 #: parts logged further apart than this are not one snapshot: an older part is logged
 #: again when its part runs, and refused at the merge
 PART_SPREAD_SECONDS = 12 * 3600
+#: the candidates' counts (per part, summed at the merge), not their settings
+CANDIDATE_COUNTS = ("judged", "unjudged", "judged_outside", "queries", "outside", "relevant_outside")
 
 
 def parse_part(text: str) -> tuple[int, int]:
@@ -214,7 +216,7 @@ def _setting(side: dict, key: str):
     value = side.get(key)
     if key == "candidates" and value:
         value = {k: v for k, v in value.items()
-                 if k not in ("judged", "unjudged", "judged_outside", "queries", "failed_queries")}
+                 if k not in CANDIDATE_COUNTS + ("failed_queries",)}
     return value
 
 
@@ -258,7 +260,7 @@ def _merged_candidates(first: dict | None, cands: list[dict]) -> dict | None:
     if first is None:
         return None
     merged = dict(first)
-    for key in ("judged", "unjudged", "judged_outside", "queries"):
+    for key in CANDIDATE_COUNTS:
         merged[key] = sum(c.get(key, 0) for c in cands)
     merged["failed_queries"] = [f for c in cands for f in c.get("failed_queries", [])]
     return merged
