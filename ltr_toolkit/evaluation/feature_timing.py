@@ -95,7 +95,9 @@ def _encoder_ms(conn, plan, param_list: list[dict]) -> np.ndarray:
     return np.asarray(out)
 
 
-def _cv_ndcg(ds, cols: list[int], make, folds: np.ndarray, k: int) -> np.ndarray:
+def cv_ndcg(ds, cols: list[int], make, folds: np.ndarray, k: int) -> np.ndarray:
+    """Per-query NDCG@k of models on the columns ``cols``, each query scored by the
+    model of the folds that left it out."""
     out = np.zeros(ds.n_queries)
     for f in np.unique(folds):
         train = ds.subset(np.flatnonzero(folds != f).tolist())
@@ -107,24 +109,34 @@ def _cv_ndcg(ds, cols: list[int], make, folds: np.ndarray, k: int) -> np.ndarray
     return out
 
 
-def feature_contributions(ds, make, groups: dict[str, list[str]] | None = None, folds: int = 5,
-                          k: int = 10, seed: int = 42) -> dict:
-    """Drop-one ablation under ``folds``-fold cross-validation over ds's queries.
-    ``make()``: a fresh estimator. ``groups``: more rows, each dropping several features.
-    Returns {"all": mean NDCG@k, "first_stage": the logged order's, "rows": {row:
-    {"ndcg", "delta", "p_value", "p_corrected"}}}: the paired randomisation test of each
-    row against all features, corrected for the number of rows (``rank.stats.compare``)."""
+def ablation_scores(ds, make, groups: dict[str, list[str]] | None = None, folds: int = 5,
+                    k: int = 10, seed: int = 42) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(the queries' folds, per-query NDCG@k on all features, {row: per-query NDCG@k
+    without the row's features}): the drop-one ablation's raw scores, every model under
+    the same folds."""
     names = list(ds.feature_names)
     where = np.random.default_rng(seed).permutation(ds.n_queries) % folds
     every = list(range(len(names)))
-    full = _cv_ndcg(ds, every, make, where, k)
+    full = cv_ndcg(ds, every, make, where, k)
     scores = {}
     drops = {n: [n] for n in names}
     drops.update({g: m for g, m in (groups or {}).items() if m and len(m) < len(names)})
     for row, dropped in drops.items():
         cols = [i for i in every if names[i] not in dropped]
         if cols:
-            scores[row] = _cv_ndcg(ds, cols, make, where, k)
+            scores[row] = cv_ndcg(ds, cols, make, where, k)
+    return where, full, scores
+
+
+def feature_contributions(ds, make, groups: dict[str, list[str]] | None = None, folds: int = 5,
+                          k: int = 10, seed: int = 42, scores=None) -> dict:
+    """Drop-one ablation under ``folds``-fold cross-validation over ds's queries.
+    ``make()``: a fresh estimator. ``groups``: more rows, each dropping several features.
+    Returns {"all": mean NDCG@k, "first_stage": the logged order's, "rows": {row:
+    {"ndcg", "delta", "p_value", "p_corrected"}}}: the paired randomisation test of each
+    row against all features, corrected for the number of rows (``rank.stats.compare``).
+    ``scores``: :func:`ablation_scores`' result when the caller has it already."""
+    _, full, scores = scores or ablation_scores(ds, make, groups, folds, k, seed)
     tests = compare({_ALL: full, **scores}, _ALL, confidence_level=None).tests
     rows = {row: {"ndcg": float(s.mean()), "delta": float(s.mean() - full.mean()),
                   "p_value": tests[row].p_value, "p_corrected": tests[row].p_corrected}

@@ -4,12 +4,14 @@ measure what each feature costs at serving time and brings to NDCG@k
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from ..stores.params import DERIVED, featureset_info
 from ..data.svmlight import load_logged
 from ..errors import UserError
-from ..evaluation.feature_timing import FEEDBACK, feature_contributions, feature_costs
+from ..evaluation.feature_selection import prune, pruned_featureset
+from ..evaluation.feature_timing import FEEDBACK, ablation_scores, feature_contributions, feature_costs
 from .selection import grid
 from .train import make_estimator
 
@@ -30,7 +32,8 @@ def ablation_settings(algo: str, n_queries: int) -> dict:
 def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambdamart",
                 folds: int = 5, timing_queries: int = 100, passes: int = 2, k: int = 10,
                 seed: int = 42, log=lambda msg: None) -> dict:
-    """{"cost": feature_costs(...), "contribution": feature_contributions(...), ...}. The
+    """{"cost": feature_costs(...), "contribution": feature_contributions(...),
+    "selection": feature_selection.prune(...) with the pruned set's file, ...}. The
     term budget is measured once, by the logging of the candidates (recorded in their
     sidecar); the timed queries' plan (that budget, the set's parameters, the encoder, the
     shards) and their parameters (vectors, first-stage ids) are made here, once, and
@@ -49,9 +52,9 @@ def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambda
     feedback = [n for n, ps in uses.items() if any(DERIVED.match(p) for p in ps)]
     settings = ablation_settings(algo, ds.n_queries)
     log(f"ablation: {algo} {settings}, {folds}-fold cross-validation")
-    contribution = feature_contributions(
-        ds, lambda: make_estimator(algo, k=k, seed=seed, **settings),
-        {FEEDBACK: feedback}, folds, k, seed)
+    make = partial(make_estimator, algo, k=k, seed=seed, **settings)
+    scores = ablation_scores(ds, make, {FEEDBACK: feedback}, folds, k, seed)
+    contribution = feature_contributions(ds, make, k=k, scores=scores)
     raw = [jl.query_params(q) for q in qids[:timing_queries]]
     log(f"timing {len(raw)} queries x {passes} passes")
     plan = serving.query_plan(conn, [p for ps in uses.values() for p in ps])
@@ -59,7 +62,12 @@ def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambda
     prepared = plan.params(conn, raw, first_ids=tops)              # as serving prepares them
     cost = feature_costs(conn, plan, featureset, info["feature_names"], uses,
                          list(zip(raw, prepared, tops)), passes, seed)
+    log("pruning: each feature the model does without, least helpful first")
+    selection = prune(ds, make, contribution, cost, scores[0], scores[1], k, log)
+    selection["featureset"] = pruned_featureset(info["features"], selection["kept"],
+                                                f"{featureset}-pruned")
     return {"featureset": featureset, "index": serving.index, "window": serving.depth,
             "queries": len(qids), "timed_queries": len(raw), "passes": passes,
             "algo": algo, "settings": settings, "folds": folds, "k": k,
-            "feedback_features": feedback, "cost": cost, "contribution": contribution}
+            "feedback_features": feedback, "cost": cost, "contribution": contribution,
+            "selection": selection}
