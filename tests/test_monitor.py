@@ -266,7 +266,8 @@ def test_a_job_writes_the_verdict_into_the_manifest(deployed, tmp_path):
     job_file.write_text(f'[logging]\nfeatureset = "fs"\nindex = "i"\njudgments = "j.txt"\n'
                         f'[output]\ndirectory = "out"\n[monitor]\nartifact = "{deployed / "model.json"}"\ncutoff = 5\n')
     job = load_job(job_file)
-    assert job.monitor == {"artifact": deployed / "model.json", "cutoff": 5}
+    assert job.monitor == {"artifact": deployed / "model.json", "cutoff": 5, "model": None,
+                           "live_queries": 20}
     newest = root / "run-20260103T000000Z"
     result = record_monitor(newest, monitor_snapshot(job, newest))
     written = json.loads((newest / "manifest.json").read_text())
@@ -281,4 +282,8 @@ def test_a_job_file_checks_its_monitor_section(tmp_path):
     job_file.write_text('[logging]\nfeatureset = "fs"\nindex = "i"\njudgments = "j.txt"\n'
                         '[output]\ndirectory = "out"\n[monitor]\ncutoff = 0\n')
     with pytest.raises(InputError, match="cutoff"):
+        load_job(job_file)
+    job_file.write_text('[logging]\nfeatureset = "fs"\nindex = "i"\njudgments = "j.txt"\n'
+                        '[output]\ndirectory = "out"\n[monitor]\nmodel = "m-v1"\n')
+    with pytest.raises(InputError, match="model needs artifact"):
         load_job(job_file)

@@ -8,18 +8,28 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .common import CutoffOpt, JsonOpt, ReportOpt, _print_json, _writable, app, out
+from ..errors import UserError
+from .common import (CutoffOpt, JsonOpt, ReportOpt, StoreOpt, _ltr_conn, _print_json, _writable,
+                     app, out)
 
 ArtifactOpt = Annotated[Optional[Path], typer.Option("--artifact", help="The deployed model's artifact (`ltr train -o`): its NDCG@K against the first stage's, now and at deployment; in a snapshot folder, the snapshot it was trained on is the reference.")]
+LiveModelOpt = Annotated[Optional[str], typer.Option("--model", help="The stored model serving the artifact, checked live: its served scores against the artifact's on the same documents (with --artifact, --index and --judgments).")]
+LiveIndexOpt = Annotated[Optional[str], typer.Option("--index", help="The index the live check searches (with --model).")]
+LiveJudgmentsOpt = Annotated[Optional[Path], typer.Option("--judgments", help="Judged queries whose texts the live check serves (with --model; RankLib, TREC qrels, CSV or JSONL).")]
+LiveQueriesOpt = Annotated[int, typer.Option("--live-queries", min=1, help="Queries the live check serves (the first N judged).")]
 DriftPlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw each flagged feature's distribution across the snapshots here (PNG; needs matplotlib).")]
 
 
 @app.command("monitor")
-def monitor_cmd(paths: Annotated[List[Path], typer.Argument(help="REFERENCE NEW (two logged files), or a job's snapshot folder (the newest snapshot against the model's training snapshot, else the oldest kept).")],
+def monitor_cmd(ctx: typer.Context, paths: Annotated[List[Path], typer.Argument(help="REFERENCE NEW (two logged files), or a job's snapshot folder (the newest snapshot against the model's training snapshot, else the oldest kept).")],
                 artifact: ArtifactOpt = None, cutoff: CutoffOpt = 10, json_out: JsonOpt = False,
-                output: ReportOpt = None, plot: DriftPlotOpt = None):
+                output: ReportOpt = None, plot: DriftPlotOpt = None,
+                model: LiveModelOpt = None, index: LiveIndexOpt = None,
+                judgments: LiveJudgmentsOpt = None, live_queries: LiveQueriesOpt = 20,
+                store: StoreOpt = None):
     """Check a newer logged snapshot against a reference: per feature its missing and
-    zero shares, PSI and KS (thresholds from measured null variation), the model's decay.
+    zero shares, PSI and KS (thresholds from measured null variation), the model's decay,
+    and with --model its served scores against the artifact's, live.
     Exit 0 ok, 4 drift, 5 degraded, 6 broken (2 user error)."""
     from ..io.atomic import write_json
     from ..pipeline.artifact import read_artifact
@@ -27,7 +37,8 @@ def monitor_cmd(paths: Annotated[List[Path], typer.Argument(help="REFERENCE NEW 
     _writable(output, plot)
     art = read_artifact(artifact) if artifact is not None else None
     ref, new, series = resolve(paths, art)
-    report = monitor(ref, new, artifact, cutoff, series)
+    live = _live(ctx, artifact, model, index, judgments, live_queries, store, cutoff)
+    report = monitor(ref, new, artifact, cutoff, series, live)
     if plot is not None:
         _plot(report, series, plot)
     if output is not None:
@@ -37,6 +48,28 @@ def monitor_cmd(paths: Annotated[List[Path], typer.Argument(help="REFERENCE NEW 
     else:
         out.print("\n".join(report["summary"]))
     raise typer.Exit(report["exit_code"])
+
+
+def _live(ctx, artifact, model, index, judgments, n, store, size):
+    """The live check's result, or None without --model."""
+    given = {"--index": index, "--judgments": judgments, "--artifact": artifact}
+    if model is None:
+        extra = [k for k, v in given.items() if v is not None and k != "--artifact"]
+        if extra:
+            raise UserError(f"{' and '.join(extra)} go with --model (the live check)",
+                            "name the stored model that serves the artifact, or drop them")
+        return None
+    lacking = [k for k, v in given.items() if v is None]
+    if lacking:
+        raise UserError(f"the live check of --model {model} needs {', '.join(lacking)}",
+                        "give the artifact it was uploaded from, the index it serves and judged queries")
+    from ..data.judgments import load_judgments
+    from ..pipeline.monitor import live_check
+    from ..serving.serving import Serving
+    jl = load_judgments(judgments)
+    params = [jl.query_params(q) for q in jl.judged_qids()[:n]]
+    serving = Serving(index, None, None, store, None, model)
+    return live_check(_ltr_conn(ctx), serving, artifact, params, size)
 
 
 def _plot(report: dict, series: list[Path], path: Path) -> None:

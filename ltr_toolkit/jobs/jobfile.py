@@ -31,7 +31,8 @@ KNOWN = {"cluster": {"url", "ca_certs", "insecure", "timeout"},
          "clicks": {"days", "model", "prior", "min_impressions", "grades", "levels", "positions",
                     "max_rank", "queries_index", "events_index", "click_actions"},
          # after each publish: `ltr monitor` of the newest snapshot, its verdict in the manifest
-         "monitor": {"artifact", "cutoff"}}
+         # (model: the stored model serving the artifact, checked live on live_queries)
+         "monitor": {"artifact", "cutoff", "model", "live_queries"}}
 
 
 @dataclass
@@ -61,7 +62,7 @@ class Job:
     raw: dict = field(default_factory=dict, repr=False)
     clicks: dict | None = None     # [clicks]: judgments from UBI events instead of a file
     via: str = "plugin"            # how features are logged (features.featurelog.VIAS)
-    monitor: dict | None = None    # [monitor]: {"artifact": Path | None, "cutoff": int}
+    monitor: dict | None = None    # [monitor]: {"artifact", "cutoff", "model", "live_queries"}
 
 
 class _Checker:
@@ -194,9 +195,16 @@ def load_job(path) -> Job:
 
 
 def _monitor(mon: dict, c: _Checker) -> dict:
-    """The [monitor] section: the deployed model's artifact (optional) and the cutoff."""
+    """The [monitor] section: the deployed model's artifact (optional), the cutoff, and the
+    stored model serving the artifact (optional: served vs local scores, live)."""
+    model = mon.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        c.fail("model", f"[monitor] model = {model!r}: expected the stored model's name (a string)", "monitor")
+    if model is not None and mon.get("artifact") in (None, ""):
+        c.fail("model", "[monitor] model needs artifact = the file it was uploaded from", "monitor")
     return {"artifact": c.rel(mon.get("artifact")),
-            "cutoff": c.positive("monitor", "cutoff", mon.get("cutoff", 10))}
+            "cutoff": c.positive("monitor", "cutoff", mon.get("cutoff", 10)), "model": model,
+            "live_queries": c.positive("monitor", "live_queries", mon.get("live_queries", 20))}
 
 
 def _clicks(cl: dict, c: _Checker) -> dict:

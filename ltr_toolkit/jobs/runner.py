@@ -92,7 +92,7 @@ from ..features.incremental import log_incremental, recorded_budget
 
 def run_job(job: Job, conn, log=lambda msg: None, after=None) -> dict:
     """Run the job once (see the module docstring). Returns the manifest. ``after(job,
-    snapshot)``: run once the snapshot is published when the job has a ``[monitor]``
+    snapshot, conn)``: run once the snapshot is published when the job has a ``[monitor]``
     section (``ltr job run`` passes ``ltr monitor``'s check); what it returns goes into
     the snapshot's manifest as ``monitor``."""
     directory = job.directory
@@ -117,7 +117,7 @@ def run_job(job: Job, conn, log=lambda msg: None, after=None) -> dict:
         manifest.update(snapshot=str(final), pruned=prune(directory, job.keep))
         shutil.rmtree(work)
         if after is not None and job.monitor is not None:
-            manifest["monitor"] = record_monitor(final, after(job, final))
+            manifest["monitor"] = record_monitor(final, after(job, final, conn))
         log(f"published {final.name}: {side['rows']} rows, {len(side['missing_docs'])} missing docs, "
             f"{len(side.get('failed_queries', []))} failed queries")
         return manifest

@@ -80,9 +80,10 @@ def _decay_part(ds, art, model, names, k) -> dict | None:
 
 
 def monitor(ref_path: Path, new_path: Path, artifact: Path | None = None, k: int = 10,
-            series: list[Path] = ()) -> dict:
+            series: list[Path] = (), live: dict | None = None) -> dict:
     """The report (see the module docstring): ``drift``, ``decay`` (None without a model
-    or a first stage to compare with), ``verdict``, ``exit_code``, ``summary`` lines."""
+    or a first stage to compare with), ``live`` (:func:`live_check`'s, when the caller
+    made it), ``verdict``, ``exit_code``, ``summary`` lines."""
     ref, new = load_logged(ref_path), load_logged(new_path)
     rs, ns = ref.meta.get("sidecar", {}), new.meta.get("sidecar", {})
     check_same_features(ref_path, rs, new_path, ns)
@@ -100,7 +101,7 @@ def monitor(ref_path: Path, new_path: Path, artifact: Path | None = None, k: int
         now, then = (_decay_part(d, art, model, names, k) for d in (new, ref))
         report["model"] = str(artifact)
         report["decay"] = None if now is None or not now["qids"] else D.decay(now, then)
-    return finish(report)
+    return finish(report, live)
 
 
 def finish(report: dict, live: dict | None = None) -> dict:
@@ -144,9 +145,50 @@ def summary(report: dict) -> list[str]:
         lines.append("  model: no first-stage order in the logged data to compare with")
     if report.get("live") is not None:
         lv = report["live"]
-        lines.append(f"  live: served vs local scores on {lv['queries']} queries, max |diff| "
-                     f"{lv['max_abs_diff']:.3g}" + ("" if lv["agree"] else " (they differ: broken)"))
+        lines.append(f"  live: model {lv['model']} served vs local scores on {lv['queries']} queries, "
+                     f"max relative diff {lv['max_rel_diff']:.3g}"
+                     + ("" if lv["agree"] else f" (broken: {lv['why']})"))
     return lines
+
+
+#: served and local scores agree within this relative difference (the plugin scores in
+#: float32; the parity tests hold trees to 1e-5 and networks to 1e-4)
+LIVE_RTOL = 1e-4
+
+
+def live_check(conn, serving, artifact: Path, param_list: list[dict], size: int = 10) -> dict:
+    """Served against local scores, live: for each query of ``param_list``, the top
+    ``size`` as the stored model ``serving.model`` serves them (its contract), each with
+    the feature values the plugin logged in the same request; the artifact's scores of
+    those values (``ltr predict``'s, blended as its contract says) must equal the served
+    ones. A stored model that is not the artifact (another version deployed, a feature
+    set changed under it) or a plugin that scores otherwise (an upgrade) shows here."""
+    from ..serving.explain import NothingFound, explain_query
+    art, model = load_model(artifact, scorer=True)
+    names = list(art.get("feature_names") or [])
+    worst, queries, skipped = 0.0, 0, 0
+    for params in param_list:
+        try:
+            docs = explain_query(conn, serving, params, size)["documents"]
+        except NothingFound:
+            skipped += 1
+            continue
+        absent = [f for f in names if docs and f not in docs[0]["features"]]
+        if absent:
+            return {"queries": queries + 1, "skipped": skipped, "agree": False,
+                    "max_rel_diff": float("inf"), "model": serving.model,
+                    "why": f"the served model has no feature {', '.join(absent)}"}
+        X = np.array([[np.nan if d["features"][f] is None else d["features"][f] for f in names]
+                      for d in docs], dtype=np.float64).reshape(len(docs), len(names))
+        local = model_scores(art, model, X, names)
+        served = np.array([d["served_score"] for d in docs], dtype=np.float64)
+        rel = np.abs(served - local) / np.maximum(1.0, np.abs(local))
+        worst = max(worst, float(rel.max(initial=0.0)))
+        queries += 1
+    agree = worst <= LIVE_RTOL
+    return {"queries": queries, "skipped": skipped, "agree": agree, "max_rel_diff": worst,
+            "model": serving.model, "why": None if agree else
+            f"served and local scores differ by up to {worst:.3g} (relative; tolerance {LIVE_RTOL:g})"}
 
 
 def column_series(paths: list[Path], features: list[str]) -> dict:
@@ -162,9 +204,10 @@ def column_series(paths: list[Path], features: list[str]) -> dict:
     return out
 
 
-def monitor_snapshot(job, snapshot: Path) -> dict:
+def monitor_snapshot(job, snapshot: Path, conn=None) -> dict:
     """A job's check after it published ``snapshot`` (``[monitor]``): what goes into the
-    manifest (the verdict, its exit code, the flagged features, the model's gain)."""
+    manifest (the verdict, its exit code, the flagged features, the model's gain, and with
+    ``model``, served vs local scores on the job's first ``live_queries`` judged queries)."""
     from .artifact import read_artifact
     artifact = job.monitor.get("artifact")
     art = read_artifact(artifact) if artifact is not None else None
@@ -172,7 +215,9 @@ def monitor_snapshot(job, snapshot: Path) -> dict:
         ref, new, series = resolve([job.directory], art)
     except UserError as exc:
         return {"verdict": None, "note": str(exc)}
-    report = monitor(ref, new, artifact, job.monitor.get("cutoff", 10), series)
+    cutoff = job.monitor.get("cutoff", 10)
+    live = _job_live(job, conn, artifact, cutoff) if job.monitor.get("model") else None
+    report = monitor(ref, new, artifact, cutoff, series, live)
     dec = report["decay"]
     return {"verdict": report["verdict"], "exit_code": report["exit_code"],
             "reference": str(ref), "thresholds": report["drift"]["thresholds"],
@@ -181,4 +226,13 @@ def monitor_snapshot(job, snapshot: Path) -> dict:
             "model": None if dec is None else {"verdict": dec["verdict"], "now": dec["now"],
                                                "deployment": dec["deployment"], "change": dec["change"],
                                                "reasons": dec["reasons"]},
-            "summary": report["summary"]}
+            "live": report["live"], "summary": report["summary"]}
+
+
+def _job_live(job, conn, artifact: Path, size: int) -> dict:
+    from ..data.judgments import load_judgments
+    from ..serving.serving import Serving
+    jl = load_judgments(job.judgments, job.fmt, job.queries)
+    params = [jl.query_params(q) for q in jl.judged_qids()[:job.monitor["live_queries"]]]
+    serving = Serving(job.index, None, None, job.store, None, job.monitor["model"])
+    return live_check(conn, serving, artifact, params, size)

@@ -32,6 +32,10 @@ from .rerank import _search
 from .serving import Serving
 
 LOG = "ltr_toolkit_explain"
+
+
+class NothingFound(UserError):
+    """The first stage finds no document for the query: nothing to explain."""
 BASELINE = "a document that matches no feature (every feature missing)"
 
 
@@ -79,7 +83,7 @@ def explain_query(conn: Connection, serving: Serving, params: dict, size: int = 
     first = plan.first_ids(conn, [params], max(plan.window, size, plan.first_depth))[0] or []
     top = first[:plan.window]
     if not top:
-        raise UserError(f"the first stage finds nothing for {params.get('keywords', '')!r} "
+        raise NothingFound(f"the first stage finds nothing for {params.get('keywords', '')!r} "
                         f"in index {s.index}", "try another query or check --fields")
     mp = plan.params(conn, [params], first_ids=[first])[0]
     body = search_body(s.first_stage, plan.keywords(params), len(top), s.rescore, model_params=mp,
