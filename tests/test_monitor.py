@@ -287,3 +287,35 @@ def test_a_job_file_checks_its_monitor_section(tmp_path):
                         '[output]\ndirectory = "out"\n[monitor]\nmodel = "m-v1"\n')
     with pytest.raises(InputError, match="model needs artifact"):
         load_job(job_file)
+
+
+HOSTILE_NAME = '<img src=x onerror="window.__pwned=1">sig</td><script>window.__pwned=2</script>'
+
+
+def test_the_monitor_page_shows_hostile_names_as_text_in_a_real_browser(deployed, tmp_path):
+    """--html: the verdict, the summary, the features' table and the picture; a feature
+    name from the user's feature set is shown as text, never run (Debian's Chromium)."""
+    from browser import chromium
+    files = []
+    for name, rng, drop in (("ref", 1, False), ("new", 3, True)):
+        path = _logged(tmp_path / f"{name}.txt", np.random.default_rng(rng), drop_signal=drop)
+        side = json.loads(path.with_suffix(".txt.json").read_text())
+        side["feature_names"] = ["first_stage", HOSTILE_NAME, "price"]
+        side["first_stage_feature"] = "first_stage"
+        path.with_suffix(".txt.json").write_text(json.dumps(side))
+        files.append(path)
+    page = tmp_path / "monitor.html"
+    assert main(["monitor", *map(str, files), "--html", str(page)]) == 6
+    raw = page.read_text()
+    assert HOSTILE_NAME not in raw and "<script" not in raw.lower()
+    browser = chromium()
+    try:
+        browser.get(page.as_uri())
+        from selenium.webdriver.common.by import By
+        body = browser.find_element(By.TAG_NAME, "body").text
+        assert body.startswith("broken (exit 6)") and HOSTILE_NAME in body
+        assert browser.execute_script("return window.__pwned === undefined"), "a payload ran"
+        imgs = browser.execute_script("return [...document.images].map((i) => i.naturalWidth)")
+        assert len(imgs) == 1 and imgs[0] > 100             # the picture, drawn inline
+    finally:
+        browser.quit()

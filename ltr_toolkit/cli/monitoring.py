@@ -13,6 +13,7 @@ from .common import (CutoffOpt, JsonOpt, ReportOpt, StoreOpt, _ltr_conn, _print_
                      app, out)
 
 ArtifactOpt = Annotated[Optional[Path], typer.Option("--artifact", help="The deployed model's artifact (`ltr train -o`): its NDCG@K against the first stage's, now and at deployment; in a snapshot folder, the snapshot it was trained on is the reference.")]
+MonitorHtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write the verdict as a page to open in a browser: the summary, every feature's figures and the flagged features' picture (self-contained HTML).")]
 LiveModelOpt = Annotated[Optional[str], typer.Option("--model", help="The stored model serving the artifact, checked live: its served scores against the artifact's on the same documents (with --artifact, --index and --judgments).")]
 LiveIndexOpt = Annotated[Optional[str], typer.Option("--index", help="The index the live check searches (with --model).")]
 LiveJudgmentsOpt = Annotated[Optional[Path], typer.Option("--judgments", help="Judged queries whose texts the live check serves (with --model; RankLib, TREC qrels, CSV or JSONL).")]
@@ -23,7 +24,7 @@ DriftPlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw 
 @app.command("monitor")
 def monitor_cmd(ctx: typer.Context, paths: Annotated[List[Path], typer.Argument(help="REFERENCE NEW (two logged files), or a job's snapshot folder (the newest snapshot against the model's training snapshot, else the oldest kept).")],
                 artifact: ArtifactOpt = None, cutoff: CutoffOpt = 10, json_out: JsonOpt = False,
-                output: ReportOpt = None, plot: DriftPlotOpt = None,
+                output: ReportOpt = None, plot: DriftPlotOpt = None, html: MonitorHtmlOpt = None,
                 model: LiveModelOpt = None, index: LiveIndexOpt = None,
                 judgments: LiveJudgmentsOpt = None, live_queries: LiveQueriesOpt = 20,
                 store: StoreOpt = None):
@@ -34,13 +35,15 @@ def monitor_cmd(ctx: typer.Context, paths: Annotated[List[Path], typer.Argument(
     from ..io.atomic import write_json
     from ..pipeline.artifact import read_artifact
     from ..pipeline.monitor import monitor, resolve
-    _writable(output, plot)
+    _writable(output, plot, html)
     art = read_artifact(artifact) if artifact is not None else None
     ref, new, series = resolve(paths, art)
     live = _live(ctx, artifact, model, index, judgments, live_queries, store, cutoff)
     report = monitor(ref, new, artifact, cutoff, series, live)
     if plot is not None:
         _plot(report, series, plot)
+    if html is not None:
+        _html(report, series, html, plot)
     if output is not None:
         write_json(output, report)
     if json_out:
@@ -70,6 +73,24 @@ def _live(ctx, artifact, model, index, judgments, n, store, size):
     params = [jl.query_params(q) for q in jl.judged_qids()[:n]]
     serving = Serving(index, None, None, store, None, model)
     return live_check(_ltr_conn(ctx), serving, artifact, params, size)
+
+
+def _html(report: dict, series: list[Path], path: Path, plot: Optional[Path]) -> None:
+    """The page, with the picture inline (drawn for it when --plot did not)."""
+    import tempfile
+    from ..evaluation.html import write_monitor_html
+    png = None
+    if plot is not None:
+        png = plot.read_bytes()
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                _plot(dict(report), series, Path(tmp) / "drift.png")
+                png = (Path(tmp) / "drift.png").read_bytes()
+            except UserError:        # no matplotlib: the page without its picture
+                png = None
+    write_monitor_html(path, report, png)
+    report["html"] = str(path)
 
 
 def _plot(report: dict, series: list[Path], path: Path) -> None:

@@ -102,3 +102,42 @@ def _page() -> str:
 
 
 _PAGE = _page()
+
+
+#: the monitor's page runs no program: its CSP allows inline styles and data: images only
+_MONITOR_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+_FLAG_COLOURS = {"ok": "#2e7d32", "drift": "#ef6c00", "degraded": "#c62828", "broken": "#6a1b9a"}
+
+
+def monitor_page(report: dict, png: bytes | None = None) -> str:
+    """``ltr monitor``'s verdict as a page a person opens: the verdict, the summary lines,
+    a table of every feature's figures (flagged first) and the picture of the flagged
+    features' distributions across snapshots (``png``, inline). Every text (feature
+    names, paths: the user's) is escaped; the page has no script."""
+    from html import escape
+    feats = sorted(report["drift"]["features"], key=lambda f: f["flag"] == "ok")
+    rows = "".join(
+        f"<tr><td>{escape(f['feature'])}</td><td style=\"color:{_FLAG_COLOURS.get(f['flag'], '#000')}\">"
+        f"{escape(f['flag'])}</td><td>{f['psi']:.3g}</td><td>{f['ks']:.3g}</td>"
+        f"<td>{f['missing'][0]:.0%} &rarr; {f['missing'][1]:.0%}</td><td>{escape(f['why'] or '')}</td></tr>"
+        for f in feats)
+    verdict = report["verdict"]
+    picture = ("" if not png else '<h2>Flagged features across snapshots</h2><img alt="distributions" '
+               f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_MONITOR_CSP}">'
+        f"<title>ltr monitor: {escape(verdict)}</title><style>body{{font:14px sans-serif;margin:2em}}"
+        "td,th{padding:2px 10px;text-align:left}pre{background:#f5f5f5;padding:1em;white-space:pre-wrap}"
+        "img{max-width:100%}</style></head><body>"
+        f'<h1 style="color:{_FLAG_COLOURS.get(verdict, "#000")}">{escape(verdict)} '
+        f"(exit {int(report['exit_code'])})</h1><pre>{escape(chr(10).join(report['summary']))}</pre>"
+        "<h2>Features</h2><table><tr><th>feature</th><th>flag</th><th>PSI</th><th>KS</th>"
+        f"<th>missing</th><th>why</th></tr>{rows}</table>{picture}</body></html>")
+
+
+def write_monitor_html(path, report: dict, png: bytes | None = None) -> Path:
+    path = Path(path)
+    with atomic_write(path, "w") as fh:
+        fh.write(monitor_page(report, png))
+    return path
