@@ -30,3 +30,24 @@ ES_LTR_PLUGIN_VERSION = "1.5.10-es" + ELASTICSEARCH_VERSION
 ES_MIN_JAVA, ES_MAX_JAVA = 17, 24
 ELASTICSEARCH_ARTIFACT = (
     "org.elasticsearch.distribution.integ-test-zip", "elasticsearch", ELASTICSEARCH_VERSION, "zip")
+
+#: Every version ``ltr cluster start --version`` provisions, per engine: its LTR plugin
+#: build (the zip's descriptor names the engine version), the Java feature versions its
+#: launcher accepts (min, max or None) and OpenSearch's k-NN plugin on Maven Central (None:
+#: not served for that version, so its node has the lexical features only). The pinned
+#: versions above stay the default. Which plugin behaviour each has (a tree's missing
+#: values, ...) is read from the cluster: ``transport.engine``.
+SUPPORTED = {
+    "opensearch": {
+        "2.19.6": {"plugin": "2.19.6.0", "java": (11, None), "knn": "2.19.6.0"},
+        OPENSEARCH_VERSION: {"plugin": LTR_PLUGIN_VERSION, "java": (MIN_JAVA, None),
+                             "knn": OPENSEARCH_VERSION + ".0"},
+        "3.8.0": {"plugin": "3.8.0.0", "java": (MIN_JAVA, None), "knn": None},
+    },
+    "elasticsearch": {
+        ELASTICSEARCH_VERSION: {"plugin": ES_LTR_PLUGIN_VERSION, "java": (ES_MIN_JAVA, ES_MAX_JAVA)},
+        "8.18.6": {"plugin": "1.5.10-es8.18.6", "java": (ES_MIN_JAVA, ES_MAX_JAVA)},
+        # 9.x runs without a security manager: Java 21 and later
+        "9.0.8": {"plugin": "1.5.12-es9.0.8", "java": (21, None)},
+    },
+}

@@ -11,6 +11,7 @@ from typing import Annotated, List, Optional
 import typer
 from rich.table import Table
 
+from .. import versions
 from ..errors import ClusterError, UserError
 from .common import (Algo, EXIT_PARTIAL, CutoffOpt, FieldsOpt, FoldsOpt, IndexOpt,
                      InputFormatOpt, JsonOpt, OldEngineOpt, QueriesFileOpt, ReportOpt, Statistics,
@@ -23,23 +24,24 @@ from .common import (Algo, EXIT_PARTIAL, CutoffOpt, FieldsOpt, FoldsOpt, IndexOp
 def cluster_start(ctx: typer.Context, engine: OldEngineOpt = None,
                   no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start the engine without the LTR plugin when it cannot be provisioned (diagnostics only).")] = False,
                   nodes: Annotated[int, typer.Option("--nodes", min=1, help="Start a cluster of N local nodes (each 512 MiB heap).")] = 1,
-                  no_knn: Annotated[bool, typer.Option("--no-knn", help="OpenSearch: without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False):
+                  no_knn: Annotated[bool, typer.Option("--no-knn", help="OpenSearch: without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False,
+                  version: Annotated[Optional[str], typer.Option("--version", help=f"The engine version: OpenSearch {', '.join(versions.SUPPORTED['opensearch'])} (default {versions.OPENSEARCH_VERSION}); Elasticsearch {', '.join(versions.SUPPORTED['elasticsearch'])} (default {versions.ELASTICSEARCH_VERSION}). Its LTR plugin zip: the one in $LTR_HOME/plugins whose descriptor names it.")] = None):
     """Provision (cached) and start a local node of `ltr --engine E` (OpenSearch 3.6.0 or
-    Elasticsearch 8.17.0, from Maven Central), or a cluster of N nodes; return when it is
-    healthy."""
+    Elasticsearch 8.17.0 unless --version says otherwise, from Maven Central), or a
+    cluster of N nodes; return when it is healthy."""
     from ..localnode import process as localnode
     from ..localnode.distributions import distribution
     from ..localnode.cluster import start_cluster
     t0 = time.monotonic()
-    dist = distribution(_old_engine(ctx, engine))
+    dist = distribution(_old_engine(ctx, engine), version)
     if nodes > 1:
         started = start_cluster(nodes, require_plugin=not no_ltr, log=lambda m: err.print(m),
-                                engine=dist.engine)
+                                engine=dist.engine, version=version)
         out.print(f"{nodes} {dist.label} nodes healthy at {', '.join(s.url for s in started)} (pids "
                   f"{', '.join(str(s.pid) for s in started)}) in {time.monotonic() - t0:.1f}s")
         return
     info, started = localnode.start(require_plugin=not no_ltr, knn=not no_knn,
-                                    log=lambda m: err.print(m), engine=dist.engine)
+                                    log=lambda m: err.print(m), engine=dist.engine, version=version)
     if not started:
         out.print(f"a {dist.label} node already runs: {info.url} (pid {info.pid}); nothing started")
         return

@@ -38,10 +38,12 @@ def nodes(dist: Distribution = OPENSEARCH_DIST) -> list[NodeInfo]:
 
 
 def start_cluster(n: int, require_plugin: bool = True, timeout: float = 300.0,
-                  log=lambda msg: None, engine: str | None = None) -> list[NodeInfo]:
-    """Start ``n`` nodes of ``engine`` (None: OpenSearch) as one cluster; returns when all
-    have joined, the cluster is green and (with the plugin) the LTR plugin answers."""
-    dist = distribution(engine)
+                  log=lambda msg: None, engine: str | None = None,
+                  version: str | None = None) -> list[NodeInfo]:
+    """Start ``n`` nodes of ``engine`` (None: OpenSearch) at ``version`` (None: the pinned
+    one) as one cluster; returns when all have joined, the cluster is green and (with the
+    plugin) the LTR plugin answers."""
+    dist = distribution(engine, version)
     if n < 2:
         raise UserError(f"--nodes {n}: a cluster needs at least 2 nodes (`ltr cluster start` alone starts one)")
     with state_lock():

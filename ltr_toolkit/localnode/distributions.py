@@ -10,7 +10,7 @@ Maven Central when it has it), and run as an unprivileged user on 127.0.0.1.
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import versions
@@ -81,13 +81,30 @@ DISTRIBUTIONS = (OPENSEARCH_DIST, ELASTICSEARCH_DIST)
 _BY_ENGINE = {d.engine: d for d in DISTRIBUTIONS}
 
 
-def distribution(engine: str | None) -> Distribution:
-    """The distribution of ``engine`` (None: OpenSearch)."""
+def distribution(engine: str | None, version: str | None = None) -> Distribution:
+    """The distribution of ``engine`` (None: OpenSearch) at ``version`` (None: the pinned
+    one), from :data:`versions.SUPPORTED`; one line naming the supported versions
+    otherwise."""
     from ..errors import UserError
     try:
-        return _BY_ENGINE[(engine or OPENSEARCH).lower()]
+        base = _BY_ENGINE[(engine or OPENSEARCH).lower()]
     except KeyError:
         raise UserError(f"unknown engine {engine!r}", f"use one of {', '.join(ENGINES)}") from None
+    if version is None or version == base.version:
+        return base
+    known = versions.SUPPORTED[base.engine]
+    if version not in known:
+        raise UserError(f"{base.label} {version} is not a supported version",
+                        f"use one of {', '.join(known)}; the default is {base.version}")
+    v = known[version]
+    group, artifact, _, kind = base.artifact
+    changes = dict(version=version, artifact=(group, artifact, version, kind), java=v["java"],
+                   plugin_version=v["plugin"])
+    if base.engine == OPENSEARCH:
+        changes.update(plugin_artifact=(*base.plugin_artifact[:2], v["plugin"], "zip"),
+                       extra_plugins=() if v["knn"] is None else
+                       (("opensearch-knn", (*versions.KNN_PLUGIN_ARTIFACT[:2], v["knn"], "zip")),))
+    return replace(base, **changes)
 
 
 def descriptor(path: Path) -> dict[str, str]:

@@ -54,8 +54,10 @@ def plugin_dir() -> Path:
 def supplied_plugin_zip(dist: Distribution = OPENSEARCH_DIST) -> Path | None:
     """The user-supplied LTR plugin zip for ``dist``'s engine: its variable
     (``LTR_PLUGIN_ZIP``, ``LTR_ES_PLUGIN_ZIP``), else of the zips in :func:`plugin_dir`
-    built for that engine (by their descriptor, else their name) the one built for the
-    pinned version, else one naming the pinned plugin version, else any; or None."""
+    built for that engine (by their descriptor, else their name) the one whose descriptor
+    names ``dist``'s version, else one without a descriptor version naming its plugin
+    version, else any without a descriptor version (a zip built for another version never
+    installs); or None."""
     override = os.environ.get(dist.zip_env)
     if override:
         p = Path(override).expanduser()
@@ -68,8 +70,9 @@ def supplied_plugin_zip(dist: Distribution = OPENSEARCH_DIST) -> Path | None:
         return None
     zips = sorted(p for p in folder.glob("*.zip") if p.is_file() and zip_engine(p) == dist.engine)
     built = [p for p in zips if zip_version(p, dist) == dist.version]
-    pinned = [p for p in zips if dist.plugin_version in p.name]
-    chosen = built or pinned or zips
+    unknown = [p for p in zips if zip_version(p, dist) is None]   # a zip built for another
+    pinned = [p for p in unknown if dist.plugin_version in p.name]  # version is never chosen
+    chosen = built or pinned or unknown
     return chosen[-1] if chosen else None
 
 

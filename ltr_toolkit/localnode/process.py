@@ -16,7 +16,7 @@ from pathlib import Path
 
 from opensearchpy.exceptions import TransportError
 
-from ..errors import ClusterError, ProvisionError
+from ..errors import ClusterError, ProvisionError, UserError
 from ..io.atomic import write_json
 from ..transport.client import Connection, check_ltr, probe_store
 from .distributions import ELASTICSEARCH_DIST, OPENSEARCH_DIST, Distribution, distribution
@@ -85,14 +85,18 @@ def _tail(path: Path, n: int = 5) -> str:
 
 def start(require_plugin: bool = True, timeout: float = 180.0, log=lambda msg: None,
           settings: dict | None = None, knn: bool = True,
-          engine: str | None = None) -> tuple[NodeInfo, bool]:
-    """Start the local node of ``engine`` (None: OpenSearch); returns (info, started). A
-    running node is reported, not restarted. ``settings``: extra node settings (``-E
-    key=value``), e.g. a small ``thread_pool.search.size`` to see how a client copes with
-    rejections."""
-    dist = distribution(engine)
+          engine: str | None = None, version: str | None = None) -> tuple[NodeInfo, bool]:
+    """Start the local node of ``engine`` (None: OpenSearch) at ``version`` (None: the
+    pinned one, or the one running); returns (info, started). A running node is reported,
+    not restarted (one of another version than asked: one line). ``settings``: extra node
+    settings (``-E key=value``), e.g. a small ``thread_pool.search.size`` to see how a
+    client copes with rejections."""
+    dist = distribution(engine, version)
     with state_lock():
         info = running_node(dist.engine)
+        if info and version is not None and info.version != version:
+            raise UserError(f"a local {dist.label} {info.version} node already runs at {info.url}",
+                            f"stop it first with `ltr cluster stop` to start {dist.label} {version}")
         if info:
             return info, False
         inst = provision(require_plugin=require_plugin, log=log, knn=knn, dist=dist)

@@ -38,17 +38,19 @@ def provision(require_plugin: bool = True, log=lambda msg: None, knn: bool = Tru
         os.chmod(root, 0o755)
         check_reachable(root)
     home = root / dist.home_name
-    downloaded = False
-    if not (home / ".ltr-toolkit-ready").is_file():
-        downloaded = _unpack(dist, root, home, log)
-    plugin = plugin_installed(home)
-    if not plugin:
+    zip_path = None
+    ready = (home / ".ltr-toolkit-ready").is_file()
+    if not (ready and plugin_installed(home)):   # the zip first: named before a download
         try:
             zip_path = plugin_zip(log, dist)
         except ProvisionError:
             if require_plugin:
                 raise
-            zip_path = None
+    downloaded = False
+    if not ready:
+        downloaded = _unpack(dist, root, home, log)
+    plugin = plugin_installed(home)
+    if not plugin:
         if zip_path is not None:
             log(f"installing LTR plugin from {zip_path}")
             plugin_command(home, java, log, dist, "install", zip_path.resolve().as_uri(), "the LTR plugin")

@@ -1,0 +1,81 @@
+"""The versions users run (issue 50), offline: each supported version's distribution, its
+plugin zip chosen by the descriptor, and one line for what is missing or unsupported."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from ltr_toolkit import versions
+from ltr_toolkit.errors import ProvisionError, UserError
+from ltr_toolkit.localnode import plugins
+from ltr_toolkit.localnode.distributions import ELASTICSEARCH_DIST, OPENSEARCH_DIST, distribution
+
+
+def _zip(path, descriptor: str):
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("plugin.jar", b"x")
+        zf.writestr("plugin-descriptor.properties", descriptor)
+    return path
+
+
+@pytest.mark.parametrize("engine", ["opensearch", "elasticsearch"])
+def test_every_supported_version_has_its_distribution(engine):
+    base = distribution(engine)
+    assert distribution(engine, base.version) is base                 # the pinned default
+    for version, spec in versions.SUPPORTED[engine].items():
+        d = distribution(engine, version)
+        assert d.version == version and d.artifact[2] == version and d.home_name.endswith(version)
+        assert d.plugin_version == spec["plugin"] and d.java == spec["java"]
+        if engine == "opensearch":     # the k-NN plugin where Maven Central serves one
+            knn = [a for n, a in d.extra_plugins if n == "opensearch-knn"]
+            assert knn == ([] if spec["knn"] is None else [(*knn[0][:2], spec["knn"], "zip")])
+            assert d.plugin_artifact[2] == spec["plugin"]
+    assert distribution("opensearch", "3.8.0").extra_plugins == ()     # not on Maven Central
+
+
+def test_an_unsupported_version_is_one_line_naming_the_supported():
+    with pytest.raises(UserError) as ei:
+        distribution("elasticsearch", "8.16.0")
+    assert "8.16.0 is not a supported version" in str(ei.value)
+    assert all(v in ei.value.hint for v in versions.SUPPORTED["elasticsearch"])
+
+
+def test_the_zip_is_the_one_built_for_the_version(monkeypatch, tmp_path):
+    for var in ("LTR_PLUGIN_ZIP", "LTR_ES_PLUGIN_ZIP"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LTR_HOME", str(tmp_path))
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    z36 = _zip(folder / "a.zip", "name=opensearch-ltr\nopensearch.version=3.6.0\n")
+    z38 = _zip(folder / "b.zip", "name=opensearch-ltr\nopensearch.version=3.8.0\n")
+    es9 = _zip(folder / "c.zip", "name=ltr\nelasticsearch.version=9.0.8\n")
+    assert plugins.supplied_plugin_zip(OPENSEARCH_DIST) == z36
+    assert plugins.supplied_plugin_zip(distribution("opensearch", "3.8.0")) == z38
+    assert plugins.supplied_plugin_zip(distribution("opensearch", "2.19.6")) is None
+    assert plugins.supplied_plugin_zip(distribution("elasticsearch", "9.0.8")) == es9
+    assert plugins.supplied_plugin_zip(ELASTICSEARCH_DIST) is None     # built for 9.0.8: never
+
+
+def test_a_missing_zip_is_named_before_anything_is_downloaded(cli):
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+    home = Path(tempfile.mkdtemp(prefix="ltr-versions-", dir="/var/tmp"))   # nobody enters it
+    os.chmod(home, 0o755)
+    r = cli("--engine", "elasticsearch", "cluster", "start", "--version", "9.0.8",
+            env={"LTR_HOME": str(home), "LTR_ES_PLUGIN_ZIP": ""})
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no LTR plugin zip for Elasticsearch 9.0.8" in lines[0]
+    assert "elasticsearch-ltr-1.5.12-es9.0.8.zip" in lines[0]
+    assert not (home / "elasticsearch-9.0.8").exists()                # no distribution fetched
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def test_cluster_start_refuses_an_unsupported_version_in_one_line(cli):
+    r = cli("cluster", "start", "--version", "3.7.0")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "OpenSearch 3.7.0 is not a supported version" in r.stderr and "3.8.0" in r.stderr
