@@ -112,7 +112,7 @@ def catalogue(conn, wd: Path) -> list[dict]:
     clone(conn, "mon-catalogue", "mon-catalogue-x100", script="ctx._source.popularity *= 100")
     fs = json.loads(Path(cranfield.FEATURE_SET).read_text())
     feats = fs["featureset"]["features"] if "featureset" in fs else fs["features"]
-    feats.append({"name": "popularity", "params": ["keywords"], "template_language": "mustache",
+    feats.append({"name": "popularity", "params": [], "template_language": "mustache",
                   "template": {"function_score": {"query": {"match_all": {}}, "boost_mode": "replace",
                                "field_value_factor": {"field": "popularity", "missing": 0}}}})
     (wd / "catalogue-fs.json").write_text(json.dumps(fs))
