@@ -1,5 +1,5 @@
 """`ltr monitor --model`: the deployed model's served scores against its artifact's, live
-on the session's Cranfield index: equal for the artifact it was uploaded from, `broken`
+on the session's Cranfield index, on each engine: equal for the artifact it was uploaded from, `broken`
 (exit 6, named) when the stored model is not that artifact."""
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ ALGOS = {"lambdamart": dict(trees=20, depth=3, lr=0.1), "linear": dict(epochs=5)
 
 
 @pytest.fixture(scope="module")
-def served(ltr_cluster, cranfield_index, tmp_path_factory):
+def served(engine_cluster, engine_cranfield, tmp_path_factory):
     """Two models (lambdamart, linear) trained on 40 logged queries and uploaded with their
     contracts; the judgments file and the logged file."""
-    conn = ltr_cluster.conn()
+    conn = engine_cluster.conn()
     st.init_store(conn, None)
     fs, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.LEXICAL_FEATURE_SET))
-    index = cranfield_index["index"]
+    index = engine_cranfield["index"]
     d = tmp_path_factory.mktemp("monlive")
     jl = cranfield.split_judgments("test")
     jl = jl.subset(jl.judged_qids()[:40])
@@ -41,7 +41,7 @@ def served(ltr_cluster, cranfield_index, tmp_path_factory):
         train_from_files(d / "ref.txt", algo=algo, output=d / f"{algo}.json", **kw)
         art, model = load_model(d / f"{algo}.json")
         names[algo] = upload(conn, art, model, f"monlive-{algo}-{tag}", fs)["name"]
-    return ltr_cluster.url, index, d, names
+    return engine_cluster.url, index, d, names
 
 
 def _monitor(capsys, url, d, index, artifact, model, *extra):
