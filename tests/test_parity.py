@@ -177,10 +177,12 @@ def _create(conn, fs, name, model):
 
 
 def test_plugin_rule_tree_missing_branch(engine_cluster):
-    """Where a tree sends a feature that does not match (NaN). OpenSearch's 3.6: the "no"
-    branch, even where the node's ``missing`` names "yes" (3.8+ follows ``missing``).
-    Elasticsearch's 1.5.10: the branch ``missing`` names. The toolkit's exports set
-    ``missing`` = ``no``, so every one of these agrees with ``ltr predict``."""
+    """Where a tree sends a feature that does not match (NaN). OpenSearch's plugin before
+    3.2 reads it as 0.0 (2.19.6.0: ``missing`` ignored); 3.2-3.7: the "no" branch, even
+    where the node's ``missing`` names "yes"; 3.8+ and Elasticsearch's 1.5.x: the branch
+    ``missing`` names. The toolkit's exports set ``missing`` = ``no``; on the versions
+    that read it as 0.0, logged data reads it as 0.0 too (``Engine.missing_rule``), so
+    every one of these agrees with ``ltr predict``."""
     conn = engine_cluster.conn()
     st.init_store(conn, None)
     c = conn.client()
@@ -194,8 +196,13 @@ def test_plugin_rule_tree_missing_branch(engine_cluster):
     try:
         got = _scores(c, index, name)
         assert got["1"] == 1.0     # present and < threshold: "yes"
-        follows_missing = engine_cluster.engine == "elasticsearch"
-        assert got["2"] == (1.0 if follows_missing else 2.0)   # missing names "yes"
+        from ltr_toolkit.transport.engine import detect
+        engine = detect(conn)
+        v = engine.version_tuple()
+        as_zero = engine.name == "opensearch" and v < (3, 2)       # 0 < 100: "yes"
+        follows_missing = engine.name == "elasticsearch" or v >= (3, 8)
+        assert got["2"] == (1.0 if as_zero or follows_missing else 2.0)   # missing names "yes"
+        assert engine.missing_rule == ("zero" if as_zero else "absent")
     finally:
         c.indices.delete(index=index, ignore_unavailable=True)
 

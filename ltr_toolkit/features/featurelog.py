@@ -46,7 +46,7 @@ from pathlib import Path
 
 from ..io.checkpoint import CheckpointedOutput
 from ..data.judgments import JudgmentList
-from ..data.logged import MISSING_ABSENT, header_line, row_text
+from ..data.logged import header_line, row_text
 from ..errors import (ClusterError, MissingResourceError, PluginMissingError,
                       StoreMissingError, UserError)
 from ..io.atomic import check_writable, write_json
@@ -54,6 +54,7 @@ from ..data.querytext import distinct_words, fit_keywords
 from ..query.clauses import term_budget
 from ..query.prepare import QueryPlan
 from ..transport.client import Connection, item_error, msearch_items
+from ..transport.engine import detect
 from ..query.firststage import FirstStage
 from ..stores.params import check_params, derived_depth, featureset_info, file_featureset_info
 from ..query.named import named_body, named_values, search_each
@@ -192,7 +193,7 @@ def _log_rounds(run: "_Rounds", ck: CheckpointedOutput, batch: int, parallel: in
                 state["failed_pairs"] += failed_pairs
                 state["retried"] = retried_before + run.stats["retried"]
                 # the file's first line: what an absent feature means (data.logged)
-                head = header_line(len(run.fsinfo["feature_names"])) if r == 0 else ""
+                head = header_line(len(run.fsinfo["feature_names"]), run.missing) if r == 0 else ""
                 ck.commit(head + text, state)
                 if progress:
                     progress(r + 1, len(rounds))
@@ -220,6 +221,8 @@ class _Rounds:
         self.first_feature = None if col is None else self.fsinfo["feature_names"][col]
         self.by_q = jl.by_query()
         self.stats = {"retried": 0}
+        # what an absent feature means is the cluster's (transport.engine.Engine.missing_rule)
+        self.missing = detect(conn).missing_rule
 
     def key(self, batch: int) -> str:
         """What a checkpoint must match to be resumed."""
@@ -299,7 +302,7 @@ class _Rounds:
             # queries whose first stage failed when the candidates were fetched, then these
             "failed_queries": (candidates or {}).get("failed_queries", []) + state["failed"],
             "retried_items": state.get("retried", 0),
-            "missing_features": MISSING_ABSENT,
+            "missing_features": self.missing,
             "logged_via": self.via,
             "max_query_terms": self.max_terms,
             "first_stage_feature": self.first_feature,

@@ -43,7 +43,19 @@ def plugin_command(home: Path, java: Java, log, dist: Distribution, action: str,
                           text=True, env=env)
     if proc.returncode != 0:
         raise ProvisionError(f"{dist.plugin_cli} could not {action} {label}: "
-                             + ((proc.stderr or proc.stdout).strip().splitlines() or ["?"])[-1])
+                             + _cause((proc.stderr or proc.stdout).strip().splitlines()))
+
+
+def _cause(lines: list[str]) -> str:
+    """The line of a plugin command's output that says why (a Java exception's message,
+    not the stack frame under it)."""
+    for ln in lines:
+        if "Exception: " in ln:
+            return ln.split("Exception: ", 1)[1].strip()
+    for ln in lines:
+        if ln.lstrip().upper().startswith("ERROR"):
+            return ln.strip()
+    return next((ln.strip() for ln in reversed(lines) if not ln.lstrip().startswith("at ")), "?")
 
 
 def plugin_dir() -> Path:

@@ -132,6 +132,19 @@ class Engine:
             return None
         return next((lang for lang in languages if lang not in self.languages), None)
 
+    @property
+    def missing_rule(self) -> str:
+        """What a feature that did not match is worth to the plugin's tree models, and so
+        how logged data must read it for ``ltr predict`` to score as the cluster serves
+        (``data.logged``): ``"zero"`` where the plugin reads it as 0.0 whatever the tree
+        says (OpenSearch's plugin before 3.2: measured on 2.19.6.0, the node's ``missing``
+        ignored), else ``"absent"`` (NaN, down the branch the node's ``missing`` names,
+        which the toolkit's export sets to ``no``: OpenSearch 3.2-3.7 always go ``no``,
+        3.8 and the Elasticsearch plugin follow ``missing``; measured on 3.6.0.0, 3.8.0.0,
+        1.5.10-es8.17.0/8.18.6 and 1.5.12-es9.0.8). Linear models and networks read a
+        missing feature as 0.0 on every version."""
+        return "zero" if self.name == OPENSEARCH and self.version_tuple() < (3, 2) else "absent"
+
     def version_tuple(self) -> tuple[int, ...]:
         return tuple(int(x) for x in re.findall(r"\d+", self.version)[:3])
 
