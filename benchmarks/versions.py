@@ -88,7 +88,7 @@ def run_checks(engine: str, url: str, timeout: float = 1800) -> dict:
 def run_demo(engine: str, url: str, env: dict) -> dict:
     """The demo's recommendation on this node, its p-value and its time."""
     t0 = time.monotonic()
-    work = HOMES / f"demo-{engine}-{url.rsplit(":", 1)[1]}"
+    work = HOMES / f"demo-{engine}-{url.rsplit(':', 1)[1]}"
     r = _cli("--url", url, "demo", "--json", "--workdir", str(work), env=env)
     seconds = round(time.monotonic() - t0, 1)
     if r.returncode != 0:
