@@ -65,22 +65,33 @@ def start(engine: str, version: str, env: dict) -> str:
     return found[-1]
 
 
-def run_checks(engine: str, url: str, timeout: float = 1800) -> dict:
-    """{check: {"passed", "failed", "skipped", "seconds", "failures"}} of the suite's own
-    live checks on ``url`` (this engine's tests only)."""
+#: what tests/test_parity.py prints per model type
+PARITY_LINE = re.compile(r"^([\w-]+): (\d+) served scores vs ltr predict, max relative difference (\S+)")
+
+
+def run_checks(engine: str, url: str, vectors: bool = True, timeout: float = 1800) -> dict:
+    """{check: {"passed", "failed", "skipped", "seconds", "failures", "max_rel"}} of the
+    suite's own live checks on ``url`` (this engine's tests only; without ``vectors`` the
+    shipped set's semantic feature is left out: the lexical set). ``max_rel``: per model
+    type, the largest relative difference between served and ``ltr predict`` scores."""
     env = dict(os.environ, **{"LTR_TEST_URL" if engine == "opensearch" else "LTR_TEST_ES_URL": url})
+    select = f"{engine} and not concurrent" + ("" if vectors else " and not shipped")
     out = {}
     for check, path in CHECKS.items():
         t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path,
-                            "-k", f"{engine} and not concurrent", "-rfs"],
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+                            path, "-k", select, "-rfs"],
                            capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=timeout)
         tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
         counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", tail)}
+        worst: dict = {}
+        for m in (PARITY_LINE.match(ln.strip(". ")) for ln in r.stdout.splitlines()):
+            if m:
+                worst[m.group(1)] = max(worst.get(m.group(1), 0.0), float(m.group(3)))
         out[check] = {"passed": counts.get("passed", 0),
                       "failed": counts.get("failed", 0) + counts.get("error", 0),
                       "skipped": counts.get("skipped", 0),
-                      "seconds": round(time.monotonic() - t0, 1),
+                      "seconds": round(time.monotonic() - t0, 1), "max_rel": worst,
                       "failures": [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]}
     return out
 
@@ -112,7 +123,9 @@ def check_version(engine: str, version: str, demo: bool = True) -> dict:
         return dict(row, error=str(exc))
     row["start_seconds"] = round(time.monotonic() - t0, 1)
     try:
-        row["checks"] = run_checks(engine, url)
+        dist = distribution(engine, version)
+        row["vectors"] = engine == "elasticsearch" or bool(dist.extra_plugins)
+        row["checks"] = run_checks(engine, url, row["vectors"])
         if demo:
             row["demo"] = run_demo(engine, url, env)
     finally:
@@ -146,8 +159,12 @@ def write(results: list[dict]) -> None:
     rows, notes = [], []
     for r in results:
         d, ch = r.get("demo") or {}, r.get("checks") or {}
+        worst = (ch.get("parity") or {}).get("max_rel") or {}
         rows.append([f"{r['engine']} {r['version']}", r.get("error", "ok")[:80],
-                     _cell(ch.get("parity")), _cell(ch.get("logging")),
+                     _cell(ch.get("parity")),
+                     ", ".join(f"{a} {v:.1g}" for a, v in sorted(worst.items())) or "-",
+                     "shipped + lexical" if r.get("vectors") else "lexical (no vectors)",
+                     _cell(ch.get("logging")),
                      d.get("recommended", d.get("error", "-")),
                      "-" if d.get("p") is None else f"{d['p']:.4f}", d.get("seconds", "-")])
         for c in ch.values():
@@ -157,8 +174,8 @@ def write(results: list[dict]) -> None:
               "the lexical set; the plugin's missing-value rule); logging: tests/test_named_logging.py",
               "each version's node: `ltr cluster start --version V` in its own state directory, "
               "512 MiB heap, the plugin zip built for V; 2 cores shared with the client"]
-    write_table("versions", ["version", "node", "parity", "logging", "demo recommends", "p",
-                             "demo s"], rows, notes)
+    write_table("versions", ["version", "node", "parity", "max relative diff, served vs ltr predict",
+                             "feature sets", "logging", "demo recommends", "p", "demo s"], rows, notes)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 4))
     labels = [f"{r['engine'][:2].upper()} {r['version']}" for r in results]

@@ -79,3 +79,21 @@ def test_cluster_start_refuses_an_unsupported_version_in_one_line(cli):
     r = cli("cluster", "start", "--version", "3.7.0")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "OpenSearch 3.7.0 is not a supported version" in r.stderr and "3.8.0" in r.stderr
+
+
+def test_a_tree_trained_with_missing_features_is_refused_where_missing_reads_as_zero():
+    """A model trained on 3.x data (missing = NaN) uploaded to 2.19.6 (missing read as
+    0.0 in trees) would score otherwise than ltr predict: one line naming the version."""
+    from ltr_toolkit.stores.model_store import check_missing_rule
+    from ltr_toolkit.transport.engine import Engine
+    old, new = (Engine("opensearch", v, frozenset(), None) for v in ("2.19.6", "3.8.0"))
+    es = Engine("elasticsearch", "9.0.8", frozenset(), None)
+    assert (old.missing_rule, new.missing_rule, es.missing_rule) == ("zero", "absent", "absent")
+    tree = {"algorithm": "lambdamart", "missing_features": "absent"}
+    with pytest.raises(UserError) as ei:
+        check_missing_rule(old, tree)
+    assert "OpenSearch 2.19.6's LTR plugin reads a missing feature as 0.0" in str(ei.value)
+    for engine in (new, es):
+        check_missing_rule(engine, tree)                        # served as predicted
+    check_missing_rule(old, dict(tree, missing_features="zero"))  # logged on 2.19: 0.0 too
+    check_missing_rule(old, {"algorithm": "linear", "missing_features": "absent"})

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from ..errors import UserError
 from ..transport.client import Connection, request
+from ..transport.engine import detect
 from ..transport.lookups import forget_model
 from .contract import of_artifact
 from .contract_record import forget_record, record
@@ -20,6 +21,7 @@ from .params import QUERY_VECTOR, featureset_info, placeholder_params
 from ..indexing.vectors import index_vectors, placeholder_vector
 from .store import get_document, list_elements, refresh_store, store_path
 from ..models.export import plugin_model
+from ..models.trees import ALGOS as TREE_ALGOS
 
 
 def list_models(conn: Connection, store: str | None = None, prefix: str | None = None) -> list[dict]:
@@ -102,6 +104,7 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
     was evaluated). Returns {"name", "type", "export", "contract"}."""
     fsinfo = featureset_info(conn, featureset, store)
     _check_trained_on(artifact, featureset, fsinfo)
+    check_missing_rule(detect(conn), artifact)
     names = fsinfo["feature_names"]
     art = dict(artifact)
     if art.get("featureset") is None and len(art["feature_names"]) == len(names) and \
@@ -139,6 +142,25 @@ def upload(conn: Connection, artifact: dict, model, name: str, featureset: str,
                         "for concurrent production traffic")
     return {"name": final, "type": body["type"], "export": info, "warnings": warnings,
             "contract": contract}
+
+
+def check_missing_rule(engine, artifact: dict) -> None:
+    """A tree model trained on data where a feature that did not match is missing (NaN,
+    sent down each split's ``no`` branch by ``ltr predict``) scores otherwise on a cluster
+    whose plugin reads it as 0.0 (``Engine.missing_rule``): refused in one line naming the
+    version difference, never served silently different. Linear models and networks read
+    a missing feature as 0.0 on every version; data logged from that cluster reads it as
+    0.0 too, and trains models that serve there as predicted."""
+    if artifact.get("algorithm") not in TREE_ALGOS:
+        return
+    trained = artifact.get("missing_features")
+    if trained == "absent" and engine.missing_rule == "zero":
+        raise UserError(f"{engine.label}'s LTR plugin reads a missing feature as 0.0 in tree "
+                        "models; this model was trained with missing features as missing (sent "
+                        "down each split's no branch, as OpenSearch 3.2+ and Elasticsearch serve "
+                        "them): it would score otherwise here than ltr predict",
+                        f"log the judgments on this cluster ({engine.label}: the data then reads "
+                        "missing as 0.0) and train again, or serve it on OpenSearch >= 3.2")
 
 
 def _check_trained_on(artifact: dict, featureset: str, fsinfo: dict) -> None:
