@@ -296,7 +296,10 @@ def check_ltr(conn: Connection) -> str:
 
 
 def probe_store(conn: Connection, name: str = "ltr_toolkit_probe") -> None:
-    """Create and delete a throw-away feature store: proves the plugin really answers."""
+    """Create and delete a throw-away feature store: proves the plugin really answers. A
+    probe store left by a node stopped mid-probe is deleted first."""
+    if request(conn, "GET", "/_ltr").get("stores", {}).get(name) is not None:
+        request(conn, "DELETE", f"/_ltr/{name}")
     request(conn, "PUT", f"/_ltr/{name}")
     request(conn, "DELETE", f"/_ltr/{name}")
 
