@@ -85,14 +85,14 @@ def run_checks(engine: str, url: str, vectors: bool = True, timeout: float = 180
         tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
         counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", tail)}
         worst: dict = {}
-        for m in (PARITY_LINE.match(ln.strip(". ")) for ln in r.stdout.splitlines()):
+        for m in (PARITY_LINE.match(ln.lstrip(".EFsx ").strip()) for ln in r.stdout.splitlines()):
             if m:
                 worst[m.group(1)] = max(worst.get(m.group(1), 0.0), float(m.group(3)))
         out[check] = {"passed": counts.get("passed", 0),
                       "failed": counts.get("failed", 0) + counts.get("error", 0),
                       "skipped": counts.get("skipped", 0),
                       "seconds": round(time.monotonic() - t0, 1), "max_rel": worst,
-                      "failures": [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]}
+                      "failures": re.findall(r"(?:FAILED|ERROR) tests/\S+", r.stdout)}
     return out
 
 
