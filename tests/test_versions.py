@@ -97,3 +97,21 @@ def test_a_tree_trained_with_missing_features_is_refused_where_missing_reads_as_
         check_missing_rule(engine, tree)                        # served as predicted
     check_missing_rule(old, dict(tree, missing_features="zero"))  # logged on 2.19: 0.0 too
     check_missing_rule(old, {"algorithm": "linear", "missing_features": "absent"})
+
+
+def test_an_install_killed_part_way_is_removed_not_trusted(tmp_path):
+    """A plugin folder without its descriptor (an install killed part-way) made the next
+    start fail inside the node; it now counts as not installed and is removed first."""
+    from ltr_toolkit.localnode.plugins import DESCRIPTOR, plugin_installed, remove_broken_plugins
+    home = tmp_path / "opensearch-3.8.0"
+    (home / "plugins" / "opensearch-ltr").mkdir(parents=True)
+    (home / "plugins" / "opensearch-knn").mkdir()
+    (home / "plugins" / "opensearch-knn" / DESCRIPTOR).write_text("name=opensearch-knn\n")
+    assert not plugin_installed(home)
+    said = []
+    remove_broken_plugins(home, said.append)
+    assert sorted(p.name for p in (home / "plugins").iterdir()) == ["opensearch-knn"]
+    assert said == ["removing opensearch-ltr: an install that did not finish"]
+    (home / "plugins" / "opensearch-ltr").mkdir()
+    (home / "plugins" / "opensearch-ltr" / DESCRIPTOR).write_text("name=opensearch-ltr\n")
+    assert plugin_installed(home)

@@ -25,13 +25,28 @@ from .maven import resolve_artifact
 from .state import state_dir
 
 
+DESCRIPTOR = "plugin-descriptor.properties"
+
+
 def plugin_installed(home: Path) -> bool:
     plugins = home / "plugins"
-    return plugins.is_dir() and any("ltr" in p.name for p in plugins.iterdir())
+    return plugins.is_dir() and any("ltr" in p.name and (p / DESCRIPTOR).is_file()
+                                    for p in plugins.iterdir())
+
+
+def remove_broken_plugins(home: Path, log=lambda msg: None) -> None:
+    """Delete plugin folders without their descriptor: what an install killed part-way
+    leaves, which the node refuses to start with (and the plugin command to install over)."""
+    import shutil
+    plugins = home / "plugins"
+    for p in (plugins.iterdir() if plugins.is_dir() else ()):
+        if p.is_dir() and not (p / DESCRIPTOR).is_file():
+            log(f"removing {p.name}: an install that did not finish")
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def knn_installed(home: Path) -> bool:
-    return (home / "plugins" / "opensearch-knn").is_dir()
+    return (home / "plugins" / "opensearch-knn" / DESCRIPTOR).is_file()
 
 
 def plugin_command(home: Path, java: Java, log, dist: Distribution, action: str, what: str,

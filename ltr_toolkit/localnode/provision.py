@@ -13,7 +13,7 @@ from ..errors import ProvisionError
 from .distributions import OPENSEARCH_DIST, Distribution
 from .java import Java, find_java
 from .maven import resolve_artifact
-from .plugins import plugin_command, plugin_installed, plugin_zip
+from .plugins import plugin_command, plugin_installed, plugin_zip, remove_broken_plugins
 from .state import check_reachable, chown_tree, state_dir
 
 
@@ -38,6 +38,7 @@ def provision(require_plugin: bool = True, log=lambda msg: None, knn: bool = Tru
         os.chmod(root, 0o755)
         check_reachable(root)
     home = root / dist.home_name
+    remove_broken_plugins(home, log)
     zip_path = None
     ready = (home / ".ltr-toolkit-ready").is_file()
     if not (ready and plugin_installed(home)):   # the zip first: named before a download
@@ -56,7 +57,7 @@ def provision(require_plugin: bool = True, log=lambda msg: None, knn: bool = Tru
             plugin_command(home, java, log, dist, "install", zip_path.resolve().as_uri(), "the LTR plugin")
             plugin = True
     for name, artifact in dist.extra_plugins:
-        there = (home / "plugins" / name).is_dir()
+        there = (home / "plugins" / name / "plugin-descriptor.properties").is_file()
         if plugin and knn and not there:
             zip_path, _ = resolve_artifact(artifact, log)
             log(f"installing {name} from {zip_path.name}")
