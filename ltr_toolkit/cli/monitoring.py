@@ -67,12 +67,9 @@ def _live(ctx, artifact, model, index, judgments, n, store, size):
         raise UserError(f"the live check of --model {model} needs {', '.join(lacking)}",
                         "give the artifact it was uploaded from, the index it serves and judged queries")
     from ..data.judgments import load_judgments
-    from ..pipeline.monitor import live_check
-    from ..serving.serving import Serving
-    jl = load_judgments(judgments)
-    params = [jl.query_params(q) for q in jl.judged_qids()[:n]]
-    serving = Serving(index, None, None, store, None, model)
-    return live_check(_ltr_conn(ctx), serving, artifact, params, size)
+    from ..pipeline.monitor import live_check_judged
+    return live_check_judged(_ltr_conn(ctx), index, store, model, artifact,
+                             load_judgments(judgments), n, size)
 
 
 def _html(report: dict, series: list[Path], path: Path, plot: Optional[Path]) -> None:

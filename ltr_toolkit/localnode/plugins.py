@@ -45,10 +45,6 @@ def remove_broken_plugins(home: Path, log=lambda msg: None) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def knn_installed(home: Path) -> bool:
-    return (home / "plugins" / "opensearch-knn" / DESCRIPTOR).is_file()
-
-
 def plugin_command(home: Path, java: Java, log, dist: Distribution, action: str, what: str,
                     label: str) -> None:
     """``bin/<plugin cli> install|remove what`` of ``dist``, or a one-line error."""

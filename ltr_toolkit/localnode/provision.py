@@ -13,7 +13,7 @@ from ..errors import ProvisionError
 from .distributions import OPENSEARCH_DIST, Distribution
 from .java import Java, find_java
 from .maven import resolve_artifact
-from .plugins import plugin_command, plugin_installed, plugin_zip, remove_broken_plugins
+from .plugins import DESCRIPTOR, plugin_command, plugin_installed, plugin_zip, remove_broken_plugins
 from .state import check_reachable, chown_tree, state_dir
 
 
@@ -57,7 +57,7 @@ def provision(require_plugin: bool = True, log=lambda msg: None, knn: bool = Tru
             plugin_command(home, java, log, dist, "install", zip_path.resolve().as_uri(), "the LTR plugin")
             plugin = True
     for name, artifact in dist.extra_plugins:
-        there = (home / "plugins" / name / "plugin-descriptor.properties").is_file()
+        there = (home / "plugins" / name / DESCRIPTOR).is_file()
         if plugin and knn and not there:
             zip_path, _ = resolve_artifact(artifact, log)
             log(f"installing {name} from {zip_path.name}")

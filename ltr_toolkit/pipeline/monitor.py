@@ -231,8 +231,15 @@ def monitor_snapshot(job, snapshot: Path, conn=None) -> dict:
 
 def _job_live(job, conn, artifact: Path, size: int) -> dict:
     from ..data.judgments import load_judgments
-    from ..serving.serving import Serving
     jl = load_judgments(job.judgments, job.fmt, job.queries)
-    params = [jl.query_params(q) for q in jl.judged_qids()[:job.monitor["live_queries"]]]
-    serving = Serving(job.index, None, None, job.store, None, job.monitor["model"])
-    return live_check(conn, serving, artifact, params, size)
+    return live_check_judged(conn, job.index, job.store, job.monitor["model"], artifact, jl,
+                             job.monitor["live_queries"], size)
+
+
+def live_check_judged(conn, index: str, store, model: str, artifact: Path, jl, n: int,
+                      size: int = 10) -> dict:
+    """:func:`live_check` of the stored ``model`` (served as its contract says) on the
+    first ``n`` judged queries of ``jl``: ``ltr monitor --model`` and a job's check."""
+    from ..serving.serving import Serving
+    params = [jl.query_params(q) for q in jl.judged_qids()[:n]]
+    return live_check(conn, Serving(index, None, None, store, None, model), artifact, params, size)
