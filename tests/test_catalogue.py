@@ -229,3 +229,19 @@ def test_empty_values_are_absent_and_unsampled_fields_kept():
     doc = generate({"url": "text", "neighbours": "text"}, docs, "x", now=NOW, unsampled={"neighbours"})
     assert "identifies documents" in doc["generated"]["skipped"]["url"]
     assert "neighbours_bm25" in doc["generated"]["why"]
+
+
+def test_identifiers_are_keywords_not_text(tmp_path):
+    """A URL or SKU (no spaces, a different value in nearly every document) is matched
+    exactly, not analysed as BM25 text, nor compared by the neighbours; a repeated
+    one-word value (a colour) stays text."""
+    from ltr_toolkit.indexing.documents import read_jsonl_documents
+    docs = [{"id": i, "title": f"drill model {i}", "url": f"https://shop.example/p/{i}.jpg",
+             "sku": f"SKU-{i:05d}", "colour": ["red", "blue"][i % 2]} for i in range(40)]
+    _jsonl(tmp_path / "p.jsonl", docs)
+    coll = read_jsonl_documents(tmp_path / "p.jsonl")
+    kinds = {p: f.kind for p, f in coll.fields.items()}
+    assert kinds == {"title": "text", "url": "keyword", "sku": "keyword", "colour": "text"}
+    assert coll.text_fields == ("title", "colour")
+    assert coll.properties("english")["url"] == {"type": "keyword"}
+    assert "identifier" in {r["field"]: r for r in coll.report()}["sku"]["mapped"]

@@ -35,6 +35,24 @@ def test_three_formats_one_model(tmp_path):
     _same(a, read_ranklib(tmp_path / "again.txt"))
 
 
+def test_other_tools_files_read_as_shipped(tmp_path):
+    """Elastic's learning-to-rank notebook ships its judgments as gzip'd TSV with
+    query_id/doc_id columns; a semicolon CSV with "relevance" is read the same way."""
+    import gzip
+    tsv = ("query_id\tquery\tdoc_id\tgrade\nqid:1\twing flutter\t184\t4\n"
+           "qid:1\twing flutter\t29\t0\nqid:2\theat transfer\t12\t3\n")
+    (tmp_path / "j.tsv.gz").write_bytes(gzip.compress(tsv.encode()))
+    (tmp_path / "j.csv").write_text("Query_ID;keywords;Doc_ID;relevance\nqid:1;wing flutter;184;4\n"
+                                    "qid:1;wing flutter;29;0\nqid:2;heat transfer;12;3\n")
+    a = load_judgments(tmp_path / "j.tsv.gz")
+    assert a.queries == {"qid:1": "wing flutter", "qid:2": "heat transfer"}
+    assert a.docs_of("qid:1") == [("184", 4.0), ("29", 0.0)]
+    _same(a, load_judgments(tmp_path / "j.csv"))
+    (tmp_path / "bad.tsv.gz").write_bytes(gzip.compress(tsv.encode())[:-9])
+    with pytest.raises(InputError, match="damaged gzip"):
+        load_judgments(tmp_path / "bad.tsv.gz")
+
+
 def test_duplicates_reported_conflicts_refused(tmp_path):
     p = tmp_path / "d.txt"
     p.write_text(RANKLIB + "4 qid:1 # 184\n")

@@ -136,3 +136,15 @@ def test_a_budget_bounds_the_candidates_and_names_those_left_out(mslr_paths):
     assert len([t for t in got["tried"] if not t["first_stage"]]) == 1
     assert got["left_out"] == ["l2=0.001", "l2=0.01"]
     assert selection.select(ds, "linear", k=10, seed=3)["left_out"] == []
+
+
+def test_many_queries_choose_on_a_seeded_sample(mslr_paths, monkeypatch):
+    """Past SELECTION_QUERIES useful training queries, settings are chosen on a seeded
+    sample of that many (the same sample for the same seed); at or below it, on all."""
+    ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(40)))
+    useful = sum(np.ptp(ds.y[ds.query(q)]) > 0 for q in range(ds.n_queries))
+    assert selection.select(ds, "linear", k=10, seed=3)["queries"] == useful
+    monkeypatch.setattr(selection, "SELECTION_QUERIES", 15)
+    a = selection.select(ds, "linear", k=10, seed=3)
+    assert a["queries"] == 15 and a == selection.select(ds, "linear", k=10, seed=3)
+    assert a["first_stage_inner_ndcg"] != selection.select(ds, "linear", k=10, seed=4)["first_stage_inner_ndcg"]

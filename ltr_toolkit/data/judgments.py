@@ -189,11 +189,26 @@ def read_trec(qrels, queries) -> JudgmentList:
     return _non_empty(jl, qrels)
 
 
+#: Column names other tools give the four columns (Elastic's learning-to-rank notebook,
+#: Quepid-style exports): read as the toolkit's own.
+_ALIASES = {"query_id": "qid", "doc_id": "docid", "document_id": "docid",
+            "keywords": "query", "query_text": "query", "relevance": "grade", "rating": "grade"}
+
+
+def _delimiter(text: str) -> str:
+    """Comma, tab or semicolon: the one the header line holds (a comma first)."""
+    header = text.split("\n", 1)[0]
+    return next((d for d in (",", "\t", ";") if d in header), ",")
+
+
 def read_csv(path) -> JudgmentList:
     path = Path(path)
     jl = JudgmentList(source=str(path))
+    text = read_text(path)
     # the csv module on the whole text: it alone knows which line breaks end a row
-    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=_delimiter(text))
+    if reader.fieldnames:
+        reader.fieldnames = [_ALIASES.get(f.strip().lower(), f.strip()) for f in reader.fieldnames]
     need = {"qid", "docid", "grade"}
     if not reader.fieldnames or not need <= set(reader.fieldnames):
         raise InputError(path, 1, f"header must name qid, query, docid, grade (got {reader.fieldnames})")
@@ -274,8 +289,9 @@ def load_judgments(path, fmt: str | None = None, queries=None) -> JudgmentList:
 def _guess(path: Path, queries) -> str:
     if queries is not None:
         return "trec"
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
+    suffixes = [x.lower() for x in path.suffixes]
+    suffix = suffixes[-2] if suffixes[-1:] == [".gz"] and len(suffixes) > 1 else path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
         return "csv"
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"

@@ -327,6 +327,14 @@ class _Tokens:
         if self.per_row.min() < 2:
             return False
         colon = np.flatnonzero(a == 58)
+        # a qid's value may hold colons (Elastic's MSRD names its queries qid:5141): only
+        # the first colon of each row's qid token separates
+        tok = np.searchsorted(self.ts, colon, side="right") - 1
+        qtok = np.zeros(len(self.ts), dtype=bool)
+        qtok[self.firsts + 1] = True
+        later = np.zeros(len(colon), dtype=bool)
+        later[1:] = tok[1:] == tok[:-1]
+        colon = colon[~(qtok[tok] & later)]
         rs, re_ = np.delete(self.ts, self.firsts), np.delete(self.te, self.firsts)
         if len(colon) != len(rs) or not (np.all(rs < colon) and np.all(re_ - colon >= 2)):
             return False

@@ -241,8 +241,13 @@ def _line(a, i, limit, row, nv, n_bad, width, out):
 def _qid(a, i, row, spans):
     """(the end of the ``qid:VALUE`` token from i, whether it is one, in ASCII); its
     VALUE's span."""
-    end, colons = _token_end(a, i)
-    ok = colons == 1 and end - i >= 5 and a[i] == 113 and a[i + 1] == 105 and \
+    end = i
+    ascii_ = True
+    while a[end] > 32 and a[end] != 35:
+        ascii_ &= a[end] < 128
+        end += 1
+    # its value may hold colons (Elastic's MSRD names its queries qid:5141)
+    ok = ascii_ and end - i >= 5 and a[i] == 113 and a[i + 1] == 105 and \
         a[i + 2] == 100 and a[i + 3] == 58
     spans[row, 0], spans[row, 1] = i + 4, end
     return end, ok

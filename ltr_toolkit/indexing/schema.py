@@ -7,6 +7,9 @@ text.
   count), the others a ``keyword`` sub-field for exact matches;
 * numbers: ``long`` (whole numbers only) or ``double``; booleans: ``boolean``;
 * strings that are all ISO dates: ``date``;
+* identifiers (strings without a space, a different value in at least
+  :data:`IDENTIFIER_SHARE` of the documents: URLs, SKUs, EANs): ``keyword``, matched
+  exactly and kept out of the BM25 text;
 * objects: their fields, as dotted paths; nulls and empty arrays: absent.
 
 A field whose values disagree (a number on one line, a string on another) is refused at
@@ -19,12 +22,16 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 
-TEXT, LONG, DOUBLE, BOOLEAN, DATE = "text", "long", "double", "boolean", "date"
+TEXT, LONG, DOUBLE, BOOLEAN, DATE, KEYWORD = "text", "long", "double", "boolean", "date", "keyword"
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
 #: a text field in at least this share of the documents is a main one (the BM25 shape)
 MAIN_SHARE = 0.5
 #: the mapping fields an index may have before the toolkit raises the engine's limit
 DEFAULT_FIELD_LIMIT = 1000
+#: a spaceless text field with a different value in at least this share is an identifier
+IDENTIFIER_SHARE = 0.9
+#: distinct values remembered per field to tell an identifier (memory stays bounded)
+_DISTINCT_CAP = 100_000
 
 
 @dataclass
@@ -33,6 +40,27 @@ class Field:
     kind: str
     docs: int          # documents with a value
     line: int          # where its kind was first seen
+    spaced: bool = False                  # a text value with white space seen
+    distinct: set | None = None           # text values seen (up to _DISTINCT_CAP)
+    counted: int = 0                      # documents whose value went into ``distinct``
+
+    def note(self, value) -> None:
+        """Remember a text value: whether it has spaces, how many differ."""
+        if self.spaced or not isinstance(value, str):
+            self.spaced = True
+            return
+        if any(c.isspace() for c in value):
+            self.spaced = True
+            return
+        if self.distinct is None:
+            self.distinct = set()
+        if len(self.distinct) < _DISTINCT_CAP:
+            self.distinct.add(value)
+            self.counted += 1
+
+    def identifier(self) -> bool:
+        return (self.kind == TEXT and not self.spaced and self.counted > 1
+                and len(self.distinct or ()) >= IDENTIFIER_SHARE * self.counted)
 
 
 def _kind(value, path: str, line: int, where) -> str | None:
@@ -83,7 +111,9 @@ def infer(docs: list[tuple[int, dict]], where) -> dict[str, Field]:
                 continue
             f = fields.get(path)
             if f is None:
-                fields[path] = Field(path, kind, 1, line)
+                f = fields[path] = Field(path, kind, 1, line)
+                if kind == TEXT:
+                    f.note(value)
                 continue
             pair = {f.kind, kind}
             merged = _merge(pair) if len(pair) == 1 or pair <= {LONG, DOUBLE} or pair <= {TEXT, DATE} else None
@@ -92,6 +122,12 @@ def infer(docs: list[tuple[int, dict]], where) -> dict[str, Field]:
                                  f"{f.line}: one type per field (make them all {f.kind}, or "
                                  "rename one)")
             f.kind, f.docs = merged, f.docs + 1
+            if merged == TEXT:
+                f.note(value)
+    for f in fields.values():
+        if f.identifier():
+            f.kind = KEYWORD
+        f.distinct = None
     return fields
 
 
@@ -135,7 +171,9 @@ def report(fields: dict[str, Field], main: tuple[str, ...], n_docs: int) -> list
     rows = []
     for path, f in fields.items():
         how = ("BM25 text (+ LM Dirichlet, DFR, token count)" if path in main
-               else "text + keyword" if f.kind == TEXT else f.kind)
+               else "text + keyword" if f.kind == TEXT
+               else "keyword (an identifier: no spaces, a different value nearly everywhere)"
+               if f.kind == KEYWORD else f.kind)
         rows.append({"field": path, "kind": f.kind, "documents": f.docs,
                      "share": round(f.docs / n_docs, 4), "mapped": how})
     return rows

@@ -117,6 +117,22 @@ def first_stage_column(side: dict) -> int | None:
     return names.index(feature) if feature in names else None
 
 
+def every(seconds: float, log, what: str):
+    """A progress callback (done, total) that logs at most every ``seconds``, with an ETA:
+    a long logging run is never silent."""
+    start = last = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < seconds or done >= total:
+            return
+        last = now
+        eta = (now - start) / done * (total - done)
+        log(f"{what}: {done}/{total} rounds ({100 * done / total:.0f}%), ETA {eta:.0f}s")
+    return progress
+
+
 def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, workdir: Path,
                    log) -> tuple:
     """(dataset, sidecar, serving with the measured long-query budget, failed queries)
@@ -126,7 +142,7 @@ def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, wo
                           serving.via)
     serving = serving.with_budget(budget)
     data = workdir / "candidates.txt"
-    side, info = serving.log_candidates(conn, jl, featureset, data)
+    side, info = serving.log_candidates(conn, jl, featureset, data, progress=every(15.0, log, "logging candidates"))
     log(f"logged {side['rows']} candidate rows for {info['queries']} queries "
         f"({info['judged']} judged, {info['unjudged']} unjudged as 0)"
         + (f"; {side['fitted_queries']} long queries sent as their first {budget} distinct words"

@@ -22,6 +22,12 @@ stats.Halving`; without the replay the gate let the best through more often than
 level, because the survivors' later rungs are extra chances given to the luckiest); a
 fold that keeps the first stage serves no model at all.
 
+With many judged queries the settings are chosen on a seeded sample of
+:data:`SELECTION_QUERIES` of the training queries (the model is then trained on all of
+them): at that size the inner NDCG of two settings differs by far less than its noise
+only when the settings are as good as each other, and choosing costs minutes, not an
+hour (16,279 MSRD queries: benchmarks/results/catalogue.md). Below it nothing changes.
+
 Used inside each outer fold of ``crossval`` (nested cross-validation: the outer fold's
 queries never influence its choice) and on all judged queries for the model deployed.
 The cross-validation's pipeline (:data:`PIPELINE`) makes the choice without the gate
@@ -81,6 +87,9 @@ def blend_beta(a: float, first_scores: np.ndarray, model_scores: np.ndarray) -> 
     sm = float(np.std(model_scores))
     return float(a * np.std(np.nan_to_num(first_scores)) / sm) if sm > 0 else 0.0
 
+
+#: training queries beyond which settings are chosen on a seeded sample of this many
+SELECTION_QUERIES = 2000
 
 #: successive halving over the tree counts: after each count but the last, the better
 #: 1/HALVING of the tree settings (by their best mean inner NDCG at that count) grow on
@@ -197,15 +206,20 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
     max-statistic test over all candidates (``inner_p_value``: corrected for the choice);
     otherwise the first stage is kept. Trees: ``halving`` (see :func:`_tree_trials`).
     ``budget``: seconds after which no more candidates are trained (the first always is);
-    ``left_out`` names those it left out. Returns ``{"first_stage",
+    ``left_out`` names those it left out. More than :data:`SELECTION_QUERIES` useful
+    queries: the choice is made on a seeded sample of that many. Returns ``{"first_stage",
     "params", "blend", "inner_ndcg", "first_stage_inner_ndcg", "best_model",
-    "best_model_inner_ndcg", "inner_p_value", "tried", "left_out"}``."""
+    "best_model_inner_ndcg", "inner_p_value", "tried", "left_out", "queries"}``
+    (queries: how many the choice was made on)."""
     deadline = None if budget is None else time.monotonic() + float(budget)
 
     def over() -> bool:
         return deadline is not None and time.monotonic() > deadline
 
     useful = [q for q in range(ds.n_queries) if np.ptp(ds.y[ds.query(q)]) > 0]
+    if len(useful) > SELECTION_QUERIES:
+        pick = np.random.default_rng(seed).choice(len(useful), SELECTION_QUERIES, replace=False)
+        useful = [useful[i] for i in np.sort(pick)]
     if len(useful) < 2:           # nothing to learn from, nothing to validate on
         return dict(_choice([], FIRST_STAGE), inner_ndcg=None, first_stage_inner_ndcg=None,
                     best_model=None, best_model_inner_ndcg=None, inner_p_value=None, tried=[],
@@ -228,7 +242,7 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
     return dict(_choice(trials, best_key), inner_ndcg=means[best_key],
                 first_stage_inner_ndcg=means[FIRST_STAGE], best_model=_choice(trials, best_model),
                 best_model_inner_ndcg=means[best_model], inner_p_value=p, tried=tried,
-                left_out=left_out)
+                left_out=left_out, queries=len(useful))
 
 
 #: the system of a cross-validation's report that is the pipeline: in each outer fold,
