@@ -1,0 +1,226 @@
+"""MSRD at full size (#52): Elastic's own learning-to-rank data (9,750 movies, 16,279
+queries, 384,755 judgments) through the README's own-index path, live:
+``python -m benchmarks.catalogue [--queries N] [--budget SECONDS] [--engine E]``.
+
+Every step is the ``ltr`` command a user types (docs/catalogue.md), run as a
+subprocess against one node, on the files as Elastic ships them (gzip'd JSONL corpus,
+gzip'd TSV judgments):
+
+1. ``ltr index jsonl movies-corpus.jsonl.gz --index bench-msrd --vector-fields none``
+2. three feature sets, uploaded with ``ltr featureset upload FILE --index bench-msrd``:
+   *generated* (``ltr featureset init --index bench-msrd``, as written, unreviewed),
+   *text* (the toolkit's shipped lexical set, ``feature_sets/cranfield-lexical.json``,
+   its fields renamed to MSRD's: abstract -> overview, the first stage's score over
+   the first stage's fields) and *elastic5* (the notebook's five features,
+   ``benchmarks/data/msrd-elastic5.json``: popularity without painless);
+3. per set, ``ltr evaluate cv JUDGMENTS --first-stage FS --algo lambdamart --budget S``:
+   5-fold cross-validation, live, the same folds (seed 42) and the same first stage
+   (the notebook's: ``multi_match`` over title, overview, actors, director, tags,
+   characters), each held-out query reranked by the plugin.
+
+The table compares each set's "chosen per fold" system (what the recommendation
+deploys: settings and "keep the first stage" chosen inside the training folds) with the
+first stage and with the generated set, per query (paired randomisation test, max-T
+corrected over the family, W/T/L). Phases are timed from the commands' own log lines.
+Results: benchmarks/results/catalogue.md, .csv, .png. Needs MSRD in
+../shared/data/msrd-movies and a node with the LTR plugin (``LTR_URL`` or the local
+node).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ltr_toolkit.rank import stats
+
+from ._live import connect, workdir
+from ._report import SHARED, finish, pyplot, write_table
+
+ROOT = Path(__file__).resolve().parent.parent
+MSRD = SHARED / "data" / "msrd-movies"
+INDEX = "bench-msrd"
+FIELDS = ["title", "overview", "actors", "director", "tags", "characters"]
+FIRST_STAGE = {"query": {"multi_match": {"query": "{{keywords}}", "fields": FIELDS}}}
+PIPELINE = "chosen per fold"
+SETS = ("generated", "text", "elastic5")
+
+
+class Timed:
+    """A ``ltr`` subprocess whose stderr lines are kept with the second they arrived."""
+
+    def __init__(self, env: dict):
+        self.env = env
+
+    def run(self, *argv: str) -> list[tuple[float, str]]:
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "ltr_toolkit.cli", *argv], env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        for line in proc.stdout:
+            lines.append((time.monotonic() - t0, line.rstrip("\n")))
+            print(f"  [{lines[-1][0]:7.1f}s] {lines[-1][1]}", flush=True)
+        if proc.wait() not in (0, 3):
+            raise SystemExit(f"ltr {' '.join(argv[:3])} ... failed (exit {proc.returncode})")
+        lines.append((time.monotonic() - t0, ""))
+        return lines
+
+
+def _text_set(path: Path) -> Path:
+    """The shipped lexical set on MSRD's fields: abstract is overview; the first stage's
+    score is the notebook's first stage."""
+    spec = json.loads((ROOT / "feature_sets" / "cranfield-lexical.json").read_text())
+    spec["featureset"]["name"] = "bench-msrd-text"
+    for f in spec["featureset"]["features"]:
+        if f["name"] == "first_stage_bm25":
+            f["template"] = FIRST_STAGE["query"]
+            continue
+        f["name"] = f["name"].replace("abstract", "overview")
+        f["template"] = json.loads(json.dumps(f["template"]).replace('"abstract', '"overview'))
+    path.write_text(json.dumps(spec, indent=2))
+    return path
+
+
+def _judgments(out: Path, queries: int | None, seed: int) -> Path:
+    """All judgments as shipped, or a sample of ``queries`` queries (for a quick look)."""
+    src = MSRD / "movies-judgments.tsv.gz"
+    if not queries:
+        return src
+    with gzip.open(src, "rt", encoding="utf-8") as fh:
+        head, *rows = fh.read().splitlines()
+    qids = sorted({r.split("\t", 1)[0] for r in rows})
+    keep = set(random.Random(seed).sample(qids, queries))
+    out.write_text("\n".join([head] + [r for r in rows if r.split("\t", 1)[0] in keep]) + "\n")
+    return out
+
+
+def _phases(lines: list[tuple[float, str]]) -> dict:
+    """Seconds of logging, fits and serving (the live reranking and the report) of one
+    ``ltr evaluate cv`` run, from its log lines."""
+    logged = next(t for t, s in lines if s.startswith("logged "))
+    fitted = max((t for t, s in lines if " fitted in " in s), default=logged)
+    return {"logging": logged, "fits": fitted - logged, "serving": lines[-1][0] - fitted}
+
+
+def _setup(run: Timed, work: Path) -> tuple[dict, float]:
+    """Index, the three feature set files uploaded: ({set: stored name}, seconds)."""
+    t0 = time.monotonic()
+    run.run("index", "jsonl", str(MSRD / "movies-corpus.jsonl.gz"), "--index", INDEX,
+            "--vector-fields", "none", "--recreate")
+    run.run("store", "init")
+    files = {"generated": work / "generated.json", "text": _text_set(work / "text.json"),
+             "elastic5": ROOT / "benchmarks" / "data" / "msrd-elastic5.json"}
+    run.run("featureset", "init", "--index", INDEX, "-o", str(files["generated"]))
+    names = {}
+    for name, path in files.items():
+        out = run.run("featureset", "upload", str(path), "--index", INDEX)
+        names[name] = next(s.split()[2] for _, s in out if s.startswith("feature set "))
+    return names, time.monotonic() - t0
+
+
+def _cv(run: Timed, work: Path, judgments: Path, featureset: str, budget: float) -> tuple[dict, dict]:
+    report = work / f"{featureset}.report.json"
+    lines = run.run("evaluate", "cv", str(judgments), "--index", INDEX, "--featureset", featureset,
+                    "--first-stage", str(work / "first-stage.json"), "--algo", "lambdamart",
+                    "--budget", str(budget), "--workdir", str(work / f"cv-{featureset}"),
+                    "-o", str(report))
+    return json.loads(report.read_text()), _phases(lines)
+
+
+def _rows(reports: dict, phases: dict) -> tuple[list, list]:
+    gen = reports["generated"]
+    qids = list(gen["per_query"][gen["baseline"]])
+    ndcg = {"first stage": [gen["per_query"][gen["baseline"]][q]["ndcg@10"] for q in qids]}
+    for s, rep in reports.items():
+        assert list(rep["per_query"][rep["baseline"]]) == qids, "the runs judged other queries"
+        ndcg[s] = [rep["per_query"][PIPELINE][q]["ndcg@10"] for q in qids]
+    vs_first = stats.compare(ndcg, "first stage", alternative="two-sided")
+    vs_gen = stats.compare({s: v for s, v in ndcg.items() if s != "first stage"}, "generated")
+    rows = []
+    for s in ndcg:
+        t, g = vs_first.tests.get(s), vs_gen.tests.get(s)
+        rows.append([s, round(float(np.mean(ndcg[s])), 4),
+                     round(t.mean_delta, 4) if t else "", f"{t.p_corrected:.4f}" if t else "",
+                     f"{t.wins}/{t.ties}/{t.losses}" if t else "",
+                     round(-g.mean_delta, 4) if g else "", f"{g.p_corrected:.4f}" if g else "",
+                     f"{g.losses}/{g.ties}/{g.wins}" if g else "",
+                     reports[s]["recommendation"]["reason"].split(":")[0] if s in reports else "",
+                     *(round(phases[s][k]) if s in phases else "" for k in ("logging", "fits", "serving"))])
+    return rows, ndcg
+
+
+def _plot(ndcg: dict, rows: list, seconds: dict) -> None:
+    plt = pyplot()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    names = list(ndcg)
+    a.bar(names, [np.mean(ndcg[s]) for s in names], color=["grey", "C0", "C1", "C2"][:len(names)])
+    lo = min(np.mean(v) for v in ndcg.values())
+    a.set_ylim(lo - 0.05, max(np.mean(v) for v in ndcg.values()) + 0.02)
+    a.set_title(f"MSRD, {len(ndcg['first stage'])} queries: NDCG@10, 5-fold CV, live")
+    phases = ("logging", "fits", "serving")
+    sets = [s for s in SETS if s in seconds]
+    bottom = np.zeros(len(sets))
+    for k in phases:
+        v = np.array([seconds[s][k] for s in sets])
+        b.bar(sets, v / 60, bottom=bottom / 60, label=k)
+        bottom += v
+    b.set_ylabel("minutes")
+    b.set_title("time per feature set (this machine)")
+    b.legend(fontsize=8)
+    finish(fig, "catalogue")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--queries", type=int, default=None, help="a sample of this many queries (default: all)")
+    ap.add_argument("--budget", type=float, default=120.0, help="seconds for choosing settings, per run")
+    ap.add_argument("--engine", choices=("opensearch", "elasticsearch"), default=None)
+    ap.add_argument("--seed", type=int, default=7, help="the sample's seed (with --queries)")
+    args = ap.parse_args(argv)
+    conn = connect(args.engine)
+    env = dict(os.environ, LTR_URL=conn.url, COLUMNS="120")
+    work = workdir() / "catalogue"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "first-stage.json").write_text(json.dumps(FIRST_STAGE))
+    run = Timed(env)
+    t0 = time.monotonic()
+    names, setup_s = _setup(run, work)
+    judgments = _judgments(work / "judgments.tsv", args.queries, args.seed)
+    reports, phases = {}, {}
+    for s in SETS:
+        reports[s], phases[s] = _cv(run, work, judgments, names[s], args.budget)
+    total = time.monotonic() - t0
+    rows, ndcg = _rows(reports, phases)
+    header = ["system", "NDCG@10", "vs first stage", "p (max-T)", "W/T/L vs first stage",
+              "generated minus this", "p vs generated (max-T)", "W/T/L generated vs this",
+              "recommendation", "logging s", "fits s", "serving s"]
+    sizes = {s: len(json.loads(Path(p).read_text())["featureset"]["features"])
+             for s, p in (("generated", work / "generated.json"), ("text", work / "text.json"),
+                          ("elastic5", ROOT / "benchmarks" / "data" / "msrd-elastic5.json"))}
+    notes = [
+        f"{len(ndcg['first stage'])} queries{' (a sample, seed ' + str(args.seed) + ')' if args.queries else ' (all)'}, "
+        f"5-fold cross-validation, seed 42, window 100, NDCG@10 over the judged documents of each "
+        "query's reranked top 10; each system is its run's 'chosen per fold' (lambdamart, settings "
+        f"and 'keep the first stage' chosen in the training folds, --budget {args.budget:g} s)",
+        "features: " + ", ".join(f"{s} {n}" for s, n in sizes.items()),
+        "first stage: the notebook's multi_match over " + ", ".join(FIELDS) + " (best_fields)",
+        f"whole run on this machine: {total / 60:.1f} min (index and feature sets "
+        f"{setup_s:.0f} s, then the three cross-validations)",
+        "p: paired randomisation test, 10,000 sign flips, max-T corrected within each family "
+        "(vs the first stage; vs the generated set)",
+    ]
+    write_table("catalogue", header, rows, notes)
+    _plot(ndcg, rows, phases)
+
+
+if __name__ == "__main__":
+    main()
