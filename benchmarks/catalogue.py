@@ -136,6 +136,15 @@ def _cv(run: Timed, work: Path, judgments: Path, featureset: str, budget: float)
     return json.loads(report.read_text()), _phases(lines)
 
 
+def _verdict(report: dict) -> str:
+    """What the run's recommendation says: deploy (and what each fold served), or keep."""
+    deploy = report["recommendation"].get("deploy")
+    if not deploy:
+        return "keep the first stage"
+    kept = sum(1 for c in report["settings"][PIPELINE] if c.get("first_stage"))
+    return f"deploy ({len(report['settings'][PIPELINE]) - kept} of {report['folds']} folds served a model)"
+
+
 def _rows(reports: dict, phases: dict) -> tuple[list, list]:
     gen = reports["generated"]
     qids = list(gen["per_query"][gen["baseline"]])
@@ -153,7 +162,7 @@ def _rows(reports: dict, phases: dict) -> tuple[list, list]:
                      f"{t.wins}/{t.ties}/{t.losses}" if t else "",
                      round(-g.mean_delta, 4) if g else "", f"{g.p_corrected:.4f}" if g else "",
                      f"{g.losses}/{g.ties}/{g.wins}" if g else "",
-                     reports[s]["recommendation"]["reason"].split(":")[0] if s in reports else "",
+                     _verdict(reports[s]) if s in reports else "",
                      *(round(phases[s][k]) if s in phases else "" for k in ("logging", "fits", "serving"))])
     return rows, ndcg
 
