@@ -67,6 +67,22 @@ def test_generated_features_follow_each_fields_type():
     assert problems(fs, "shop", all_paths(MAPPING["properties"])) == []
 
 
+def test_numbers_that_identify_products_get_no_feature():
+    """An EAN or a product id typed as a number (unique per product) is no popularity;
+    a number named like one that repeats (a store id of 4 stores), and a unique number
+    with another name (a popularity score), keep theirs."""
+    props = {"ean": {"type": "long"}, "productId": {"type": "long"}, "store_id": {"type": "long"},
+             "popularity": {"type": "double"}}
+    rng = random.Random(2)
+    docs = [{"ean": 4006381333931 + 17 * i, "productId": 1000 + i, "store_id": i % 4,
+             "popularity": rng.random() * 1000} for i in range(200)]
+    doc = generate(mapped_fields(props), docs, "shop", now=NOW)
+    names = {f["name"] for f in doc["featureset"]["features"]}
+    assert {"ean", "productId"} <= set(doc["generated"]["skipped"])
+    assert "identifies documents" in doc["generated"]["skipped"]["ean"]
+    assert {"store_id", "popularity"} <= names and not {"ean", "productId"} & names
+
+
 def test_templates_are_held_against_the_mapping():
     paths = all_paths(MAPPING["properties"])
     fs = {"name": "x", "features": [

@@ -16,7 +16,8 @@ Per field, by its mapped type:
 * ``boolean``: 1 when true;
 * a vector field the toolkit knows the encoder of: the cosine with the query's vector.
 
-Fields that identify documents (keywords unique per document), that few sampled
+Fields that identify documents (keywords unique per document; numbers named like an id,
+EAN, SKU or ISBN and unique per document), that few sampled
 documents have, the toolkit's own helper fields and nested objects are left out, each
 with its reason. Every feature carries, in the file (``generated.why``), why it is
 there; the plugin sees only name, params and template."""
@@ -24,6 +25,7 @@ there; the plugin sees only name, params and template."""
 from __future__ import annotations
 
 import datetime as _dt
+import re
 
 import numpy as np
 
@@ -37,6 +39,9 @@ NUMBERS = {"long", "integer", "short", "byte", "double", "float", "half_float",
 VECTORS = {"knn_vector", "dense_vector"}
 #: the toolkit's own fields of an index it made: helpers of its shipped features
 OWN_SUFFIXES = ("_len",)
+#: names of the numbers that identify a product or a record (an EAN typed as a number is
+#: no popularity): left out when they differ in nearly every sampled document
+ID_NAMES = re.compile(r"(?i:(^|[._])(id|ids|ean\d*|upc|gtin\d*|isbn\d*|sku|mpn|asin|barcode)$|_id$)|[a-z]Id$")
 DEFAULT_SAMPLE = 1000
 DEFAULT_MIN_COVERAGE = 0.05
 
@@ -200,7 +205,8 @@ def _left_out(path: str, kind: str, values: list[list], min_coverage: float, vec
         return f"in {share:.1%} of the sampled documents (under {min_coverage:.0%})"
     flat = [str(v) for vs in values for v in vs]
     one_word = all(len(v.split()) == 1 for v in flat)
-    if (kind == KEYWORD or (kind == TEXT and one_word)) and have > 20 and len(set(flat)) > 0.9 * have:
+    if (kind == KEYWORD or (kind == TEXT and one_word) or (kind in NUMBERS and ID_NAMES.search(path))) \
+            and have > 20 and len(set(flat)) > 0.9 * have:
         return "identifies documents (a different value almost every document): no relevance signal"
     return None
 
