@@ -251,6 +251,24 @@ def test_the_deployment_chooses_as_the_runs_folds_did(ltr_cluster, cranfield_ind
         st.drop_store(conn, store)
 
 
+def test_cv_trains_on_the_judged_documents_alone_and_evaluates_every_window(
+        ltr_cluster, cranfield_index, shipped_featureset, tmp_path):
+    """``ltr evaluate cv --unjudged drop``: the fold models see only the judged candidates
+    (the logged rows are the judged ones in the window), and every query is still
+    reranked live over its whole window and evaluated."""
+    from ltr_toolkit.pipeline import crossval
+    conn = ltr_cluster.conn()
+    jl = cranfield.split_judgments("train")
+    jl = jl.subset(jl.judged_qids()[:30])
+    report = crossval.cross_validate(conn, INDEX, jl, shipped_featureset, {"linear": {}}, tmp_path,
+                                     folds=2, window=30, seed=3, jobs=1,
+                                     candidates={"unjudged": "drop"})
+    side = load_logged(tmp_path / "candidates.txt").meta["sidecar"]
+    assert side["candidates"]["unjudged"] == 0 and side["candidates"]["judged"] == side["rows"]
+    assert side["rows"] < 30 * 30 / 2          # the unjudged candidates are gone
+    assert len(report["per_query"]["linear"]) == 30 == report["queries"]
+
+
 def _fold_explanations_add_up(conn, report: dict, store: str) -> None:
     """The run's explanations, per query, against the scores its fold model served (each
     fold model served with the weights its fold chose)."""

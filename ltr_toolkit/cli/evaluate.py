@@ -17,11 +17,11 @@ from rich.table import Table
 
 from ..clicks import DEFAULT_CLIP
 from ..errors import UserError
-from .common import (Algo, BudgetOpt, ClicksAsOpt, CutoffOpt, DaysOpt, EventsIndexOpt, FieldsOpt,
+from .common import (Algo, BudgetOpt, ClicksAsOpt, CutoffOpt, DaysOpt, EventsIndexOpt, FieldsOpt, JudgedOutside,
                      FoldsOpt, IndexOpt, InputFormatOpt, JobsOpt, JsonOpt, QueriesFileOpt,
                      QueriesIndexOpt, QueryWeightOpt, ReportOpt, RescoreWeightOpt, SeedOpt,
                      ServedStatsOpt, Settings, SinceOpt, Statistics, StatsOpt, StoreOpt,
-                     TemplateOpt, UntilOpt, Via, WindowOpt, WorkdirOpt, _conn, _event_log,
+                     TemplateOpt, Unjudged, UntilOpt, Via, WindowOpt, WorkdirOpt, _conn, _event_log,
                      _failed_queries, _first_stage, _given_first_stage, _ltr_conn, _print_json,
                      _report_table, _weights, _writable, err, evaluate_app, out)
 
@@ -76,6 +76,8 @@ def evaluate_cv(ctx: typer.Context,
                 deploy_anyway: Annotated[Optional[Algo], typer.Option("--deploy-anyway", help="With --deploy: upload this algorithm even when it is not recommended.")] = None,
                 jobs: JobsOpt = None, budget: BudgetOpt = None,
                 via: Annotated[Via, typer.Option("--via", help="How the candidates' features are logged: plugin (sltr + ltr_log) or named-queries (each feature's template as a named query: what Elasticsearch's native learning to rank computes). Fold models are served by the plugin either way.")] = Via.plugin,
+                unjudged: Annotated[Unjudged, typer.Option("--unjudged", help="Unjudged candidates: trained on as grade 0, or dropped (judges who graded only some documents per query); every query is still reranked and evaluated live over its whole window.")] = Unjudged.zero,
+                judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="Judged documents outside the top WINDOW: left out of training, or included.")] = JudgedOutside.exclude,
                 input_format: InputFormatOpt = None, queries: QueriesFileOpt = None,
                 output: ReportOpt = None, as_json: JsonOpt = False,
                 plot: PlotOpt = None, html: HtmlOpt = None):
@@ -94,7 +96,8 @@ def evaluate_cv(ctx: typer.Context,
     report = cross_validate(conn, index, jl, featureset, {a.value: fixed for a in algo},
                             workdir, folds, cutoff, window, store, stage, seed,
                             log=lambda m: err.print(m), keep_models=keep_fold_models,
-                            jobs=jobs, budget=budget, explain=html is not None, via=via.value)
+                            jobs=jobs, budget=budget, explain=html is not None, via=via.value,
+                            candidates={"unjudged": unjudged.value, "judged_outside": judged_outside.value})
     qids = list(next(iter(report["per_query"].values())))
     _finish(conn, index, report, qids, jl, fields, output, as_json, plot, html, cutoff)
     if deploy:

@@ -118,31 +118,38 @@ def first_stage_column(side: dict) -> int | None:
 
 
 def every(seconds: float, log, what: str):
-    """A progress callback (done, total) that logs at most every ``seconds``, with an ETA:
-    a long logging run is never silent."""
-    start = last = time.monotonic()
+    """A progress callback (done, total) that logs at most every ``seconds``, with an ETA
+    from the rate since its first call (what ran before it, such as the first stage's
+    candidates, is not counted): a long logging run is never silent."""
+    first = last = None
 
     def progress(done: int, total: int) -> None:
-        nonlocal last
+        nonlocal first, last
         now = time.monotonic()
-        if now - last < seconds or done >= total:
+        if first is None:
+            first = last = (now, done)
             return
-        last = now
-        eta = (now - start) / done * (total - done)
+        if now - last[0] < seconds or done >= total:
+            return
+        last = (now, done)
+        eta = (now - first[0]) / (done - first[1]) * (total - done)
         log(f"{what}: {done}/{total} rounds ({100 * done / total:.0f}%), ETA {eta:.0f}s")
     return progress
 
 
 def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, workdir: Path,
-                   log) -> tuple:
+                   log, candidates: dict | None = None) -> tuple:
     """(dataset, sidecar, serving with the measured long-query budget, failed queries)
     of the first stage's top ``window`` per judged query, logged into
     ``workdir/candidates.txt``."""
     budget = query_budget(conn, serving.index, jl, featureset, serving.first_stage, serving.store,
                           serving.via)
     serving = serving.with_budget(budget)
+    log(f"logging the first stage's top {serving.depth} for {len(jl.judged_qids())} queries, "
+        "then their features")
     data = workdir / "candidates.txt"
-    side, info = serving.log_candidates(conn, jl, featureset, data, progress=every(15.0, log, "logging candidates"))
+    side, info = serving.log_candidates(conn, jl, featureset, data, **(candidates or {}),
+                                        progress=every(15.0, log, "logging candidates"))
     log(f"logged {side['rows']} candidate rows for {info['queries']} queries "
         f"({info['judged']} judged, {info['unjudged']} unjudged as 0)"
         + (f"; {side['fitted_queries']} long queries sent as their first {budget} distinct words"
@@ -167,7 +174,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    log=lambda msg: None, keep_models: bool = False,
                    evaluate_on: JudgmentList | None = None, jobs: int | None = None,
                    selection: dict | None = None, budget: float | None = None,
-                   explain: bool = False, via: str = "plugin") -> dict:
+                   explain: bool = False, via: str = "plugin", candidates: dict | None = None) -> dict:
     """Returns the pooled report (see the module docstring). ``algos``: algorithm ->
     fixed ``train_model`` settings, or None to choose them by inner cross-validation.
     Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``. ``evaluate_on``: train on
@@ -180,13 +187,16 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     ``explanations`` hold each fold model's per-feature contributions to its queries' top
     10 (computed while the model is in the store). ``via``: how the candidates' features
     are logged (``featurelog``: the plugin, or named queries); fold models are served by
-    the plugin either way."""
+    the plugin either way. ``candidates``: which candidates are trained on
+    (``features.candidates``: ``unjudged`` "zero" | "drop", ``judged_outside`` "exclude" |
+    "include"); every query is evaluated over its whole window whatever they say."""
     _check_settings(folds, algos)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     serving = Serving(index, first_stage or FirstStage.from_fields(), window, store, via=via)
     with warmup.start(algos, k) as warm:     # compiled while the candidates are logged
-        ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log)
+        ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log,
+                                                   candidates)
         truth = jl if evaluate_on is None else evaluate_on
         qids = _usable_queries(jl, truth, failed, folds)
         run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
