@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ltr_toolkit.data.judgments import load_judgments
 from ltr_toolkit.rank import stats
 from ltr_toolkit.transport.engine import detect
 
@@ -137,11 +138,6 @@ def _cv(run: Timed, work: Path, judgments: Path, featureset: str, budget: float)
     return json.loads(report.read_text()), _phases(lines)
 
 
-def engine_label(conn) -> str:
-    e = detect(conn)
-    return getattr(e, "label", e.name)
-
-
 def _verdict(report: dict) -> str:
     """What the run's recommendation says: deploy (and what each fold served), or keep."""
     deploy = report["recommendation"].get("deploy")
@@ -167,12 +163,7 @@ def _parity(run: Timed, work: Path, featureset: str, judgments: Path, n: int = 2
         for line in fh:
             if not line.startswith("#"):
                 where[(line.split()[1][4:], line.rsplit("# ", 1)[1].split()[0])] = len(where)
-    texts = {}
-    with gzip.open(MSRD / "movies-judgments.tsv.gz", "rt", encoding="utf-8") if judgments.suffix == ".gz" \
-            else open(judgments, encoding="utf-8") as fh:
-        for row in list(fh)[1:]:
-            q, text = row.split("\t")[:2]
-            texts.setdefault(q, text)
+    texts = load_judgments(judgments).queries
     worst, compared = 0.0, 0
     for q in random.Random(1).sample(sorted(texts), n):
         hits = json.loads(subprocess.run(
@@ -298,7 +289,7 @@ def main(argv=None) -> None:
         f"candidates, uploaded as {parity['model']}; `ltr query search --model` on {parity['queries']} "
         f"queries against `ltr predict` of the same rows: {parity['hits']} hits compared, largest "
         f"relative difference {parity['max_rel_diff']:.1e}",
-        f"engine: {engine_label(conn)}",
+        f"engine: {detect(conn).label}",
     ]
     name = "catalogue" if args.engine in (None, "opensearch") else f"catalogue_{args.engine}"
     write_table(name, header, rows, notes)

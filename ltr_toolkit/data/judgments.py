@@ -289,8 +289,8 @@ def load_judgments(path, fmt: str | None = None, queries=None) -> JudgmentList:
 def _guess(path: Path, queries) -> str:
     if queries is not None:
         return "trec"
-    suffixes = [x.lower() for x in path.suffixes]
-    suffix = suffixes[-2] if suffixes[-1:] == [".gz"] and len(suffixes) > 1 else path.suffix.lower()
+    inner = path.with_suffix("") if path.suffix.lower() == ".gz" else path   # read_text unzips
+    suffix = inner.suffix.lower()
     if suffix in (".csv", ".tsv"):
         return "csv"
     if suffix in (".jsonl", ".ndjson"):

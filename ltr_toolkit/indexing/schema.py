@@ -110,11 +110,8 @@ def infer(docs: list[tuple[int, dict]], where) -> dict[str, Field]:
             if kind is None:
                 continue
             f = fields.get(path)
-            if f is None:
-                f = fields[path] = Field(path, kind, 1, line)
-                if kind == TEXT:
-                    f.note(value)
-                continue
+            if f is None:                      # its first value: merged with itself below
+                f = fields[path] = Field(path, kind, 0, line)
             pair = {f.kind, kind}
             merged = _merge(pair) if len(pair) == 1 or pair <= {LONG, DOUBLE} or pair <= {TEXT, DATE} else None
             if merged is None:
