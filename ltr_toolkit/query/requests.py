@@ -39,10 +39,6 @@ def rescore_clause(model: str, params: dict, window: int = 100, query_weight: fl
                       "rescore_query_weight": float(rescore_query_weight)}}
 
 
-#: the name the first stage's query carries in a rescored request (its score per hit)
-FIRST_STAGE = "first_stage"
-
-
 @dataclass(frozen=True)
 class Rescore:
     """What reranks the first stage's top ``window``: a model of the store, with its
@@ -78,19 +74,15 @@ def restrict_to(query: dict, ids: list[str]) -> dict:
 
 def search_body(first_stage: FirstStage, params: dict, size: int = 10,
                 rescore: Rescore | None = None, *, model_params: dict | None = None,
-                source=("title",), top_ids: list[str] | None = None, named: bool = False) -> dict:
+                source=("title",), top_ids: list[str] | None = None) -> dict:
     """A search of the first stage's top ``size``, reranked by ``rescore`` when given.
     ``model_params``: the model's parameters when they differ from ``params`` (derived
     ones, see ``stores.params``). ``top_ids``: the first stage's global top ids: with a
-    model, exactly they are reranked (see the module docstring). ``named``: the first
-    stage's query named :data:`FIRST_STAGE` (with ``include_named_queries_score`` each hit
-    carries its first-stage score: :func:`tie_ordered`)."""
+    model, exactly they are reranked (see the module docstring)."""
     query = first_stage.query(params)
     window = rescore.window_size if rescore else 0
     if rescore and top_ids is not None:
         query, window = restrict_to(query, top_ids), max(1, len(top_ids))
-    if named:
-        query = {"bool": {"must": [query], "_name": FIRST_STAGE}}
     body = {"query": query, "size": int(size), "_source": list(source) if source else False}
     if rescore:
         body["rescore"] = rescore.clause(model_params or params, window)
@@ -123,19 +115,15 @@ def tie_ordered(hits: list[dict], size: int, window: int,
                 first_rank: dict[str, int] | None = None) -> tuple[list[dict], bool]:
     """The toolkit's one tie rule, the same as offline (``rank.metrics``: a stable sort of
     the logged rows, which are in the first stage's order): descending served score, then
-    the first stage's order -- its rank in ``first_rank`` when known, else its score named
-    in the hit (:data:`FIRST_STAGE`), then the order the cluster returned (Lucene's, as
-    when the first stage was logged). The cluster itself breaks a rescore's ties by
+    the first stage's order -- its rank in ``first_rank`` (id -> rank) when known --, then
+    the order the cluster returned (Lucene's, as when the first stage was logged). The cluster itself breaks a rescore's ties by
     Lucene's document order. Returns (the top ``size``, whether a tie crosses the cut:
     then the hits must be fetched down to the window to choose). Hits below the
     ``window`` keep their place."""
     head, tail = hits[:window], hits[window:]
 
-    def first(i: int, h: dict) -> float:
-        if first_rank is not None:
-            return first_rank.get(h["_id"], len(first_rank) + i)
-        named = h.get("matched_queries")
-        return -named.get(FIRST_STAGE, 0.0) if isinstance(named, dict) else 0.0
+    def first(i: int, h: dict) -> int:
+        return first_rank.get(h["_id"], len(first_rank) + i) if first_rank is not None else 0
     keyed = sorted(((-h["_score"], first(i, h), i) for i, h in enumerate(head)))
     ordered = [head[i] for _, _, i in keyed] + tail
     crosses = 0 < size < len(head) and head[keyed[size][2]]["_score"] == head[keyed[size - 1][2]]["_score"]

@@ -31,7 +31,7 @@ from ..query.clauses import term_budget
 from ..query.firststage import DEFAULT_FIELDS, FirstStage
 from ..stores.contract import ContractOverrideWarning
 from ..query.prepare import QueryPlan, model_plan, remeasured
-from ..query.requests import Rescore, msearch_ids, search_body, tie_ordered
+from ..query.requests import Rescore, msearch_ids, restrict_to, search_body, tie_ordered
 
 __all__ = ["DEFAULT_FIELDS", "FirstStage", "Rescore", "search", "rerank_ids"]
 
@@ -98,13 +98,24 @@ def rerank_ids(conn: Connection, index: str, param_list: list[dict], first_stage
     return ranked  # type: ignore[return-value]
 
 
-def _search(conn: Connection, index: str, first_stage: FirstStage, store, body: dict,
-            named: bool = False) -> dict:
-    """One search, with the first stage's term statistics (``search_type``); ``named``:
-    each hit carries its named queries' scores (the first stage's, for ties)."""
-    extra = {"params": {"include_named_queries_score": "true"}} if named else {}
+def _search(conn: Connection, index: str, first_stage: FirstStage, store, body: dict) -> dict:
+    """One search, with the first stage's term statistics (``search_type``)."""
     return call(conn, conn.client().search, index=index, body=body, store=store,
-                search_type=first_stage.search_type, **extra)
+                search_type=first_stage.search_type)
+
+
+def _first_stage_rank(conn, plan: QueryPlan, params: dict, hits: list[dict]) -> dict[str, int]:
+    """The first stage's order of the hits the model tied (id -> rank): the first stage
+    restricted to them (an ``ids`` filter: their scores unchanged; no source), ordered as
+    the first stage orders them -- a small request, not the rescore again."""
+    seen: dict[float, int] = {}
+    for h in hits:
+        seen[h["_score"]] = seen.get(h["_score"], 0) + 1
+    tied = [h["_id"] for h in hits if seen[h["_score"]] > 1]
+    body = search_body(plan.first_stage, params, len(tied), source=None)
+    body["query"] = restrict_to(body["query"], tied)
+    found = _search(conn, plan.index, plan.first_stage, plan.store, body)["hits"]["hits"]
+    return {h["_id"]: r for r, h in enumerate(found)}
 
 
 def _serving_inputs(conn, plan: QueryPlan, raw: dict, size):
@@ -146,7 +157,8 @@ def search(conn: Connection, index: str, params: dict, first_stage: FirstStage |
     or its global top ``rescore.window`` reranked by ``rescore.model``, served as its
     serving contract says where ``first_stage``, ``max_terms`` and the rescore's window
     and weights are not given (``query.prepare.contracted``). One request on a one-shard
-    index (two when a tie crosses the cut); a first one when the model's features use the
+    index (and a small one, the first stage's order of the hits the model tied, when it
+    ties some); a first one when the model's features use the
     first stage's top ids or the index has several shards (then exactly those are
     reranked). The model's plan (contract, parameters, budget, shard count) is made at the
     first query and kept (``query.prepare.model_plan``), or given as ``plan`` (then the
@@ -187,33 +199,30 @@ def _served(conn, plan: QueryPlan, params: dict, size: int, again: bool = True) 
 
 def _reranked(conn, plan: QueryPlan, raw: dict, size) -> list[dict]:
     """One query's reranked hits in the toolkit's tie order (see :func:`search`): the top
-    ``size + 1`` first; only when the model tied some of them, again: with each hit's
-    first-stage score (on one shard without a first request), and deeper (3x, up to the
-    window) while a tie at the cut reaches the last hit fetched."""
+    ``size + 1``, deeper (3x, up to the window) while a tie at the cut reaches the last
+    hit fetched; when the model tied some of them and the first stage's order is not
+    known (one shard), the tied hits' order from a small first-stage request."""
     mp, ids, restrict, below = _serving_inputs(conn, plan, raw, size)
     rescore, params = plan.rescore, plan.keywords(raw)
     top = ids[:plan.window] if restrict else None
     window = len(top) if restrict else plan.window
     rank = {d: r for r, d in enumerate(ids)} if restrict else None
 
-    def fetch(n, named=False):
-        body = search_body(plan.first_stage, params, n, rescore, model_params=mp, top_ids=top,
-                           named=named)
-        return _search(conn, plan.index, plan.first_stage, rescore.store, body,
-                       named=named)["hits"]["hits"]
-    n, named = (size + 1 if size < window else size), False
+    def fetch(n):
+        body = search_body(plan.first_stage, params, n, rescore, model_params=mp, top_ids=top)
+        return _search(conn, plan.index, plan.first_stage, rescore.store, body)["hits"]["hits"]
+    n = size + 1 if size < window else size
     hits = fetch(n)
     while True:
         scores = [h["_score"] for h in hits[:window]]
         if len(set(scores)) == len(scores):                  # no tie: the cluster's order
             return hits[:size] + below
-        open_end = len(hits) == n < window and len(hits) > size and scores[-1] == scores[size - 1]
-        if open_end:
-            n = min(window, 3 * n)
-        elif named or rank is not None:
-            return tie_ordered(hits, size, window, rank)[0] + below
-        named = rank is None
-        hits = fetch(n, named=named)
+        if len(hits) == n < window and len(hits) > size and scores[-1] == scores[size - 1]:
+            n = min(window, 3 * n)                           # a tie open at the end: deeper
+            hits = fetch(n)
+            continue
+        rank = rank if rank is not None else _first_stage_rank(conn, plan, params, hits[:window])
+        return tie_ordered(hits, size, window, rank)[0] + below
 
 
 def _hits(hits: list[dict]) -> list[dict]:
