@@ -28,6 +28,10 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 SHORTENING = "first-distinct-words-without-stop-words"
 
 
+#: the parameter that carries a query's text to the first stage and the features
+KEYWORDS = "keywords"
+
+
 def distinct_words(text: str) -> list[str]:
     """Distinct lower-cased words of ``text``, in order of first appearance."""
     return list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
@@ -48,6 +52,6 @@ def fit_keywords(text: str, max_terms: int | None) -> str:
 
 def fit_params(params: dict, max_terms: int | None) -> dict:
     """Template parameters with ``keywords`` fitted (see :func:`fit_keywords`)."""
-    if max_terms is None or "keywords" not in params:
+    if max_terms is None or KEYWORDS not in params:
         return params
-    return {**params, "keywords": fit_keywords(str(params["keywords"]), max_terms)}
+    return {**params, KEYWORDS: fit_keywords(str(params[KEYWORDS]), max_terms)}

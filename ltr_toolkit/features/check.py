@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.featuresets import _parsed, _walk, template_params
+from ..data.querytext import KEYWORDS
 from ..stores.params import is_derived
 
-KEYWORDS = "keywords"
 #: queries whose keys are field names (``{"match": {"title": ...}}``)
 _BY_KEY = ("match", "match_phrase", "match_phrase_prefix", "match_bool_prefix", "term", "terms",
            "prefix", "wildcard", "fuzzy", "regexp", "range", "rank_feature_field")

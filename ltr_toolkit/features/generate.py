@@ -29,10 +29,10 @@ import re
 
 import numpy as np
 
+from ..data.querytext import KEYWORDS
 from ..transport.client import Connection, request
 from ..transport.engine import QUERY_VECTOR, VectorKind, detect
 
-KEYWORDS = "keywords"
 TEXT, KEYWORD, DATE, BOOLEAN = "text", "keyword", "date", "boolean"
 NUMBERS = {"long", "integer", "short", "byte", "double", "float", "half_float",
            "scaled_float", "unsigned_long"}

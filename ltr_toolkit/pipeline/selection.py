@@ -223,7 +223,7 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
     if len(useful) < 2:           # nothing to learn from, nothing to validate on
         return dict(_choice([], FIRST_STAGE), inner_ndcg=None, first_stage_inner_ndcg=None,
                     best_model=None, best_model_inner_ndcg=None, inner_p_value=None, tried=[],
-                    left_out=[])
+                    left_out=[], queries=len(useful))
     where = inner_folds(len(useful), min(folds, len(useful)), seed)
     trials = grid(algo, len(useful))
     sets = [(ds.subset([q for q, w in zip(useful, where) if w != f]),
