@@ -170,6 +170,9 @@ def _write(rows, models):
              "process (a RankLib network is queried one at a time per process: not thread-safe "
              "in the plugin)",
              "ratios: to the first stage of the same set-up, same clients, same run",
+             "the semantic feature's query vectors: computed in the warm-up pass, then kept by "
+             "the process, as for any repeated query (the encoder's own cost per new query: "
+             "latency_breakdown.md)",
              f"models: {models}",
              "node: one local OpenSearch, 512 MiB heap, 2 cores shared with the client"]
     write_table("latency", ["system", "clients", "p50 ms", "p95 ms", "p99 ms", "p50 ratio",
