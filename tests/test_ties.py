@@ -1,6 +1,7 @@
 """One tie rule, live and offline: documents the model scores alike are served in the
 first stage's order, as the offline metrics and the selection order them (a stable sort of
-the logged rows), not in Lucene's document order, which the cluster's rescore uses."""
+the logged rows), not in Lucene's document order, which the cluster's rescore uses; on
+each engine."""
 
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ N = 12
 
 
 @pytest.fixture(scope="module", params=[1, 3], ids=["1-shard", "3-shards"])
-def tied(request, ltr_cluster):
+def tied(request, engine_cluster):
     """An index whose later documents match the query better (the first stage ranks them
     in the reverse of Lucene's order) and a model that scores every document alike
     (on ``flat``) or in three groups (on ``coarse``: by the number of "wing" words)."""
-    conn, shards = ltr_cluster.conn(), request.param
+    conn, shards = engine_cluster.conn(), request.param
     c = conn.client()
     index, store = f"ties-{uuid.uuid4().hex[:6]}", f"ties{uuid.uuid4().hex[:6]}"
     c.indices.create(index=index, body={"settings": {"number_of_shards": shards,
