@@ -116,10 +116,10 @@ def tie_ordered(hits: list[dict], size: int, window: int,
     """The toolkit's one tie rule, the same as offline (``rank.metrics``: a stable sort of
     the logged rows, which are in the first stage's order): descending served score, then
     the first stage's order -- its rank in ``first_rank`` (id -> rank) when known --, then
-    the order the cluster returned (Lucene's, as when the first stage was logged). The cluster itself breaks a rescore's ties by
-    Lucene's document order. Returns (the top ``size``, whether a tie crosses the cut:
-    then the hits must be fetched down to the window to choose). Hits below the
-    ``window`` keep their place."""
+    the order the cluster returned (Lucene's, as when the first stage was logged). The
+    cluster itself breaks a rescore's ties by Lucene's document order. Returns (the top
+    ``size``, whether a tie crosses the cut: then the hits must be fetched down to the
+    window to choose). Hits below the ``window`` keep their place."""
     head, tail = hits[:window], hits[window:]
 
     def first(i: int, h: dict) -> int:

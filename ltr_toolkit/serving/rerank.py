@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
+from collections import Counter
 
 from ..data.querytext import fit_params
 from ..errors import ClusterError, MissingResourceError, PluginMissingError, StoreMissingError
@@ -108,9 +109,7 @@ def _first_stage_rank(conn, plan: QueryPlan, params: dict, hits: list[dict]) -> 
     """The first stage's order of the hits the model tied (id -> rank): the first stage
     restricted to them (an ``ids`` filter: their scores unchanged; no source), ordered as
     the first stage orders them -- a small request, not the rescore again."""
-    seen: dict[float, int] = {}
-    for h in hits:
-        seen[h["_score"]] = seen.get(h["_score"], 0) + 1
+    seen = Counter(h["_score"] for h in hits)
     tied = [h["_id"] for h in hits if seen[h["_score"]] > 1]
     body = search_body(plan.first_stage, params, len(tied), source=None)
     body["query"] = restrict_to(body["query"], tied)
