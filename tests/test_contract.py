@@ -252,14 +252,18 @@ def test_the_deployment_chooses_as_the_runs_folds_did(ltr_cluster, cranfield_ind
 
 
 def test_cv_trains_on_the_judged_documents_alone_and_evaluates_every_window(
-        ltr_cluster, cranfield_index, shipped_featureset, tmp_path):
+        ltr_cluster, cranfield_index, shipped_featureset, tmp_path, monkeypatch):
     """``ltr evaluate cv --unjudged drop``: the fold models see only the judged candidates
     (the logged rows are the judged ones in the window), and every query is still
-    reranked live over its whole window and evaluated."""
+    reranked live over its whole window and evaluated. The first stage is asked once:
+    its ranking for the candidates is the one evaluated and reranked, whole, the
+    unjudged documents included."""
     from ltr_toolkit.pipeline import crossval
     conn = ltr_cluster.conn()
     jl = cranfield.split_judgments("train")
     jl = jl.subset(jl.judged_qids()[:30])
+    asked, real = [], Serving.first_ids
+    monkeypatch.setattr(Serving, "first_ids", lambda *a, **kw: asked.append(1) or real(*a, **kw))
     report = crossval.cross_validate(conn, INDEX, jl, shipped_featureset, {"linear": {}}, tmp_path,
                                      folds=2, window=30, seed=3, jobs=1,
                                      candidates={"unjudged": "drop"})
@@ -267,6 +271,11 @@ def test_cv_trains_on_the_judged_documents_alone_and_evaluates_every_window(
     assert side["candidates"]["unjudged"] == 0 and side["candidates"]["judged"] == side["rows"]
     assert side["rows"] < 30 * 30 / 2          # the unjudged candidates are gone
     assert len(report["per_query"]["linear"]) == 30 == report["queries"]
+    assert not asked
+    qids = list(report["top"]["first-stage"])
+    live = real(Serving(INDEX, FirstStage.from_fields(), 30), conn,
+                [jl.query_params(q) for q in qids])
+    assert [report["top"]["first-stage"][q] for q in qids] == [ids[:10] for ids in live]
 
 
 def _fold_explanations_add_up(conn, report: dict, store: str) -> None:

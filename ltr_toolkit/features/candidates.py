@@ -25,11 +25,13 @@ JUDGED_OUTSIDE = ("exclude", "include")
 def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
                         first_stage: FirstStage | None = None, unjudged: str = "zero",
                         judged_outside: str = "exclude", batch: int = 50,
-                        max_terms: int | None = None) -> tuple[JudgmentList, dict]:
-    """(the candidates as a judgment list, with the first stage's ids of every query as
-    ``meta``; counts for the sidecar). Long queries are fitted to ``max_terms`` distinct
-    words (:mod:`ltr_toolkit.data.querytext`); a query whose first stage the cluster still
-    rejects has no candidates and is named in ``failed_queries``."""
+                        max_terms: int | None = None,
+                        first_ids: dict | None = None) -> tuple[JudgmentList, dict]:
+    """(the candidates as a judgment list; counts for the sidecar). Long queries are
+    fitted to ``max_terms`` distinct words (:mod:`ltr_toolkit.data.querytext`); a query
+    whose first stage the cluster still rejects has no candidates and is named in
+    ``failed_queries``. ``first_ids``: filled with each query's first-stage top ``k`` ids
+    in order, whatever ``unjudged`` keeps (a query that failed: none)."""
     if k < 1:
         raise UserError(f"candidates k={k}: expected a whole number >= 1")
     if unjudged not in UNJUDGED:
@@ -49,6 +51,8 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
     for q, docs in zip(qids, ranked):
         if docs is None:
             continue
+        if first_ids is not None:
+            first_ids[q] = list(docs[:k])
         out.queries[q] = jl.queries[q]
         grades = dict(by_q[q])
         for d in docs[:k]:
@@ -75,7 +79,7 @@ def judged_candidates(conn: Connection, index: str, jl: JudgmentList, featureset
                       first_stage: FirstStage, store: str | None = None, k: int | None = None,
                       unjudged: str = "zero", judged_outside: str = "exclude",
                       max_terms: int | None = None, budget_of: JudgmentList | None = None,
-                      via: str = "plugin", recorded: bool = False
+                      via: str = "plugin", recorded: bool = False, first_ids: dict | None = None
                       ) -> tuple[JudgmentList, dict | None, int | None]:
     """What a logging run logs, prepared the same way by ``ltr log``, jobs, job parts and
     ``Serving``: the query-term budget measured once (on ``budget_of``, the whole list a
@@ -86,12 +90,13 @@ def judged_candidates(conn: Connection, index: str, jl: JudgmentList, featureset
     ``log_features``, which records it. ``via``: how the features will be logged
     (``featurelog.VIAS``), which the budget is measured with. ``recorded``: ``max_terms``
     is the budget a logged file recorded (None there: no query was cut), used as it is so
-    that an increment's candidates are retrieved for the query its features log."""
+    that an increment's candidates are retrieved for the query its features log.
+    ``first_ids``: see :func:`candidate_judgments`."""
     if max_terms is None and not recorded:
         max_terms = featurelog.query_budget(conn, index, budget_of or jl, featureset,
                                             first_stage, store, via)
     info = None
     if k:
         jl, info = candidate_judgments(conn, index, jl, k, first_stage, unjudged, judged_outside,
-                                       max_terms=max_terms)
+                                       max_terms=max_terms, first_ids=first_ids)
     return jl, info, max_terms

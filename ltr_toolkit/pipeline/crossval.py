@@ -139,22 +139,24 @@ def every(seconds: float, log, what: str):
 
 def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, workdir: Path,
                    log, candidates: dict | None = None) -> tuple:
-    """(dataset, sidecar, serving with the measured long-query budget, failed queries)
-    of the first stage's top ``window`` per judged query, logged into
-    ``workdir/candidates.txt``."""
+    """(dataset, sidecar, serving with the measured long-query budget, failed queries,
+    each query's first-stage ids as fetched for its candidates) of the first stage's top
+    ``window`` per judged query, logged into ``workdir/candidates.txt``."""
     budget = query_budget(conn, serving.index, jl, featureset, serving.first_stage, serving.store,
                           serving.via)
     serving = serving.with_budget(budget)
     log(f"logging the first stage's top {serving.depth} for {len(jl.judged_qids())} queries, "
         "then their features")
     data = workdir / "candidates.txt"
+    first: dict[str, list[str]] = {}
     side, info = serving.log_candidates(conn, jl, featureset, data, **(candidates or {}),
+                                        first_ids=first,
                                         progress=every(15.0, log, "logging candidates"))
     log(f"logged {side['rows']} candidate rows for {info['queries']} queries "
         f"({info['judged']} judged, {info['unjudged']} unjudged as 0)"
         + (f"; {side['fitted_queries']} long queries sent as their first {budget} distinct words"
            if side.get("fitted_queries") else ""))
-    return load_logged(data), side, serving, dict(side["failed_queries"])
+    return load_logged(data), side, serving, dict(side["failed_queries"]), first
 
 
 def _clean_up(conn, models: dict[str, list[str]], store, log) -> list[str]:
@@ -195,13 +197,13 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     workdir.mkdir(parents=True, exist_ok=True)
     serving = Serving(index, first_stage or FirstStage.from_fields(), window, store, via=via)
     with warmup.start(algos, k) as warm:     # compiled while the candidates are logged
-        ds, side, serving, failed = log_candidates(conn, serving, jl, featureset, workdir, log,
-                                                   candidates)
+        ds, side, serving, failed, first = log_candidates(conn, serving, jl, featureset,
+                                                          workdir, log, candidates)
         truth = jl if evaluate_on is None else evaluate_on
         qids = _usable_queries(jl, truth, failed, folds)
         run = _Run(conn, serving, jl, qids, ds, featureset, k, seed, fold_of(qids, folds, seed),
                    folds, name_prefix, str(workdir), selection, budget, explain,
-                   first_col=first_stage_column(side))
+                   first_col=first_stage_column(side), first_ids=first)
         _check_first_stage_again(run, qids, failed)
         per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
         try:
@@ -297,7 +299,8 @@ class _Run:
     other folds, uploaded, and reranking its fold's queries through ``serving``."""
 
     def __init__(self, conn, serving, jl, qids, ds, featureset, k, seed, where, folds,
-                 name_prefix, source, selection=None, budget=None, explain=False, first_col=None):
+                 name_prefix, source, selection=None, budget=None, explain=False, first_col=None,
+                 first_ids: dict | None = None):
         self.conn, self.serving, self.qids, self.ds = conn, serving, qids, ds
         self.featureset, self.k, self.seed, self.where = featureset, k, seed, where
         self.folds, self.name_prefix, self.source = folds, name_prefix, source
@@ -309,8 +312,8 @@ class _Run:
         self.options: dict = dict(selection or {})
         depth = max(k, 10, derived_depth(featureset_params(fs)))
         self.failed: dict[int, str] = {}
-        self.first = [ids or [] for ids in serving.first_ids(conn, self.params, depth=depth,
-                                                               failures=self.failed)]
+        self.first = _first_ranking(conn, serving, self.params, qids, depth, first_ids,
+                                    self.failed)
         self.models: dict[str, list[str]] = {}
         self.chosen: dict[str, list[dict]] = {}
         self.pipeline_algos: list[str] = []     # the algorithms the pipeline chooses among
@@ -406,6 +409,16 @@ class _Run:
             merge_explanations(self.explanations, explain_systems(
                 self.conn, {system: [(serving, idx)]}, self.params, {system: ranked}, self.qids,
                 self.first))
+
+
+def _first_ranking(conn, serving, params: list[dict], qids: list[str], depth: int,
+                   fetched: dict | None, failed: dict) -> list[list[str]]:
+    """Each query's first-stage top ``max(window, depth)`` ids: those fetched for its
+    candidates moments before (the same first stage, budget and window), else fetched
+    now (a query the cluster rejects now: in ``failed``)."""
+    if fetched and depth <= serving.depth and all(q in fetched for q in qids):
+        return [fetched[q] for q in qids]
+    return [ids or [] for ids in serving.first_ids(conn, params, depth=depth, failures=failed)]
 
 
 def _cost_rank(algo: str) -> int:
