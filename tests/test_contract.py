@@ -269,6 +269,7 @@ def test_cv_trains_on_the_judged_documents_alone_and_evaluates_every_window(
                                      candidates={"unjudged": "drop"})
     side = load_logged(tmp_path / "candidates.txt").meta["sidecar"]
     assert side["candidates"]["unjudged"] == 0 and side["candidates"]["judged"] == side["rows"]
+    assert side["candidates"]["unjudged_as"] == "drop"          # the file says how it was made
     assert side["rows"] < 30 * 30 / 2          # the unjudged candidates are gone
     assert len(report["per_query"]["linear"]) == 30 == report["queries"]
     assert not asked

@@ -30,8 +30,10 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
     """(the candidates as a judgment list; counts for the sidecar). Long queries are
     fitted to ``max_terms`` distinct words (:mod:`ltr_toolkit.data.querytext`); a query
     whose first stage the cluster still rejects has no candidates and is named in
-    ``failed_queries``. ``first_ids``: filled with each query's first-stage top ``k`` ids
-    in order, whatever ``unjudged`` keeps (a query that failed: none)."""
+    ``failed_queries``. The counts name the rules they were made by (``unjudged_as``,
+    ``judged_outside_as``): the logged file says how its rows were chosen. ``first_ids``:
+    filled with each query's first-stage top ``k`` ids in order, whatever ``unjudged``
+    keeps (a query that failed: none)."""
     if k < 1:
         raise UserError(f"candidates k={k}: expected a whole number >= 1")
     if unjudged not in UNJUDGED:
@@ -70,8 +72,8 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
                 if judged_outside == "include":
                     out.grades[(q, d)] = g
                     counts["judged_outside"] += 1
-    return out, {"k": int(k), "first_stage": first_stage.to_dict(), "unjudged": unjudged,
-                 "judged_outside": judged_outside, **counts,
+    return out, {"k": int(k), "first_stage": first_stage.to_dict(), "unjudged_as": unjudged,
+                 "judged_outside_as": judged_outside, **counts,
                  "failed_queries": [[qids[i], why] for i, why in sorted(failures.items())]}
 
 
