@@ -152,8 +152,10 @@ def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, wo
     side, info = serving.log_candidates(conn, jl, featureset, data, **(candidates or {}),
                                         first_ids=first,
                                         progress=every(15.0, log, "logging candidates"))
+    unjudged = (f"{info['unjudged']} unjudged as 0" if info["unjudged_as"] == "zero"
+                else "the unjudged left out")
     log(f"logged {side['rows']} candidate rows for {info['queries']} queries "
-        f"({info['judged']} judged, {info['unjudged']} unjudged as 0)"
+        f"({info['judged']} judged, {unjudged})"
         + (f"; {side['fitted_queries']} long queries sent as their first {budget} distinct words"
            if side.get("fitted_queries") else ""))
     return load_logged(data), side, serving, dict(side["failed_queries"]), first
