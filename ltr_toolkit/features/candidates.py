@@ -22,6 +22,15 @@ UNJUDGED = ("zero", "drop")
 JUDGED_OUTSIDE = ("exclude", "include")
 
 
+def _check_rules(k: int, unjudged: str, judged_outside: str) -> None:
+    if k < 1:
+        raise UserError(f"candidates k={k}: expected a whole number >= 1")
+    if unjudged not in UNJUDGED:
+        raise UserError(f"unjudged={unjudged!r}: expected one of {', '.join(UNJUDGED)}")
+    if judged_outside not in JUDGED_OUTSIDE:
+        raise UserError(f"judged_outside={judged_outside!r}: expected one of {', '.join(JUDGED_OUTSIDE)}")
+
+
 def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
                         first_stage: FirstStage | None = None, unjudged: str = "zero",
                         judged_outside: str = "exclude", batch: int = 50,
@@ -34,12 +43,7 @@ def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
     ``judged_outside_as``): the logged file says how its rows were chosen. ``first_ids``:
     filled with each query's first-stage top ``k`` ids in order, whatever ``unjudged``
     keeps (a query that failed: none)."""
-    if k < 1:
-        raise UserError(f"candidates k={k}: expected a whole number >= 1")
-    if unjudged not in UNJUDGED:
-        raise UserError(f"unjudged={unjudged!r}: expected one of {', '.join(UNJUDGED)}")
-    if judged_outside not in JUDGED_OUTSIDE:
-        raise UserError(f"judged_outside={judged_outside!r}: expected one of {', '.join(JUDGED_OUTSIDE)}")
+    _check_rules(k, unjudged, judged_outside)
     first_stage = first_stage or FirstStage.from_fields()
     first_stage.check(conn, index)
     qids = jl.judged_qids()
