@@ -136,6 +136,29 @@ def run_cli(*args, env=None, timeout=600):
                           text=True, env=full_env, timeout=timeout, cwd=str(ROOT))
 
 
+def run_cli_here(*args, env=None):
+    """Run the `ltr` CLI's entry point in this process (its parsing, checks and one-line
+    errors, as :func:`run_cli`, without a Python start-up and imports per call): for
+    tests of what the CLI answers, not of the process (exit status from ``main``'s return
+    value; stdout and stderr captured; ``env`` set for the call and restored)."""
+    import contextlib
+    import io
+    from ltr_toolkit.cli import main
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    stdout, stderr = io.StringIO(), io.StringIO()
+    try:
+        os.environ.update(env or {})
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code = main(list(args))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return subprocess.CompletedProcess(["ltr", *args], code, stdout.getvalue(), stderr.getvalue())
+
+
 @pytest.fixture
 def cli():
     return run_cli

@@ -1,6 +1,6 @@
-"""The CLI's contract under bad input, through the real CLI in subprocesses: every case
-exits 2 with ONE line on stderr naming the cause, no traceback, and leaves no output file
-behind. Over a hundred cases: usage, data files, judgments, feature sets, model files,
+"""The CLI's contract under bad input, through the CLI's entry point (in this process; a
+sample of the cases also as subprocesses, which must answer the same): every case exits 2
+with ONE line on stderr naming the cause, no traceback, and leaves no output file behind. Over a hundred cases: usage, data files, judgments, feature sets, model files,
 options, URLs/TLS settings, output paths, job files."""
 
 from __future__ import annotations
@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import socket
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_here
 
 GOOD_DATA = "".join(f"{g} qid:{q} 1:{0.1 * d + q} 2:{d % 3} 3:{g * 0.5 + d * 0.01} # d{q}-{d}\n"
                     for q in range(1, 5) for d, g in enumerate([2, 1, 0, 0, 1]))
@@ -260,33 +259,43 @@ def _cases(f):
     return C
 
 
+def _problem(r, fragment, output) -> str | None:
+    lines = r.stderr.strip().splitlines()
+    if r.returncode != 2:
+        return f"exit {r.returncode}"
+    if "Traceback" in r.stderr or "unexpected error" in r.stderr:
+        return "traceback"
+    if len(lines) != 1:
+        return f"{len(lines)} lines"
+    if fragment and fragment not in lines[0]:
+        return f"cause {fragment!r} not named"
+    if output is not None and Path(output).exists():
+        return "output left behind"
+    return None
+
+
 def test_bad_input_corpus(files):
     cases = _cases(files)
     assert len(cases) >= 100
-
-    def run(c):
-        args, fragment, output, env = c
-        return c, run_cli(*args, env=env, timeout=120)
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(run, cases))
     problems = []
-    for (args, fragment, output, env), r in results:
-        lines = r.stderr.strip().splitlines()
-        why = None
-        if r.returncode != 2:
-            why = f"exit {r.returncode}"
-        elif "Traceback" in r.stderr or "unexpected error" in r.stderr:
-            why = "traceback"
-        elif len(lines) != 1:
-            why = f"{len(lines)} lines"
-        elif fragment and fragment not in lines[0]:
-            why = f"cause {fragment!r} not named"
-        elif output is not None and Path(output).exists():
-            why = "output left behind"
+    for args, fragment, output, env in cases:
+        r = run_cli_here(*args, env=env)
+        why = _problem(r, fragment, output)
         if why:
             problems.append(f"{' '.join(args)} {env or ''}: {why}: {r.stderr.strip()[:300]}")
     print(f"{len(cases)} bad-input cases, {len(problems)} problems")
     assert not problems, "\n".join(problems)
+
+
+def test_bad_input_sample_answers_the_same_as_a_process(files):
+    """Every 20th case through a real ``ltr`` process: the same exit code and line as in
+    this process (the in-process runner hides nothing a user would see)."""
+    sample = _cases(files)[::20]
+    assert len(sample) >= 5
+    for args, fragment, output, env in sample:
+        here, there = run_cli_here(*args, env=env), run_cli(*args, env=env, timeout=120)
+        assert (there.returncode, there.stderr.strip()) == (here.returncode, here.stderr.strip()), args
+        assert _problem(there, fragment, output) is None, (args, there.stderr)
 
 
 def test_no_arguments_prints_help():
