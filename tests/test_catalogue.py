@@ -261,3 +261,46 @@ def test_identifiers_are_keywords_not_text(tmp_path):
     assert coll.text_fields == ("title", "colour")
     assert coll.properties("english")["url"] == {"type": "keyword"}
     assert "identifier" in {r["field"]: r for r in coll.report()}["sku"]["mapped"]
+
+
+def test_refused_documents_are_named_and_the_run_is_partial(cluster, cli, tmp_path):
+    """Documents the engine refuses (a date that is no date, a whole number past a long)
+    are named with their field, value and the engine's why; the run exits 3 and the
+    others are indexed."""
+    docs = [{"id": f"d{i}", "title": f"{WORDS[i % len(WORDS)]} drill", "released": f"2023-01-{i + 1:02d}",
+             "stock": i} for i in range(12)]
+    docs[3]["released"] = "2023-13-45"
+    docs[7]["stock"] = 10 ** 20
+    _jsonl(tmp_path / "p.jsonl", docs)
+    r = cli("--url", cluster.url, "index", "jsonl", str(tmp_path / "p.jsonl"), "--index", "refusing-shop",
+            "--recreate", "--neighbours", "0", "--vector-fields", "none")
+    try:
+        assert r.returncode == 3, r.stderr
+        assert "Traceback" not in r.stderr
+        failed = [line for line in r.stderr.splitlines() if line.startswith("failed: document ")]
+        assert len(failed) == 2, r.stderr
+        assert failed[0].startswith("failed: document d3: field released (date) value '2023-13-45': ")
+        assert "date" in failed[0].split(": ", 3)[-1]
+        assert failed[1].startswith(f"failed: document d7: field stock (long) value '{10 ** 20}': ")
+        assert "error: 2 documents failed" in r.stderr and str(tmp_path / "p.jsonl") in r.stderr
+        count = cluster.conn().client().count(index="refusing-shop")["count"]
+        assert count == len(docs) - 2 and f"indexed {count} documents" in r.stdout
+    finally:
+        cluster.conn().client().indices.delete(index="refusing-shop", ignore_unavailable=True)
+
+
+def test_a_refusal_is_shown_on_one_line_its_text_escaped():
+    from ltr_toolkit.indexing.rejections import describe, rejection
+    hostile = "x[red]\x1b[2J" + "y" * 200
+    item = {"index": {"_id": "7", "status": 400, "error": {
+        "type": "mapper_parsing_exception",
+        "reason": f"failed to parse field [a [b]] of type [long] in document with id '7'. "
+                  f"Preview of field's value: '{hostile}'",
+        "caused_by": {"type": "illegal_argument_exception", "reason": f'For input string: "{hostile}"\n at x'}}}}
+    r = rejection(item)
+    assert (r["id"], r["field"], r["type"], r["value"]) == ("7", "a [b]", "long", hostile)
+    line = describe(r)
+    assert "\x1b" not in line and "\n" not in line and "\\x1b" in line
+    assert line.startswith("field a [b] (long) value 'x[red]\\x1b[2Jyy") and len(line) < len(hostile) + 120
+    assert describe(rejection({"index": {"_id": "8", "status": 429, "error": {
+        "type": "es_rejected_execution_exception", "reason": "queue full"}}})) == "queue full"

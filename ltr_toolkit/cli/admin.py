@@ -13,10 +13,10 @@ from rich.table import Table
 
 from .. import versions
 from ..errors import ClusterError, UserError
-from .common import (Algo, EXIT_PARTIAL, CutoffOpt, FieldsOpt, FoldsOpt, IndexOpt,
+from .common import (Algo, EXIT_PARTIAL, CutoffOpt, _failed_queries, FieldsOpt, FoldsOpt, IndexOpt,
                      InputFormatOpt, JsonOpt, OldEngineOpt, QueriesFileOpt, ReportOpt, Statistics,
                      StatsOpt, StoreOpt, TemplateOpt, WorkdirOpt, _conn, _first_stage, _ltr_conn,
-                     _old_engine, _print_json, _writable, cluster_app, err, featureset_app,
+                     _old_engine, _partial, _print_json, _writable, cluster_app, err, featureset_app,
                      job_app, out, store_app)
 
 
@@ -248,7 +248,8 @@ def featureset_cost(ctx: typer.Context,
     measured live) next to what it brings to NDCG@k (drop-one ablation under
     cross-validation on the logged candidates: a negative delta means the feature helps),
     ending in a recommended, pruned set: the features the model does without are left
-    out, least helpful and costliest first."""
+    out, least helpful and costliest first. Exit 3 when some queries failed (named; the
+    others are measured)."""
     from ..data.judgments import load_judgments
     from ..io.atomic import write_json
     from ..pipeline.featurecost import cost_report
@@ -265,9 +266,11 @@ def featureset_cost(ctx: typer.Context,
     if pruned:
         write_json(pruned, rep["selection"]["featureset"])
     if as_json:
-        return _print_json(rep)
-    out.print(_cost_table(rep))
-    out.print(_selection_line(rep, pruned))
+        _print_json(rep)
+    else:
+        out.print(_cost_table(rep))
+        out.print(_selection_line(rep, pruned))
+    _failed_queries(rep)
 
 
 def _selection_line(rep: dict, pruned: Optional[Path]) -> str:
@@ -331,9 +334,9 @@ def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The jo
     if not json_report:
         out.print(f"snapshot {manifest['snapshot']} ({manifest['status']}): "
                   f"{manifest['counts']['rows']} rows")
-    for q, why in manifest.get("failed_queries", []):
-        err.print(f"failed: query {q}: {why}")
     if manifest.get("monitor"):
         err.print("monitor: " + "\n".join(manifest["monitor"].get("summary") or [manifest["monitor"]["note"]]))
+    _partial("query", manifest.get("failed_queries", []),
+             fix="the snapshot holds the others; fix the cause above and run the job again")
     if manifest["status"] != "complete":
         raise typer.Exit(EXIT_PARTIAL)

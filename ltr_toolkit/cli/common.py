@@ -258,8 +258,27 @@ def _writable(*paths: Optional[Path]) -> None:
             check_writable(p)
 
 
-#: exit code of a run that completed with some queries failed (listed in the sidecar/report)
+#: exit code of a run that completed for some items and not others (docs/cli.md, rule 6)
 EXIT_PARTIAL = 3
+
+
+def _partial(kind: str, failed: list, count: int | None = None, fix: str = "run the command again",
+             shown: int | None = None) -> None:
+    """The one end of every run that completed for some items and not for others: each
+    failure on a line ``failed: KIND ID: WHY`` (the first ``shown`` of them; all when
+    None), then ``error: COUNT KINDs failed ...; FIX``, on stderr, and exit 3. Nothing
+    when none failed. ``failed``: (id, why) pairs; ``count``: how many failed, when more
+    than ``failed`` holds."""
+    n = len(failed) if count is None else count
+    if not n:
+        return
+    named = failed[:shown]
+    for item, why in named:
+        err.print(f"failed: {kind} {item}: {why}")
+    kinds = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+    more = "" if len(named) >= n else f" ({len(named)} named above)" if named else ""
+    err.print(f"error: {n} {kind if n == 1 else kinds} failed{more}, the others are done; {fix}")
+    raise typer.Exit(EXIT_PARTIAL)
 
 
 def _report_table(report: dict) -> Table:
@@ -296,11 +315,8 @@ BudgetOpt = Annotated[Optional[float], typer.Option("--budget", min=0, help="Sec
 
 def _failed_queries(report: dict) -> None:
     """Name the queries the cluster rejected (the others were evaluated) and exit 3."""
-    failed = report.get("failed_queries") or []
-    for q, why in failed:
-        err.print(f"failed: query {q}: {why}")
-    if failed:
-        raise typer.Exit(EXIT_PARTIAL)
+    _partial("query", report.get("failed_queries") or [],
+             fix="the report leaves them out: fix the cause above and evaluate again")
 
 
 # --------------------------------------------------------------------------- one name, one meaning

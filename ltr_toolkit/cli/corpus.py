@@ -11,9 +11,9 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import (EXIT_PARTIAL, ClickModel, ClicksAsOpt, DaysOpt, EventsIndexOpt, Format,
+from .common import (ClickModel, ClicksAsOpt, DaysOpt, EventsIndexOpt, Format,
                      Grading, InputFormatOpt, Positions, QueriesFileOpt, QueriesIndexOpt,
-                     SinceOpt, Split, UntilOpt, _conn, _event_log, _progress, _writable, err,
+                     SinceOpt, Split, UntilOpt, _conn, _event_log, _partial, _progress, _writable, err,
                      index_app, judgments_app, out)
 
 
@@ -50,7 +50,14 @@ def _expansion(k: int, fields: tuple[str, ...] | None = None):
     return Expansion(k=k, fields=fields) if fields else Expansion(k=k)
 
 
-def _indexed(res: dict, what: str) -> None:
+#: documents the engine refused that are named, with their field, value and why
+REJECTED_SHOWN = 5
+
+
+def _indexed(res: dict, what: str, source: str) -> None:
+    """What was indexed; the documents the engine refused named (the first few) and
+    counted, exit 3 (the others are indexed)."""
+    from ..indexing.rejections import describe
     note = "" if res["analyzer"] == "english" else " (the node has no english analyzer)"
     out.print(f"indexed {res['count']} documents into {what} with the {res['analyzer']} analyzer"
               f"{note}" + (f"; {res['errors']} failed" if res["errors"] else ""))
@@ -60,8 +67,9 @@ def _indexed(res: dict, what: str) -> None:
                   f"{v['field']} ({v['encoder']['dim']} dimensions)")
     elif res.get("no_vectors"):
         err.print(f"note: no vectors: {res['no_vectors']}")
-    if res["errors"]:
-        raise UserError(f"{res['errors']} documents failed to index")
+    _partial("document", [(r["id"], describe(r)) for r in res["rejected"][:REJECTED_SHOWN]],
+             count=res["errors"], fix=f"correct those values in {source} (or leave the field "
+             "out), then index again with --recreate")
 
 
 @index_app.command("cranfield")
@@ -76,7 +84,7 @@ def index_cranfield(ctx: typer.Context,
     _indexed(index_documents(_conn(ctx), index, cranfield.documents(), recreate=recreate,
                              shards=shards, replicas=replicas, expansion=_expansion(neighbours),
                              vector_fields=_vector_fields(vectors)),
-             index)
+             index, "the bundled collection")
 
 
 @index_app.command("jsonl")
@@ -90,7 +98,8 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
     multi-fields and FIELD_len counts, other text with a keyword sub-field, numbers,
     dates, booleans and objects as they are; the neighbours field and the documents'
     vectors, both over the main text fields unless said otherwise (--vector-fields none
-    skips the encoding, the slowest step)."""
+    skips the encoding, the slowest step). Exit 3 when the engine refused some documents
+    (the first few named, with the field, the value and why; the others are indexed)."""
     from ..indexing.documents import index_documents, pick_analyzer, read_jsonl_documents
     coll = read_jsonl_documents(path)
     conn = _conn(ctx)
@@ -103,7 +112,7 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
                           typed=coll.properties(analyzer),
                           log=lambda m: err.print(f"[{time.monotonic() - t0:6.1f}s] {m}"))
     _field_report(coll.report())
-    _indexed(res, f"{index} (main text fields {', '.join(coll.text_fields) or 'none'})")
+    _indexed(res, f"{index} (main text fields {', '.join(coll.text_fields) or 'none'})", str(path))
 
 
 def _field_report(rows: list[dict]) -> None:
@@ -146,10 +155,8 @@ def index_vectors_cmd(ctx: typer.Context,
     out.print(f"wrote vectors of {', '.join(res['fields'])} by {res['encoder']['name']} for "
               f"{res['written']} documents of {index}"
               + (f"; {res['no_text']} without text in those fields (no vector)" if res["no_text"] else ""))
-    if res["failed"]:
-        shown = ", ".join(f"{i} ({why})" for i, why in res["failed"][:5])
-        err.print(f"error: {len(res['failed'])} documents failed: {shown}; run the command again")
-        raise typer.Exit(EXIT_PARTIAL)
+    _partial("document", res["failed"], shown=REJECTED_SHOWN,
+             fix="run the command again (it writes only the documents still without a vector)")
 
 
 @index_app.command("neighbours")
@@ -169,9 +176,7 @@ def index_neighbours(ctx: typer.Context,
     if res["in_source"]:
         out.print(f"note: {index}'s _source keeps {res['field']}, which slows every search's fetch "
                   f"phase; an index created with _source.excludes [{res['field']}] does not")
-    if res["errors"]:
-        err.print(f"error: {res['errors']} documents failed to update; run the command again")
-        raise typer.Exit(EXIT_PARTIAL)
+    _partial("document", [], count=res["errors"], fix="run the command again")
 
 
 @judgments_app.command("cranfield")

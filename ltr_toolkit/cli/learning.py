@@ -15,7 +15,7 @@ from ..errors import UserError
 from .common import (Algo, BudgetOpt, ClicksAsOpt, CutoffOpt, DaysOpt, EventsIndexOpt, FoldsOpt,
                      JobsOpt, JsonOpt, OldEngineOpt, Optimizer, Positions, QueriesIndexOpt,
                      ReportOpt, SeedOpt, SinceOpt, UntilOpt, WorkdirOpt, _conn,
-                     _event_log, _old_engine, _print_json, _progress, _report_table, _writable,
+                     _event_log, _failed_queries, _old_engine, _print_json, _progress, _report_table, _writable,
                      app, err, judgments_app, out)
 from ..clicks import DEFAULT_CLIP
 import functools
@@ -173,8 +173,10 @@ def demo(ctx: typer.Context,
     if output:
         write_json(output, report)
     if as_json:
-        return _print_json(report)
-    out.print(f"Cranfield: {report['queries']} queries, k={report['k']}, {report['evaluation']}")
-    out.print(_report_table(report))
-    out.print(f"recommendation: {report['recommendation']['reason']}")
-    out.print(f"artefacts in {workdir} ({time.monotonic() - t0:.0f}s)")
+        _print_json(report)
+    else:
+        out.print(f"Cranfield: {report['queries']} queries, k={report['k']}, {report['evaluation']}")
+        out.print(_report_table(report))
+        out.print(f"recommendation: {report['recommendation']['reason']}")
+        out.print(f"artefacts in {workdir} ({time.monotonic() - t0:.0f}s)")
+    _failed_queries(report)

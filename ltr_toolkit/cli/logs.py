@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import (EXIT_PARTIAL, FieldsOpt, IndexOpt, InputFormatOpt, JudgedOutside,
+from .common import (FieldsOpt, IndexOpt, InputFormatOpt, JudgedOutside,
                      QueriesFileOpt, Statistics, StatsOpt, StoreOpt, TemplateOpt, Unjudged, Via,
-                     _conn, _first_stage, _ltr_conn, _progress, _writable, app, err, out)
+                     _conn, _first_stage, _ltr_conn, _partial, _progress, _writable, app, err, out)
 
 
 @app.command("log")
@@ -68,11 +68,9 @@ def _show_logged(side: dict, output: Path, index: str) -> None:
                   f"{side['max_query_terms']} distinct words (the cluster's clause limit)")
     for q, d in side["missing_docs"][:10]:
         err.print(f"missing: query {q}, doc {d}")
-    for q, why in side.get("failed_queries", []):
-        err.print(f"failed: query {q}: {why}")
     _dead_features(output)
-    if side.get("failed_queries"):
-        raise typer.Exit(EXIT_PARTIAL)
+    _partial("query", side.get("failed_queries", []),
+             fix="the same command again logs them (resumable) once the cause above is fixed")
 
 
 def _dead_features(output: Path) -> None:

@@ -16,6 +16,7 @@ from ..transport.client import Connection, call, request
 from ..transport.engine import VectorKind, vector_kind
 from ..transport.lookups import forget
 from .neighbours import Expansion, all_neighbour_texts
+from .rejections import rejection
 from .vectors import DEFAULT_TEXT_FIELDS, FIELD as VECTOR_FIELD, document_text, \
     document_vectors, field_mapping, meta_entry
 from opensearchpy import exceptions as E
@@ -163,7 +164,8 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     all its fields when it has none of them) by ``encoder`` (None: ``$LTR_ENCODER`` or the
     default) in :data:`.vectors.FIELD`; None: no vectors. ``typed``: the mapping of the
     collection's other fields (numbers, dates, ...). ``log``: each phase as it starts.
-    Returns a summary."""
+    Returns a summary: ``errors`` documents the engine refused (the others are loaded),
+    each in ``rejected`` (:func:`.rejections.rejection`: id, field, value, why)."""
     c = conn.client()
     analyzer = analyzer or pick_analyzer(conn)
     expansion = expansion and expansion_over(expansion, fields or FIELDS)
@@ -189,7 +191,7 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
         call(conn, c.indices.refresh, index=index)
     count = request(conn, "GET", f"/{index}/_count")["count"]
     return {"index": index, "analyzer": analyzer, "indexed": ok, "errors": len(errors), "count": count,
-            "vectors": vec_fields, "no_vectors": no_vectors}
+            "rejected": [rejection(e) for e in errors], "vectors": vec_fields, "no_vectors": no_vectors}
 
 
 def _clear_index(conn: Connection, index: str, recreate: bool) -> None:

@@ -31,6 +31,7 @@ from ..io.cache import cache_dir
 from ..transport.client import Connection, call, request
 from ..transport.engine import QUERY_VECTOR, VectorKind, require_vectors
 from ..transport.lookups import fact, forget
+from .rejections import describe, rejection
 from opensearchpy import helpers
 
 #: the vector field's name in the toolkit's mappings and shipped feature sets
@@ -233,13 +234,7 @@ def _update_vectors(conn: Connection, index: str, fields, encoder: Encoder,
     actions = [{"_op_type": "update", "_index": index, "_id": h["_id"],
                 "doc": {FIELD: np.round(v.astype(np.float64), 7).tolist()}} for h, v in zip(hits, vecs)]
     ok, errors = call(conn, helpers.bulk, conn.client(), actions, raise_on_error=False)
-    return ok, [[e.get("update", {}).get("_id"), _reason(e)] for e in errors]
-
-
-def _reason(err: dict) -> str:
-    body = next(iter(err.values()), {}) if isinstance(err, dict) else {}
-    e = body.get("error", {})
-    return e.get("reason", str(e)) if isinstance(e, dict) else str(e)
+    return ok, [[r["id"], describe(r)] for r in map(rejection, errors)]
 
 
 #: the least median cosine, over a sample of documents, between the vectors a user's

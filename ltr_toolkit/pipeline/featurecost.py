@@ -70,4 +70,4 @@ def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambda
             "queries": len(qids), "timed_queries": len(raw), "passes": passes,
             "algo": algo, "settings": settings, "folds": folds, "k": k,
             "feedback_features": feedback, "cost": cost, "contribution": contribution,
-            "selection": selection}
+            "selection": selection, "failed_queries": side.get("failed_queries", [])}
