@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.featuresets import _parsed, _walk, template_params
+from ..data.fields import NUMBERS, sub_properties, subfields, walk
 from ..data.querytext import KEYWORDS
 from ..stores.params import is_derived
 
@@ -20,22 +21,17 @@ _BY_FIELD = ("exists", "field_value_factor", "knn", "rank_feature")
 _BY_FIELDS = ("multi_match", "query_string", "simple_query_string", "more_like_this",
               "combined_fields")
 DECAYS = ("gauss", "exp", "linear")
-DECAY_TYPES = {"date", "date_nanos", "geo_point", "long", "integer", "short", "byte", "double",
-               "float", "half_float", "scaled_float", "unsigned_long"}
+DECAY_TYPES = {"date", "date_nanos", "geo_point", *NUMBERS}
 _DECAY_OPTIONS = ("multi_value_mode",)
 
 
 def all_paths(properties: dict, prefix: str = "") -> dict[str, str]:
     """{dotted path: type} of every field a query can name, multi-fields included."""
     out = {}
-    for name, spec in properties.items():
-        path = f"{prefix}{name}"
-        if "properties" in spec:
-            out.update(all_paths(spec["properties"], path + "."))
+    for path, spec in walk(properties, sub_properties, prefix):
         if "type" in spec or "properties" not in spec:
             out[path] = spec.get("type", "object")
-        for sub, sub_spec in (spec.get("fields") or {}).items():
-            out[f"{path}.{sub}"] = sub_spec.get("type", "object")
+        out.update((sub, sub_spec.get("type", "object")) for sub, sub_spec in subfields(path, spec))
     return out
 
 

@@ -29,13 +29,12 @@ import re
 
 import numpy as np
 
+from ..data.fields import NUMBERS, date_of, object_properties, walk
 from ..data.querytext import KEYWORDS
 from ..transport.client import Connection, request
 from ..transport.engine import QUERY_VECTOR, VectorKind, detect
 
 TEXT, KEYWORD, DATE, BOOLEAN = "text", "keyword", "date", "boolean"
-NUMBERS = {"long", "integer", "short", "byte", "double", "float", "half_float",
-           "scaled_float", "unsigned_long"}
 VECTORS = {"knn_vector", "dense_vector"}
 #: the toolkit's own fields of an index it made: helpers of its shipped features
 OWN_SUFFIXES = ("_len",)
@@ -49,14 +48,8 @@ DEFAULT_MIN_COVERAGE = 0.05
 def mapped_fields(properties: dict, prefix: str = "") -> dict[str, str]:
     """{dotted path: mapped type} of a mapping's ``properties`` (objects walked, their
     sub-fields left out: a text field's ``.keyword`` is its own exact form)."""
-    out = {}
-    for name, spec in properties.items():
-        path = f"{prefix}{name}"
-        if "properties" in spec and spec.get("type", "object") == "object":
-            out.update(mapped_fields(spec["properties"], path + "."))
-        else:
-            out[path] = spec.get("type", "object")
-    return out
+    return {path: spec.get("type", "object") for path, spec in walk(properties, object_properties, prefix)
+            if object_properties(spec) is None}
 
 
 def _values(doc: dict, path: str) -> list:
@@ -111,15 +104,7 @@ def _number(field: str, values: list) -> list[tuple[dict, str]]:
 
 
 def _date(field: str, values: list, now: _dt.datetime) -> list[tuple[dict, str]]:
-    ages = []
-    for v in values:
-        try:
-            t = (_dt.datetime.fromtimestamp(v / 1000, _dt.timezone.utc) if isinstance(v, (int, float))
-                 else _dt.datetime.fromisoformat(str(v).replace("Z", "+00:00")))
-        except (ValueError, OverflowError, OSError):
-            continue
-        t = t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
-        ages.append((now - t).total_seconds() / 86400)
+    ages = [(now - t).total_seconds() / 86400 for t in map(date_of, values) if t is not None]
     if not ages:
         return []
     days = max(1, int(round(float(np.median(ages)))))

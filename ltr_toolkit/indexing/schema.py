@@ -17,13 +17,12 @@ the line where it changes, naming both."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from ..data.fields import is_date, object_value, sub_properties, walk
 from ..errors import InputError
 
 TEXT, LONG, DOUBLE, BOOLEAN, DATE, KEYWORD = "text", "long", "double", "boolean", "date", "keyword"
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
 #: a text field in at least this share of the documents is a main one (the BM25 shape)
 MAIN_SHARE = 0.5
 #: the mapping fields an index may have before the toolkit raises the engine's limit
@@ -74,7 +73,7 @@ def _kind(value, path: str, line: int, where) -> str | None:
     if isinstance(value, float):
         return DOUBLE
     if isinstance(value, str):
-        return DATE if _ISO_DATE.match(value) else TEXT
+        return DATE if is_date(value) else TEXT
     if isinstance(value, list):
         kinds = {k for v in value if (k := _kind(v, path, line, where)) is not None}
         if len(kinds) > 1 and not kinds <= {LONG, DOUBLE} and not kinds <= {TEXT, DATE}:
@@ -91,20 +90,12 @@ def _merge(kinds: set[str]) -> str:
     return TEXT if TEXT in kinds else next(iter(kinds))
 
 
-def _walk(doc: dict, prefix: str = ""):
-    for key, value in doc.items():
-        if isinstance(value, dict):
-            yield from _walk(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
-
-
 def infer(docs: list[tuple[int, dict]], where) -> dict[str, Field]:
     """{dotted path: Field} of ``docs`` ((line, document) pairs; ``id`` aside)."""
     fields: dict[str, Field] = {}
     for line, doc in docs:
-        for path, value in _walk(doc):
-            if path == "id":
+        for path, value in walk(doc, object_value):
+            if path == "id" or isinstance(value, dict):
                 continue
             kind = _kind(value, path, line, where)
             if kind is None:
@@ -155,12 +146,7 @@ def properties(fields: dict[str, Field], main: tuple[str, ...], analyzer: str) -
 def count_fields(props: dict) -> int:
     """The mapping fields ``props`` makes (objects and sub-fields counted, as the engines
     count them against ``index.mapping.total_fields.limit``)."""
-    n = 0
-    for spec in props.values():
-        n += 1 + len(spec.get("fields", {}))
-        if "properties" in spec:
-            n += count_fields(spec["properties"])
-    return n
+    return sum(1 + len(spec.get("fields", {})) for _, spec in walk(props, sub_properties))
 
 
 def report(fields: dict[str, Field], main: tuple[str, ...], n_docs: int) -> list[dict]:

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..data.fields import sub_properties, subfields, walk
 from ..errors import InputError, UserError
 from ..io.text import read_json
 from ..transport.client import request
@@ -192,15 +193,7 @@ def index_fields(conn, index: str) -> set[str]:
     resp = request(conn, "GET", f"/{index}/_mapping")
     names: set[str] = set()
     for body in resp.values():
-        _walk_mapping(body.get("mappings", {}).get("properties", {}), "", names)
+        for path, spec in walk(body.get("mappings", {}).get("properties", {}), sub_properties):
+            names.add(path)
+            names.update(sub for sub, _ in subfields(path, spec))
     return names
-
-
-def _walk_mapping(props: dict, prefix: str, names: set[str]) -> None:
-    for name, spec in props.items():
-        path = prefix + name
-        names.add(path)
-        for sub in (spec.get("fields") or {}):
-            names.add(f"{path}.{sub}")
-        if "properties" in spec:
-            _walk_mapping(spec["properties"], path + ".", names)
