@@ -9,8 +9,9 @@ from functools import partial
 import numpy as np
 
 from ltr_toolkit.data.dataset import RankingDataset
-from ltr_toolkit.evaluation.feature_selection import DEAD, dead_features, prune, pruned_featureset
+from ltr_toolkit.evaluation.feature_selection import DEAD, prune, pruned_featureset
 from ltr_toolkit.evaluation.feature_timing import ablation_scores, feature_contributions
+from ltr_toolkit.features.check import dead_columns
 from ltr_toolkit.pipeline.train import make_estimator
 
 
@@ -27,7 +28,10 @@ def _catalogue(seed: int = 3, queries: int = 60, docs: int = 20) -> RankingDatas
 
 
 def test_dead_features_are_the_constant_and_the_missing_columns():
-    assert dead_features(_catalogue()) == ["constant", "missing"]
+    ds = _catalogue()
+    missing, constant = dead_columns(ds.X)      # the one check, as prune and ltr log use it
+    assert [n for n, m in zip(ds.feature_names, missing) if m] == ["missing"]
+    assert [n for n, c in zip(ds.feature_names, constant) if c] == ["constant"]
 
 
 def test_the_pruned_set_keeps_the_signal_once_and_drops_the_dead():

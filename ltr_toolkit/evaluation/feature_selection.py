@@ -23,21 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..features.check import dead_columns
 from ..rank.stats import compare
 from .feature_timing import cv_ndcg
 
 DEAD = "missing or constant on every logged row"
 NO_LOSS = "removing it did not lower NDCG@{k} under cross-validation"
-
-
-def dead_features(ds) -> list[str]:
-    """Features with one value (NaN, missing, counted as one) over every logged row."""
-    X = np.asarray(ds.X, dtype=np.float64)
-    if X.shape[0] == 0:
-        return list(ds.feature_names)
-    filled = np.where(np.isnan(X), np.inf, X)
-    one = (filled == filled[0]).all(axis=0)
-    return [n for n, d in zip(ds.feature_names, one) if d]
 
 
 def _order(rows: dict, names: list[str], costs: dict) -> list[str]:
@@ -54,7 +45,8 @@ def prune(ds, make, contribution: dict, costs: dict, where: np.ndarray, full: np
     ``costs``: :func:`.feature_timing.feature_costs`' (may be empty); ``where``/``full``:
     the ablation's folds and per-query scores on all features."""
     names = list(ds.feature_names)
-    dead = set(dead_features(ds))
+    missing, constant = dead_columns(ds.X)
+    dead = {n for n, d in zip(names, missing | constant) if d}
     pruned = [{"feature": n, "why": DEAD} for n in names if n in dead]
     kept = [n for n in names if n not in dead]
     current = full if not dead else _scores(ds, names, kept, make, where, k)
