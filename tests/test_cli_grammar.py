@@ -126,3 +126,33 @@ def test_no_library_logger_lines(ltr_cluster, cli):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and r.stderr.startswith("error: ")
     assert "WARNING" not in r.stderr and "status:404" not in r.stderr
+
+
+@pytest.mark.cluster
+@pytest.mark.ltr
+def test_no_client_warnings_when_another_library_configured_logging(ltr_cluster, tmp_path):
+    """`ltr demo` printed `WARNING:opensearch:GET .../_featureset/cranfield [status:404 ...]`
+    on a machine deriving its encoder: onnxruntime's quantiser had configured the root
+    logger (logging.basicConfig), and the client's 404 for the feature set not stored yet
+    passed up to it. The same call (the upload's look for a set the store lacks), in a CLI
+    process whose root logger is configured: no line of the client's."""
+    import json
+    import subprocess
+    import sys
+    import uuid
+    from ltr_toolkit.datasets import cranfield
+    from ltr_toolkit.transport.client import request
+    name = f"never-stored-{uuid.uuid4().hex[:8]}"
+    doc = json.loads(cranfield.LEXICAL_FEATURE_SET.read_text())
+    doc["featureset"]["name"] = name
+    (tmp_path / "fs.json").write_text(json.dumps(doc))
+    code = ("import logging, sys; logging.basicConfig(); from ltr_toolkit.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "--url", ltr_cluster.url, "featureset", "upload",
+                        str(tmp_path / "fs.json")], capture_output=True, text=True, timeout=120)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert f"feature set {name} " in r.stdout and "created" in r.stdout
+        assert "WARNING:" not in r.stdout + r.stderr and "status:404" not in r.stdout + r.stderr
+    finally:
+        request(ltr_cluster.conn(), "DELETE", f"/_ltr/_featureset/{name}")

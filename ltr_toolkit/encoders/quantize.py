@@ -19,6 +19,7 @@ source hash and recipe, so the same package gives the same identity on every mac
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -76,13 +77,28 @@ def derive(source: Path, target: Path) -> Path:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         opts.optimized_model_filepath = str(fused)
         ort.InferenceSession(str(folded), opts, providers=["CPUExecutionProvider"])
-        logging.disable(logging.WARNING)       # its advice to pre-process: done in step 2
-        try:
+        with _root_untouched():
             quantize_dynamic(str(fused), str(quant), per_channel=True, weight_type=QuantType.QInt8)
-        finally:
-            logging.disable(logging.NOTSET)
         os.replace(quant, target)
     return target
+
+
+@contextlib.contextmanager
+def _root_untouched():
+    """onnxruntime's quantiser logs its advice to pre-process (done in step 2) with the
+    root logger's module functions (``logging.warning``), which configure the root logger
+    when it has no handler (``logging.basicConfig``): from then on every library's warnings
+    in the process would print as ``WARNING:name:...`` lines (the client's 404s among
+    them). Its advice is silenced, and a handler of our own while it runs leaves the root
+    logger as it was."""
+    root, guard = logging.getLogger(), logging.NullHandler()
+    root.addHandler(guard)
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+        root.removeHandler(guard)
 
 
 def derived_path(source: Path, source_sha256: str) -> Path:
