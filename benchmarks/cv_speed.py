@@ -5,7 +5,7 @@ to run one part; all by default).
 * **before**: the full grid (every tree setting grown to 200 trees on every inner fold),
   every fit in one process, one after the other;
 * **after**: the toolkit's default: tree settings by successive halving over the tree
-  counts (``selection._tree_trials``), the outer folds' fits in worker processes
+  counts (``tuning._tree_trials``), the outer folds' fits in worker processes
   (``pipeline.parallel``).
 
 Parts:
@@ -16,7 +16,7 @@ Parts:
   them), the whole run's seconds, and the settings each fold chose.
 * **mslr**: the same nested cross-validation offline on the MSLR 5k extract (no first
   stage column: no blends), outer NDCG@10 of each fold's chosen model on its test queries.
-* **generated**: offline selection (``selection.select``, 3 inner folds, as ``ltr train``
+* **generated**: offline selection (``tuning.select``, 3 inner folds, as ``ltr train``
   / deployment run it on all queries) of each algorithm on 2,000 queries x 100 candidates
   x 10 features shaped like a logged set (rows in a first-stage order correlated with the
   relevance, few graded documents per query): seconds and peak memory (each selection in
@@ -41,7 +41,7 @@ from ltr_toolkit.data.svmlight import load_svmlight
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.pipeline.crossval import _fit_fold, cross_validate, fold_of
 from ltr_toolkit.pipeline.parallel import run_all
-from ltr_toolkit.pipeline.selection import select
+from ltr_toolkit.pipeline.tuning import select
 from ltr_toolkit.pipeline.train import model_from_artifact
 from ltr_toolkit.rank.metrics import ndcg
 

@@ -26,7 +26,7 @@ grades 0-4 with a few relevant documents per query, more of them near the top) w
 features carry nothing beyond the first stage: column 0 is the first stage's score, the
 others are noisy transforms of it, with noise independent of the grades. It then runs
 the toolkit's own path offline: 5 outer folds, in each the settings chosen by
-``selection.select`` on the training folds (the inner gate) and the model (or the first
+``tuning.select`` on the training folds (the inner gate) and the model (or the first
 stage) scoring the held-out fold as the plugin would serve it (``plugin_scores``, blends
 included), then ``evaluation.report.compare`` + ``recommend`` over all queries: a
 recommendation to deploy is a false positive. Run twice on the same data: with the inner
@@ -47,7 +47,7 @@ from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.datasets import cranfield
 from ltr_toolkit.evaluation import report as R
 from ltr_toolkit.models.export import plugin_scores
-from ltr_toolkit.pipeline import selection
+from ltr_toolkit.pipeline import tuning
 from ltr_toolkit.pipeline.crossval import fit_chosen
 from ltr_toolkit.pipeline.train import model_from_artifact
 from ltr_toolkit.rank.metrics import ndcg
@@ -103,20 +103,20 @@ def recommends(ds, algo: str, seed: int) -> bool:
 def _plain_best(per, seed, halving, n_resamples=10000):
     """The gate as it was: the best candidate tested as if it were the only one."""
     per_query = {key: np.concatenate(v) for key, v in per.items()}
-    best = max((k for k in per_query if k != selection.FIRST_STAGE), key=lambda k: per_query[k].mean())
-    found = compare({0: per_query[selection.FIRST_STAGE], 1: per_query[best]}, 0,
+    best = max((k for k in per_query if k != tuning.FIRST_STAGE), key=lambda k: per_query[k].mean())
+    found = compare({0: per_query[tuning.FIRST_STAGE], 1: per_query[best]}, 0,
                     n_resamples=n_resamples, seed=seed, confidence_level=None)
     return best, found.tests[1].p_value
 
 
 @contextmanager
 def gate(kind: str):
-    saved = selection.gate
-    selection.gate = saved if kind == GATES[0] else _plain_best
+    saved = tuning.gate
+    tuning.gate = saved if kind == GATES[0] else _plain_best
     try:
         yield
     finally:
-        selection.gate = saved
+        tuning.gate = saved
 
 
 GATES = ("corrected (max-statistic)", "as before (best tested alone)")

@@ -20,13 +20,13 @@ what a model learns from 80-180 queries is less, measured in the table). The sam
 data (seeded by the repetition) serves the three truths.
 
 Per repetition and outer fold (5 folds), linear and lambdamart each run
-``selection.select`` on the training folds (small grids, ``GRIDS``: the benchmark's
+``tuning.select`` on the training folds (small grids, ``GRIDS``: the benchmark's
 time), then:
 
 * old design: each algorithm's fold serves its gated choice (the first stage unless its
   best candidate passed the inner max-statistic gate); pooled, ``evaluation.report.
   compare`` (two-sided, max-T over the two algorithms) + ``recommend`` as before;
-* new design: the fold serves the pipeline's choice (``selection.pipeline_choice``: the
+* new design: the fold serves the pipeline's choice (``tuning.pipeline_choice``: the
   best mean inner NDCG@10 of all candidates of both algorithms and the first stage, no
   inner gate); pooled, one one-sided test vs the first stage (``report.pipeline_test``);
 * also shown: the pipeline with the inner gate kept (the best gated choice per fold),
@@ -43,7 +43,7 @@ import numpy as np
 
 from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.evaluation import report as R
-from ltr_toolkit.pipeline import selection
+from ltr_toolkit.pipeline import tuning
 from ltr_toolkit.pipeline.crossval import fit_choice
 from ltr_toolkit.rank.metrics import ndcg
 
@@ -104,10 +104,10 @@ def _fold(train, test, seed) -> dict:
     ungated choice)."""
     out = {}
     for algo in ALGOS:
-        sel = selection.select(train, algo, K, seed, first_col=0)
+        sel = tuning.select(train, algo, K, seed, first_col=0)
         gated = ndcg(_served(fit_choice(train, algo, K, seed, sel, "sim", 0), test), test.y,
                      test.offsets, K)
-        free = selection.ungated(sel)
+        free = tuning.ungated(sel)
         same = free["first_stage"] == sel["first_stage"]
         ungated = gated if same else ndcg(_served(fit_choice(train, algo, K, seed, free, "sim", 0),
                                                   test), test.y, test.offsets, K)
@@ -128,7 +128,7 @@ def repetition(seed: int, queries: int, lam: float) -> dict:
         got = _fold(ds.subset(np.flatnonzero(where != f).tolist()), ds.subset(test_q), seed + f)
         for a in ALGOS:
             rows[a][test_q] = got[a][1]
-        pick = selection.pipeline_choice({a: got[a][0] for a in ALGOS})
+        pick = tuning.pipeline_choice({a: got[a][0] for a in ALGOS})
         if pick is not None:
             pipe[test_q], served = got[pick][2], served + 1
         passed = {a: got[a][0]["inner_ndcg"] for a in ALGOS if not got[a][0]["first_stage"]}
@@ -145,9 +145,9 @@ def repetition(seed: int, queries: int, lam: float) -> dict:
 
 def small() -> None:
     """The benchmark's grids and draws, in place of the toolkit's."""
-    gate = selection.gate
-    selection.grid, selection.TREE_COUNTS = (lambda algo, n: GRIDS[algo]), TREE_COUNTS
-    selection.gate = lambda per, seed, halving: gate(per, seed, halving, n_resamples=DRAWS)
+    gate = tuning.gate
+    tuning.grid, tuning.TREE_COUNTS = (lambda algo, n: GRIDS[algo]), TREE_COUNTS
+    tuning.gate = lambda per, seed, halving: gate(per, seed, halving, n_resamples=DRAWS)
 
 
 def run(reps: int, null_reps: int, worker: int = 0, workers: int = 1, start: int = 0) -> None:
@@ -213,9 +213,9 @@ def _write(rows: list, runs: list) -> None:
         + ", ".join(f"{lam[g]:.4f}" for g in sorted(lam)) + " for a true gain of "
         + ", ".join(f"{g:+.2f}" for g in sorted(lam)) + f" NDCG@{K} (the best blend of the first "
         "stage and that feature, calibrated on 2 x 500 other queries)",
-        f"{FOLDS} outer folds; in each, linear and lambdamart chosen by selection.select on the "
+        f"{FOLDS} outer folds; in each, linear and lambdamart chosen by tuning.select on the "
         f"training folds, small grids ({GRIDS}, tree counts {TREE_COUNTS}), each blended with "
-        f"the first stage ({selection.BLEND_STEPS}) or alone",
+        f"the first stage ({tuning.BLEND_STEPS}) or alone",
         "old: each algorithm's fold serves its gated choice; recommend = two-sided "
         "randomisation test, max-T over the 2 algorithms, alpha 0.05",
         "new: each fold serves the pipeline's choice (best mean inner NDCG@10 of both "

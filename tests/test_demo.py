@@ -26,7 +26,7 @@ def test_demo_end_to_end(ltr_cluster, cli, tmp_path):
     for name in rep["systems"]:
         assert re.search(rf"^{re.escape(name)} +\d", r.stdout, re.M), (name, r.stdout)
     assert rep["queries"] == 225 and rep["folds"] == 5 and "cross-validation" in rep["evaluation"]
-    from ltr_toolkit.pipeline.selection import PIPELINE      # the choice per fold, tested once
+    from ltr_toolkit.pipeline.tuning import PIPELINE      # the choice per fold, tested once
     assert set(rep["tests"]) == set(rep["settings"]) == {"linear", "lambdarank-nn", "lambdamart", PIPELINE}
     assert all(len(fold) == 5 for fold in rep["settings"].values())
     from ltr_toolkit.stores.model_store import model_names   # fold models deleted at the end

@@ -8,8 +8,8 @@ import numpy as np
 
 from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.evaluation.report import compare, pipeline_test, recommend
-from ltr_toolkit.pipeline import crossval, selection
-from ltr_toolkit.pipeline.selection import PIPELINE
+from ltr_toolkit.pipeline import crossval, tuning
+from ltr_toolkit.pipeline.tuning import PIPELINE
 
 K = 10
 
@@ -27,14 +27,14 @@ def _selected(first: float, best: float, passed: bool, l2: float = 0.0) -> dict:
 def test_the_pipeline_chooses_by_inner_mean_without_the_gate():
     gated_out = _selected(0.40, 0.46, passed=False, l2=1e-2)
     through = _selected(0.40, 0.44, passed=True)
-    free = selection.ungated(gated_out)
+    free = tuning.ungated(gated_out)
     assert not free["first_stage"] and free["params"] == {"l2": 1e-2} and free["inner_ndcg"] == 0.46
-    assert selection.pipeline_choice({"linear": gated_out, "lambdamart": through}) == "linear"
+    assert tuning.pipeline_choice({"linear": gated_out, "lambdamart": through}) == "linear"
     worse = _selected(0.40, 0.39, passed=False)
-    assert selection.ungated(worse)["first_stage"]
-    assert selection.pipeline_choice({"linear": worse, "lambdamart": worse}) is None
+    assert tuning.ungated(worse)["first_stage"]
+    assert tuning.pipeline_choice({"linear": worse, "lambdamart": worse}) is None
     early = dict(worse, best_model=None, best_model_inner_ndcg=None, first_stage_inner_ndcg=None)
-    assert selection.pipeline_choice({"linear": early, "lambdamart": None}) is None
+    assert tuning.pipeline_choice({"linear": early, "lambdamart": None}) is None
 
 
 def _pooled(first, per_algo, folds, picks):
@@ -157,11 +157,11 @@ def test_the_pipeline_is_trained_on_all_queries_as_in_each_fold():
     ds = _learnable()
     report = {"pipeline": {"algorithms": ["linear"]}, "selection_options": {}}
     art = crossval.pipeline_artifact(ds, report, K, 3, "test", 0)
-    chosen = selection.select(ds, "linear", K, 3, first_col=0)
-    assert selection.pipeline_choice({"linear": chosen}) == "linear"   # the signal is learnt
+    chosen = tuning.select(ds, "linear", K, 3, first_col=0)
+    assert tuning.pipeline_choice({"linear": chosen}) == "linear"   # the signal is learnt
     assert art["algorithm"] == "linear" and art["model"] is not None
     assert {k: art["selection"][k] for k in ("params", "blend")} == \
-        {k: selection.ungated(chosen)[k] for k in ("params", "blend")}
+        {k: tuning.ungated(chosen)[k] for k in ("params", "blend")}
     flat = RankingDataset(ds.X, np.zeros_like(ds.y), ds.offsets, ds.qids)
     none = crossval.pipeline_artifact(flat, report, K, 3, "test", 0)
     assert none["model"] is None and none["algorithm"] == PIPELINE

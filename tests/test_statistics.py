@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.evaluation.report import compare as report, recommend
-from ltr_toolkit.pipeline import selection
+from ltr_toolkit.pipeline import tuning
 from ltr_toolkit.rank import stats as S
 
 
@@ -233,41 +233,41 @@ def test_the_recommendation_names_the_correction():
 # ------------------------------------------ item 7: successive halving and the gate
 
 def _halving_null(rng, n=60, settings=4, blends=2, step=1.0) -> dict:
-    """``per`` as ``selection._tree_trials`` leaves it (one inner fold): candidates (setting,
+    """``per`` as ``tuning._tree_trials`` leaves it (one inner fold): candidates (setting,
     trees, blend) scored rung by rung, the better half of the settings growing on, on null
     data (per-query deltas to the first stage symmetric around 0). A setting's later rung
     is its earlier one plus new noise (``step``): more trees, a different model."""
     first = rng.uniform(0.2, 0.6, n)
-    per = {selection.FIRST_STAGE: [first]}
+    per = {tuning.FIRST_STAGE: [first]}
     grown = {i: rng.normal(size=n) for i in range(settings)}
     alive = list(range(settings))
-    for rung, t in enumerate(selection.TREE_COUNTS):
+    for rung, t in enumerate(tuning.TREE_COUNTS):
         for i in alive:
             if rung:
                 grown[i] = grown[i] + step * rng.normal(size=n)
             for a in range(blends):
                 per[(i, t, a)] = [first + 0.02 * ((0.5 + a) * grown[i] + 0.2 * rng.normal(size=n))]
         best = {i: max(float(per[(i, t, a)][0].mean()) for a in range(blends)) for i in alive}
-        alive = sorted(alive, key=lambda i: -best[i])[: -(-len(alive) // selection.HALVING)]
+        alive = sorted(alive, key=lambda i: -best[i])[: -(-len(alive) // tuning.HALVING)]
     return per
 
 
 def _conditional_p_exact(per: dict) -> tuple[float, float, float]:
     """(p conditional on the halving path, p without the replay, the share of flips that
     keep the path), over every sign flip, the halving re-run in plain Python for each."""
-    first = per[selection.FIRST_STAGE][0]
-    cands = [k for k in per if k != selection.FIRST_STAGE]
+    first = per[tuning.FIRST_STAGE][0]
+    cands = [k for k in per if k != tuning.FIRST_STAGE]
     d = np.stack([per[k][0] - first for k in cands])
     flips = np.array(list(itertools.product((-1.0, 1.0), repeat=d.shape[1])))
     means = flips @ d.T / d.shape[1]                          # [flips, candidates]
     col = {k: c for c, k in enumerate(cands)}
-    rungs = [sorted({k[0] for k in cands if k[1] == t}) for t in selection.TREE_COUNTS]
+    rungs = [sorted({k[0] for k in cands if k[1] == t}) for t in tuning.TREE_COUNTS]
 
     def keeps_the_path(m) -> bool:
         alive = list(rungs[0])
-        for t, kept in zip(selection.TREE_COUNTS, rungs[1:]):
+        for t, kept in zip(tuning.TREE_COUNTS, rungs[1:]):
             best = {i: max(m[col[k]] for k in cands if k[:2] == (i, t)) for i in alive}
-            alive = sorted(alive, key=lambda i: -best[i])[: -(-len(alive) // selection.HALVING)]
+            alive = sorted(alive, key=lambda i: -best[i])[: -(-len(alive) // tuning.HALVING)]
             if sorted(alive) != kept:
                 return False
         return True
@@ -284,12 +284,12 @@ def test_the_gate_replays_the_halving_exactly():
     the gate computed before the replay)."""
     per = _halving_null(np.random.default_rng(5), n=12)
     exact, unconditional, share = _conditional_p_exact(per)
-    best, p = selection.gate(per, seed=0, halving=True)
+    best, p = tuning.gate(per, seed=0, halving=True)
     kept = min(S.N_RESAMPLES, S.REPLAY_DRAWS * S.N_RESAMPLES * share)   # about, at least
     tolerance = 4 * np.sqrt(exact * (1 - exact) / (0.9 * kept)) + 1e-3
     assert abs(p - exact) < tolerance, (p, exact, unconditional)
     assert abs(unconditional - exact) > 2 * tolerance                # the example tells them apart
-    assert selection.gate(per, seed=0, halving=False)[1] == pytest.approx(unconditional, abs=tolerance)
+    assert tuning.gate(per, seed=0, halving=False)[1] == pytest.approx(unconditional, abs=tolerance)
 
 
 def test_the_gate_holds_its_level_under_successive_halving():
@@ -301,8 +301,8 @@ def test_the_gate_holds_its_level_under_successive_halving():
     runs, replayed, before = 600, 0, 0
     for run in range(runs):
         per = _halving_null(rng)
-        replayed += selection.gate(per, seed=run, halving=True, n_resamples=1000)[1] < 0.05
-        before += selection.gate(per, seed=run, halving=False, n_resamples=1000)[1] < 0.05
+        replayed += tuning.gate(per, seed=run, halving=True, n_resamples=1000)[1] < 0.05
+        before += tuning.gate(per, seed=run, halving=False, n_resamples=1000)[1] < 0.05
     assert replayed <= 42, replayed
     assert before > 42, before
 

@@ -4,7 +4,7 @@ intervals (:func:`ltr_toolkit.rank.stats.compare`).
 
 The first stage's ranking is in the logged data: rows logged from the first stage's
 candidates (``ltr log --window``; the sidecar's ``candidates``) are in its order, as
-cross-validation reads them (``pipeline.selection``); other rows are ranked by the
+cross-validation reads them (``pipeline.tuning``); other rows are ranked by the
 feature the sidecar names as the first stage (``first_stage_feature``). Queries whose
 logged rows all share one grade are left out (NDCG tells nothing there).
 

@@ -91,7 +91,7 @@ ALPHA = stats.ALPHA
 def pipeline_test(baseline: np.ndarray, pipeline: np.ndarray, n_resamples: int = stats.N_RESAMPLES,
                   seed: int = 0) -> dict:
     """The one test of a cross-validation's pipeline (:data:`~ltr_toolkit.pipeline.
-    selection.PIPELINE`: in each outer fold the algorithm, settings and blend, or the
+    tuning.PIPELINE`: in each outer fold the algorithm, settings and blend, or the
     first stage, chosen on the training folds) against the first stage, on the pooled
     outer per-query values: a one-sided paired randomisation test (is it better? the
     only answer that deploys anything), uncorrected (the choice among algorithms is part

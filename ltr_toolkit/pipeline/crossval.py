@@ -7,16 +7,16 @@ settings chosen without it, and a recommendation of what to deploy.
    cluster still rejects is named in ``failed_queries`` and left out (the CLI exits 3).
 2. Queries are split into ``folds`` (seeded shuffle). For each fold and algorithm, the
    settings are chosen by inner cross-validation on the other folds' candidates
-   (:mod:`.selection`; nested: the fold's own queries play no part), the model is trained
+   (:mod:`.tuning`; nested: the fold's own queries play no part), the model is trained
    there (networks hold a seeded 20% of those queries out for early stopping), uploaded
    under a versioned name, and reranks its fold's queries live. Fold models are deleted
    from the store when the run ends, unless kept on request.
 3. The report pools all queries: the first stage vs each algorithm (paired randomisation
    test, wins/ties/losses, per-query values), the settings each fold chose, and the
    recommendation (``evaluation.report.recommend``).
-4. The pipeline (``selection.PIPELINE``, "chosen per fold"), when settings are chosen:
+4. The pipeline (``tuning.PIPELINE``, "chosen per fold"), when settings are chosen:
    in each fold, among the first stage and every candidate of every algorithm, the best
-   mean inner NDCG (``selection.pipeline_choice``; no inner gate: an algorithm's model the
+   mean inner NDCG (``tuning.pipeline_choice``; no inner gate: an algorithm's model the
    gate kept out is trained and served for it). The recommendation comes from its one
    test against the first stage (one-sided, alpha 0.05, no correction for the algorithms:
    their choice is part of what is tested); the algorithms' rows are for information.
@@ -49,7 +49,7 @@ from ..evaluation.report import compare, per_query_json, pipeline_test, recommen
 from ..models import warmup
 from ..models.export import plugin_scores
 from .parallel import default_jobs, run_all
-from .selection import PIPELINE, blend_beta, pipeline_choice, select, ungated
+from .tuning import PIPELINE, blend_beta, pipeline_choice, select, ungated
 from .train import TREE_ALGOS, check_algorithm, model_from_artifact, train_model
 
 
@@ -67,12 +67,12 @@ def _subset(ds, keep: set[str]):
 def fit_chosen(ds, algo: str, k: int, seed: int, params: dict | None, source: str,
                first_col: int | None = None, selection: dict | None = None) -> dict:
     """The model artifact of ``algo`` on ``ds``: with ``params`` as given (served alone),
-    else with the choice :func:`.selection.select` makes on ``ds`` (recorded in the
+    else with the choice :func:`.tuning.select` makes on ``ds`` (recorded in the
     artifact's ``selection``); None when that choice is to keep the first stage. The
     artifact's serving contract (``serving``, ``stores.contract``) holds the rescore
     weights it is served with: the model alone, or the blend chosen (:func:`blended`).
     Networks hold a seeded 20% of the queries out for early stopping. ``selection``:
-    more options of :func:`.selection.select` (e.g. ``{"halving": False}``)."""
+    more options of :func:`.tuning.select` (e.g. ``{"halving": False}``)."""
     chosen = select(ds, algo, k, seed, first_col=first_col, **(selection or {})) \
         if params is None else None
     return fit_choice(ds, algo, k, seed, chosen, source, first_col, params)
@@ -81,7 +81,7 @@ def fit_chosen(ds, algo: str, k: int, seed: int, params: dict | None, source: st
 def fit_choice(ds, algo: str, k: int, seed: int, chosen: dict | None, source: str,
                first_col: int | None = None, params: dict | None = None) -> dict:
     """The artifact of :func:`fit_chosen` for a choice already made (``chosen``: a
-    :func:`.selection.select` result, or :func:`.selection.ungated` of one; None: the
+    :func:`.tuning.select` result, or :func:`.tuning.ungated` of one; None: the
     fixed ``params``)."""
     if chosen is not None and chosen["first_stage"]:
         return {"algorithm": algo, "selection": chosen, "model": None}
@@ -103,7 +103,7 @@ def fit_choice(ds, algo: str, k: int, seed: int, chosen: dict | None, source: st
 def blended(art: dict, X: np.ndarray, first_col: int, step: float) -> dict:
     """The artifact served as a blend with the first stage (the column ``first_col`` of
     ``X``, the logged rows it was chosen on): its contract's weights become
-    (1, beta) with beta from ``step`` (``selection.blend_beta``)."""
+    (1, beta) with beta from ``step`` (``tuning.blend_beta``)."""
     served = plugin_scores(art, model_from_artifact(art), X)
     beta = blend_beta(step, X[:, first_col], served)
     return dict(art, serving=of_artifact(art).with_weights(1.0, beta).to_dict())
@@ -185,7 +185,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     ``jl``'s labels (e.g. click-derived) but score every ranking against these judgments
     (same qids), over the queries judged in both. ``jobs``: worker processes for the
     fold fits (None: :func:`.parallel.default_jobs`, the cores as memory allows);
-    ``selection``: options of :func:`.selection.select`; ``budget``: seconds for choosing
+    ``selection``: options of :func:`.tuning.select`; ``budget``: seconds for choosing
     settings in all folds (each fit gets its share of the workers' time; what a fit left
     out is named in its fold's settings and logged). ``explain``: the report's
     ``explanations`` hold each fold model's per-feature contributions to its queries' top
@@ -367,7 +367,7 @@ class _Run:
         return ranked
 
     def _pipeline(self, ranked: dict) -> list[list[str]]:
-        """The pipeline's rankings: in each fold, what :func:`.selection.pipeline_choice`
+        """The pipeline's rankings: in each fold, what :func:`.tuning.pipeline_choice`
         picks among the algorithms whose settings were chosen (the first stage, or an
         algorithm's best candidate: its fold model when the gate let it through, else
         its ungated model, uploaded and reranking the fold's queries here)."""
@@ -430,7 +430,7 @@ def _cost_rank(algo: str) -> int:
 
 def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col, selection=None):
     """One outer fold's fit (in a worker process): the artifact (as :func:`fit_chosen`),
-    its seconds, and the artifact of the :func:`.selection.ungated` choice when that is a
+    its seconds, and the artifact of the :func:`.tuning.ungated` choice when that is a
     model the inner gate kept out (for the pipeline; else None)."""
     t = time.monotonic()
     train = _subset(ds, keep)
@@ -505,7 +505,7 @@ def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,
 def deploy_artifact(report: dict, workdir, algo: str, k: int | None = None,
                     seed: int | None = None) -> tuple[dict, dict | None]:
     """(the artifact :func:`deploy_recommended` uploads, the fixed settings it used).
-    ``algo`` :data:`.selection.PIPELINE`: the pipeline's choice on all the queries
+    ``algo`` :data:`.tuning.PIPELINE`: the pipeline's choice on all the queries
     (:func:`pipeline_artifact`)."""
     data = Path(workdir) / "candidates.txt"
     ds = load_logged(data)
@@ -524,8 +524,8 @@ def pipeline_artifact(ds, report: dict, k: int, seed: int, source: str,
                       first_col: int | None) -> dict:
     """The pipeline applied to every judged query, as in each fold: each of its
     algorithms' settings chosen on ``ds`` (the run's selection options), the best by mean
-    inner NDCG (:func:`.selection.pipeline_choice`) trained; ``model`` None (algorithm
-    :data:`.selection.PIPELINE`) when no model's mean beats the first stage's."""
+    inner NDCG (:func:`.tuning.pipeline_choice`) trained; ``model`` None (algorithm
+    :data:`.tuning.PIPELINE`) when no model's mean beats the first stage's."""
     algos = report["pipeline"]["algorithms"]
     chosen = {a: select(ds, a, k, seed, first_col=first_col, **(report.get("selection_options") or {}))
               for a in algos}

@@ -12,7 +12,7 @@ from ..data.svmlight import load_logged
 from ..errors import UserError
 from ..evaluation.feature_selection import prune, pruned_featureset
 from ..evaluation.feature_timing import FEEDBACK, ablation_scores, feature_contributions, feature_costs
-from .selection import grid
+from .tuning import grid
 from .train import make_estimator
 
 #: trees in the ablation's models (the middle of the selection grid's tree counts)
@@ -20,7 +20,7 @@ ABLATION_TREES = 100
 
 
 def ablation_settings(algo: str, n_queries: int) -> dict:
-    """One setting per family, the middle of :func:`.selection.grid` for this many
+    """One setting per family, the middle of :func:`.tuning.grid` for this many
     queries: not tuned per feature set, the same for every row of the ablation."""
     options = grid(algo, n_queries)
     chosen = dict(options[len(options) // 2])

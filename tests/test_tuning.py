@@ -7,21 +7,21 @@ import numpy as np
 
 from ltr_toolkit.data.svmlight import load_svmlight
 from ltr_toolkit.evaluation.report import compare, recommend
-from ltr_toolkit.pipeline import selection
+from ltr_toolkit.pipeline import tuning
 
 
 def test_grids_are_sized_to_the_number_of_queries():
-    small, large = selection.grid("lambdamart", 50), selection.grid("lambdamart", 500)
+    small, large = tuning.grid("lambdamart", 50), tuning.grid("lambdamart", 500)
     assert max(p["depth"] for p in small) < max(p["depth"] for p in large)
     assert {p["min_child_weight"] for p in small} == {1.0, 10.0}
-    assert len(selection.grid("lambdarank-nn", 50)) < len(selection.grid("lambdarank-nn", 500))
-    assert [p["l2"] for p in selection.grid("linear", 50)] == [0.0, 1e-3, 1e-2]
+    assert len(tuning.grid("lambdarank-nn", 50)) < len(tuning.grid("lambdarank-nn", 500))
+    assert [p["l2"] for p in tuning.grid("linear", 50)] == [0.0, 1e-3, 1e-2]
 
 
 def test_inner_folds_are_balanced_and_seeded():
-    f = selection.inner_folds(10, 3, seed=1)
+    f = tuning.inner_folds(10, 3, seed=1)
     assert sorted(np.bincount(f).tolist()) == [3, 3, 4]
-    assert (f == selection.inner_folds(10, 3, seed=1)).all()
+    assert (f == tuning.inner_folds(10, 3, seed=1)).all()
 
 
 def _check_choice(got, n_settings):
@@ -46,10 +46,10 @@ def _check_choice(got, n_settings):
 def test_select_picks_the_best_inner_setting(mslr_paths):
     ds = load_svmlight(mslr_paths[0], n_features=136)
     small = ds.subset(list(range(20)))             # trees: 20 queries keep it quick
-    got = selection.select(small, "lambdamart", k=10, seed=3, halving=False)
-    _check_choice(got, len(selection.grid("lambdamart", 20)) * len(selection.TREE_COUNTS))
-    got = selection.select(ds, "linear", k=10, seed=3, first_col=0)   # blends too
-    _check_choice(got, len(selection.grid("linear", ds.n_queries)) * (1 + len(selection.BLEND_STEPS)))
+    got = tuning.select(small, "lambdamart", k=10, seed=3, halving=False)
+    _check_choice(got, len(tuning.grid("lambdamart", 20)) * len(tuning.TREE_COUNTS))
+    got = tuning.select(ds, "linear", k=10, seed=3, first_col=0)   # blends too
+    _check_choice(got, len(tuning.grid("linear", ds.n_queries)) * (1 + len(tuning.BLEND_STEPS)))
 
 
 def test_successive_halving_grows_only_the_better_tree_settings(mslr_paths):
@@ -58,10 +58,10 @@ def test_successive_halving_grows_only_the_better_tree_settings(mslr_paths):
     best inner NDCG there); scores at a count equal those of the full grid (warm-started
     trees are the same trees)."""
     ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(30)))
-    full = selection.select(ds, "lambdamart", k=10, seed=3, first_col=0, halving=False)
-    got = selection.select(ds, "lambdamart", k=10, seed=3, first_col=0)
-    n = len(selection.grid("lambdamart", 30))
-    steps = 1 + len(selection.BLEND_STEPS)
+    full = tuning.select(ds, "lambdamart", k=10, seed=3, first_col=0, halving=False)
+    got = tuning.select(ds, "lambdamart", k=10, seed=3, first_col=0)
+    n = len(tuning.grid("lambdamart", 30))
+    steps = 1 + len(tuning.BLEND_STEPS)
 
     def by_count(tried):
         out: dict = {}
@@ -73,14 +73,14 @@ def test_successive_halving_grows_only_the_better_tree_settings(mslr_paths):
         return out
     g, f = by_count(got["tried"]), by_count(full["tried"])
     alive = n
-    for i, count in enumerate(selection.TREE_COUNTS):
+    for i, count in enumerate(tuning.TREE_COUNTS):
         assert len(g[count]) == alive and all(len(v) == steps for v in g[count].values())
         for setting, scores in g[count].items():
             assert scores == f[count][setting]
-        if i + 1 < len(selection.TREE_COUNTS):
+        if i + 1 < len(tuning.TREE_COUNTS):
             ranked = sorted(g[count], key=lambda s: -max(g[count][s]))
-            alive = -(-alive // selection.HALVING)
-            assert set(g[selection.TREE_COUNTS[i + 1]]) == set(ranked[:alive])
+            alive = -(-alive // tuning.HALVING)
+            assert set(g[tuning.TREE_COUNTS[i + 1]]) == set(ranked[:alive])
     _check_choice(got, sum(len(v) for v in g.values()) * steps)
 
 
@@ -91,7 +91,7 @@ def test_a_model_that_cannot_beat_the_first_stage_is_not_chosen(mslr_paths):
     y = np.concatenate([np.linspace(4, 0, ds.offsets[q + 1] - ds.offsets[q]).round()
                         for q in range(ds.n_queries)])
     perfect = type(ds)(X=ds.X, y=y, offsets=ds.offsets, qids=ds.qids)
-    got = selection.select(perfect, "linear", k=10, seed=1)
+    got = tuning.select(perfect, "linear", k=10, seed=1)
     assert got["first_stage"] and got["first_stage_inner_ndcg"] == 1.0
 
 
@@ -116,7 +116,7 @@ def test_recommend_keeps_the_first_stage_unless_a_reranker_is_significantly_bett
 def test_too_few_useful_queries_keep_the_first_stage(mslr_paths):
     ds = load_svmlight(mslr_paths[0], n_features=136).subset([0, 1, 2])
     flat = type(ds)(X=ds.X, y=np.zeros_like(ds.y), offsets=ds.offsets, qids=ds.qids)
-    got = selection.select(flat, "lambdamart", k=10, seed=1)
+    got = tuning.select(flat, "lambdamart", k=10, seed=1)
     assert got["first_stage"] and got["params"] is None and got["tried"] == []
 
 
@@ -125,17 +125,17 @@ def test_a_budget_bounds_the_candidates_and_names_those_left_out(mslr_paths):
     tree count for trees); every other candidate is named in ``left_out``; without a
     budget nothing is left out."""
     ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(20)))
-    got = selection.select(ds, "lambdamart", k=10, seed=3, budget=0)
-    first = selection.grid("lambdamart", 20)[0]
+    got = tuning.select(ds, "lambdamart", k=10, seed=3, budget=0)
+    first = tuning.grid("lambdamart", 20)[0]
     assert [t["params"] for t in got["tried"] if not t["first_stage"]] == [
-        dict(first, trees=selection.TREE_COUNTS[0])]
-    n = len(selection.grid("lambdamart", 20))
+        dict(first, trees=tuning.TREE_COUNTS[0])]
+    n = len(tuning.grid("lambdamart", 20))
     assert len(got["left_out"]) == n - 1 + 1            # the rest at 50 trees, then the larger counts
     assert got["left_out"][-1].startswith("100, 200 trees")
-    got = selection.select(ds, "linear", k=10, seed=3, budget=0)
+    got = tuning.select(ds, "linear", k=10, seed=3, budget=0)
     assert len([t for t in got["tried"] if not t["first_stage"]]) == 1
     assert got["left_out"] == ["l2=0.001", "l2=0.01"]
-    assert selection.select(ds, "linear", k=10, seed=3)["left_out"] == []
+    assert tuning.select(ds, "linear", k=10, seed=3)["left_out"] == []
 
 
 def test_many_queries_choose_on_a_seeded_sample(mslr_paths, monkeypatch):
@@ -143,8 +143,8 @@ def test_many_queries_choose_on_a_seeded_sample(mslr_paths, monkeypatch):
     sample of that many (the same sample for the same seed); at or below it, on all."""
     ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(40)))
     useful = sum(np.ptp(ds.y[ds.query(q)]) > 0 for q in range(ds.n_queries))
-    assert selection.select(ds, "linear", k=10, seed=3)["queries"] == useful
-    monkeypatch.setattr(selection, "SELECTION_QUERIES", 15)
-    a = selection.select(ds, "linear", k=10, seed=3)
-    assert a["queries"] == 15 and a == selection.select(ds, "linear", k=10, seed=3)
-    assert a["first_stage_inner_ndcg"] != selection.select(ds, "linear", k=10, seed=4)["first_stage_inner_ndcg"]
+    assert tuning.select(ds, "linear", k=10, seed=3)["queries"] == useful
+    monkeypatch.setattr(tuning, "SELECTION_QUERIES", 15)
+    a = tuning.select(ds, "linear", k=10, seed=3)
+    assert a["queries"] == 15 and a == tuning.select(ds, "linear", k=10, seed=3)
+    assert a["first_stage_inner_ndcg"] != tuning.select(ds, "linear", k=10, seed=4)["first_stage_inner_ndcg"]
