@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from ltr_toolkit.models.mlp import MLP, SGD
-from benchmarks.naive import naive_query_gradient
+from benchmarks._naive import naive_query_gradient
 from ltr_toolkit.models.neural import NeuralRanker
 from ltr_toolkit.rank.pairs import QueryPairs
 

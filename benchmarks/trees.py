@@ -18,7 +18,7 @@ import xgboost as xgb
 
 from ltr_toolkit.data.svmlight import load_svmlight
 
-from .reference import NativeTopKPairs
+from ._reference import NativeTopKPairs
 from ltr_toolkit.models.trees import LambdaMART
 from ltr_toolkit.rank.metrics import evaluate
 

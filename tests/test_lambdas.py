@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.reference import batch_lambdas
+from benchmarks._reference import batch_lambdas
 from ltr_toolkit.rank import lambdas as L
 from ltr_toolkit.rank.pairs import QueryPairs
 

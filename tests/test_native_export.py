@@ -1,6 +1,6 @@
 """``ltr export --target elasticsearch``: the trained-model body of Elasticsearch's native
 learning to rank, checked offline against ``ltr predict`` by an evaluator written from
-Elasticsearch's inference code, not from the exporter (``benchmarks/es_trees.py``).
+Elasticsearch's inference code, not from the exporter (``benchmarks/_es_trees.py``).
 
 The log (``tests/data/cranfield-lexical-top100.txt``): the first 25 judged Cranfield
 queries x the first stage's top 100 (BM25 over title and abstract), the shipped lexical
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.es_trees import es_score as _es_score, feature_maps as _feature_maps
+from benchmarks._es_trees import es_score as _es_score, feature_maps as _feature_maps
 from ltr_toolkit.data.featuresets import load_featureset
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.errors import UserError

@@ -8,7 +8,7 @@ import pytest
 from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.data.svmlight import load_svmlight
 from ltr_toolkit.models.mlp import MLP, SGD
-from benchmarks.naive import naive_query_gradient, naive_sgd_query
+from benchmarks._naive import naive_query_gradient, naive_sgd_query
 from ltr_toolkit.models.neural import NeuralRanker
 from ltr_toolkit.rank.lambdas import ranknet_lambdas
 from ltr_toolkit.rank.metrics import ndcg

@@ -10,7 +10,7 @@ import xgboost as xgb
 
 from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.data.svmlight import load_svmlight
-from benchmarks.reference import NativeTopKPairs
+from benchmarks._reference import NativeTopKPairs
 from ltr_toolkit.models.export import plugin_scores
 from ltr_toolkit.models.forest import Forest
 from ltr_toolkit.models.trees import LambdaMART
@@ -64,7 +64,7 @@ def test_native_mirroring_matches_rank_ndcg_split_for_split(K, seed):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_default_objective_is_rank_ndcg_gradient(seed):
     """LambdaMART()'s own lambdas (RankPairs blocks) with its defaults are xgboost's
-    rank:ndcg gradient and hessian, as reproduced pair by pair in benchmarks/reference.py:
+    rank:ndcg gradient and hessian, as reproduced pair by pair in benchmarks/_reference.py:
     queries longer and shorter than the truncation 32, tied scores, a query of one grade."""
     rng = np.random.default_rng(seed)
     sizes = np.array([50, 7, 33, 90, 5, 40])

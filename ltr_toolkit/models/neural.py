@@ -2,7 +2,7 @@
 
 Per query: one forward pass over its documents, one lambda per document
 (``rank.lambdas``: the pairwise lambdas summed), one backward pass with dC/ds = lambda,
-one optimiser step. Never one backprop per pair (see benchmarks/naive.py for that reference).
+one optimiser step. Never one backprop per pair (see benchmarks/_naive.py for that reference).
 """
 
 from __future__ import annotations

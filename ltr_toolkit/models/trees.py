@@ -7,7 +7,7 @@ factorised lambdas as the neural rankers, summed per document over blocks of pai
 ``base_score`` is 0, so the model's score is exactly the sum of its leaves — what the LTR
 plugin computes (it ignores base_score). ``pairs`` swaps in another per-query objective
 (a callable: labels -> object with ``grad_hess(scores)``), e.g. the NumPy reproduction of
-xgboost's own ``rank:ndcg`` in benchmarks/reference.py, to compare the two like for like.
+xgboost's own ``rank:ndcg`` in benchmarks/_reference.py, to compare the two like for like.
 
 Defaults: the toolkit's lambdas computed the way xgboost's ``rank:ndcg`` computes its
 gradient, so that with the same trees, depth and learning rate the two grow the same trees

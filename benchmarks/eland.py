@@ -1,5 +1,5 @@
 """Our Elasticsearch ensemble (``ltr export --target elasticsearch``) against eland's
-conversion of the same booster. ``python -m benchmarks.eland_compare PYTHON [PYTHON ...]``.
+conversion of the same booster. ``python -m benchmarks.eland PYTHON [PYTHON ...]``.
 
 eland cannot join the project's environment: ``eland[xgboost]`` 9.2.0 pins
 ``xgboost>=0.90,<2`` (the project needs ``xgboost-cpu>=2.1``), and eland alone pins
@@ -13,7 +13,7 @@ Per booster (lambdamart and ranknet-tree, 50 trees, trained on the committed Cra
 log ``tests/data/cranfield-lexical-top100.txt``) and wrapper: the trees node by node
 (split features, children, ``default_left``, thresholds, leaves), eland's extra
 base-score tree, and both ensembles' scores of the log's 2,500 rows under Elasticsearch's
-semantics (``benchmarks/es_trees.py``). Table in ``benchmarks/results/eland.md``.
+semantics (``benchmarks/_es_trees.py``). Table in ``benchmarks/results/eland.md``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ltr_toolkit.models.native import ensemble
 from ltr_toolkit.pipeline.train import train_model
 
 from ._report import write_table
-from .es_trees import es_score, feature_maps
+from ._es_trees import es_score, feature_maps
 
 LOG = Path(__file__).resolve().parent.parent / "tests" / "data" / "cranfield-lexical-top100.txt"
 
@@ -168,6 +168,6 @@ NOTES = [
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        sys.exit("usage: python -m benchmarks.eland_compare PYTHON [PYTHON ...] (interpreters "
+        sys.exit("usage: python -m benchmarks.eland PYTHON [PYTHON ...] (interpreters "
                  "of virtual environments with eland)")
     main(sys.argv[1:])

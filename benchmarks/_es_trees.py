@@ -2,7 +2,7 @@
 (``TreeInferenceModel``, ``EnsembleInferenceModel``, ``WeightedSum``, ``Operator``,
 ``QueryFeatureExtractor``) and not from the toolkit's exporter: what its
 ``learning_to_rank`` rescorer gives a document, for checking ``ltr export`` bodies
-(``tests/test_native_export.py``) and other converters (``benchmarks/eland_compare.py``).
+(``tests/test_native_export.py``) and other converters (``benchmarks/eland.py``).
 
 A tree's features are looked up by name in the extracted feature map (a feature whose
 query did not match the document is absent: NaN); at an inner node a value that is not a
