@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
+import io
 import json
 import os
 import secrets
@@ -32,6 +34,17 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_gzip(path):
+    """:func:`atomic_write` of a gzip-compressed UTF-8 text file: the handle takes text,
+    the file gets its compressed bytes (no timestamp in the gzip header: the same text,
+    the same file); a reader sees the old file or the whole new one."""
+    with atomic_write(path, "wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed, \
+            io.TextIOWrapper(packed, encoding="utf-8", newline="") as fh:
+        yield fh
 
 
 def atomic_copy(src, dst) -> None:
