@@ -286,7 +286,7 @@ def test_logged_rows_keep_ids_through_click_features(tmp_path, cli):
                                for t in TEXTS for i, d in enumerate(IDS)]
     logged = tmp_path / "logged.txt"
     logged.write_text("".join(rows))
-    keys = [row_key(line)[1] for line in rows[1:]]
+    keys = [row_key(line, True)[1] for line in rows[1:]]        # after the header: escaped
     assert [d for _, d in keys] == list(IDS) * len(TEXTS)
     ds = S.load_logged(logged)
     assert list(ds.doc_ids) == list(IDS) * len(TEXTS)

@@ -204,7 +204,7 @@ def judgments_check(file: Annotated[Path, typer.Argument(help="The judgment list
 
 @judgments_app.command("clicks")
 def judgments_clicks(ctx: typer.Context,
-                     output: Annotated[Path, typer.Option("-o", "--output", help="The judgment list (.csv, .jsonl, .qrels or RankLib); OUT.counts.csv and OUT.json go beside it.")],
+                     output: Annotated[Path, typer.Option("-o", "--output", help="The judgment list, its format by its name: .qrels (TREC, queries in OUT.queries), .tsv, .csv, .jsonl or .ndjson, each gzip'd as .gz, else RankLib; OUT.counts.csv and OUT.json go beside it.")],
                      file: Annotated[Optional[Path], typer.Argument(help="UBI events: NDJSON or the bulk format (both indices in one file). Without it: the cluster's UBI indices.")] = None,
                      model: Annotated[ClickModel, typer.Option("--click-model", help="How clicks become grades: click-through rate, COEC, a cascade (sdbn), position-based (pbm) or user browsing (ubm) model, or auto (the least held-out perplexity).")] = ClickModel.pbm,
                      fmt: Annotated[Optional[Format], typer.Option("--output-format", help="The judgment list's format; guessed from the output's name when omitted.")] = None,

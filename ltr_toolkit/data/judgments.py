@@ -1,16 +1,22 @@
 """Judgment lists: one internal model, three file formats in, the toolkit's format out.
 
-Formats read (chosen by ``fmt`` or guessed from the file):
+Formats (chosen by ``fmt``, else by the file's name: :data:`SUFFIXES`, the one table
+reading and writing both go by):
 
 * ``ranklib`` — what hello-ltr writes: headers ``# qid:N: keywords`` then rows
-  ``grade qid:N # docid`` (the toolkit's own format; written by :func:`save_ranklib`;
-  ids and texts percent-escaped, :mod:`.ids`);
+  ``grade qid:N # docid`` (the toolkit's own format; written by :func:`save_ranklib`);
 * ``trec`` — TREC qrels ``qid iter docid grade`` plus a queries file (``qid<TAB>text``
-  or ``qid text``; ids and texts percent-escaped, :mod:`.ids`);
-* ``csv`` / ``jsonl`` — columns / keys ``qid``, ``query``, ``docid``, ``grade``; any
-  other column / key is a per-query parameter (the same value on every row of a query),
-  handed to the first-stage template and the feature set's templates beside
-  ``keywords``.
+  or ``qid text``), by default the one beside the qrels, ``OUT.queries``
+  (:func:`queries_beside`);
+* ``csv`` / ``jsonl`` — columns / keys ``qid``, ``query``, ``docid``, ``grade`` (a
+  ``.tsv`` file's columns tab-separated); any other column / key is a per-query
+  parameter (the same value on every row of a query), handed to the first-stage template
+  and the feature set's templates beside ``keywords``.
+
+A name ending in ``.gz`` is read unzipped and written gzip'd. The RankLib files and the
+TREC queries files the toolkit writes start with :data:`JUDGMENTS_MARK`: their ids and
+texts are percent-escaped (:mod:`.ids`); other tools' files are read as they are.
+:func:`save_judgments` writes every format, so that what it writes reads back the same.
 
 Every problem names ``file:line``. A pair judged twice with the same grade is a
 duplicate (kept once, reported); with different grades it is a conflict (an error).
@@ -27,9 +33,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..io.atomic import atomic_write
+from ..io.atomic import atomic_gzip, atomic_write
 from ..io.text import read_text
-from .ids import escape_id, escape_text, unescape
+from .ids import MARK, escape_id, escape_text, is_marked, unescape
+
+#: The first line of the RankLib judgments and of the TREC queries files the toolkit
+#: writes: their ids and texts are percent-escaped (:mod:`.ids`).
+JUDGMENTS_MARK = MARK + "judgments: ids and query texts percent-escaped"
+
+#: Judgment files by name, reading and writing alike: the suffix before an optional
+#: ``.gz`` -> (format, CSV delimiter); any other name is RankLib.
+SUFFIXES = {".qrels": ("trec", None), ".csv": ("csv", ","), ".tsv": ("csv", "\t"),
+            ".jsonl": ("jsonl", None), ".ndjson": ("jsonl", None)}
+#: What TREC qrels ``OUT``'s queries file adds to its name (``OUT.queries``; beside
+#: ``OUT.gz``, ``OUT.queries.gz``).
+QUERIES_SUFFIX = ".queries"
 
 
 @dataclass
@@ -141,32 +159,41 @@ _HEADER = re.compile(r"^#\s*qid:(\S+?):\s?(.*)$")
 
 
 def read_ranklib(path) -> JudgmentList:
+    """RankLib judgments; ids and texts decoded in a file with the toolkit's mark
+    (:mod:`.ids`), as they are in any other."""
     path = Path(path)
     jl = JudgmentList(source=str(path))
-    for i, raw in enumerate(_lines(path), start=1):
+    lines = _lines(path)
+    esc = is_marked(lines[0])
+    for i, raw in enumerate(lines, start=1):
         line = raw.strip()
         if not line:
             continue
         if line.startswith("#"):
             m = _HEADER.match(line)
             if m:
-                jl.add_query(unescape(m.group(1)), unescape(m.group(2).strip()), path, i)
+                jl.add_query(unescape(m.group(1), esc), unescape(m.group(2).strip(), esc), path, i)
             continue
         body, _, comment = line.partition("#")
         parts = body.split()
         if len(parts) < 2 or not parts[1].startswith("qid:") or len(parts[1]) == 4:
             raise InputError(path, i, "expected `grade qid:N # docid`")
-        docid = unescape(comment.split()[0]) if comment.strip() else ""   # data.ids
+        docid = unescape(comment.split()[0], esc) if comment.strip() else ""
         if not docid:
             raise InputError(path, i, "no `# docid` comment: the judged document is unknown")
-        jl.add(unescape(parts[1][4:]), docid, _grade(parts[0], path, i), path, i)
+        jl.add(unescape(parts[1][4:], esc), docid, _grade(parts[0], path, i), path, i)
     return _non_empty(jl, path)
 
 
 def read_trec(qrels, queries) -> JudgmentList:
+    """TREC qrels and their queries file; ids and texts of both decoded when the queries
+    file has the toolkit's mark (qrels carry none: other tools read exactly four fields
+    a line), as they are otherwise."""
     qrels, queries = Path(qrels), Path(queries)
     jl = JudgmentList(source=str(qrels))
-    for i, raw in enumerate(_lines(queries), start=1):
+    lines = _lines(queries)
+    esc = is_marked(lines[0])
+    for i, raw in enumerate(lines[1:] if esc else lines, start=2 if esc else 1):
         line = raw.rstrip("\n")
         if not line.strip():
             continue
@@ -175,14 +202,14 @@ def read_trec(qrels, queries) -> JudgmentList:
             qid, _, text = line.strip().partition(" ")
         if not text.strip():
             raise InputError(queries, i, "expected `qid<TAB>query text`")
-        jl.add_query(unescape(qid.strip()), unescape(text.strip()), queries, i)
+        jl.add_query(unescape(qid.strip(), esc), unescape(text.strip(), esc), queries, i)
     for i, raw in enumerate(_lines(qrels), start=1):
         parts = raw.split()
         if not parts:
             continue
         if len(parts) != 4:
             raise InputError(qrels, i, f"expected `qid iteration docid grade`, got {len(parts)} fields")
-        qid, docid = unescape(parts[0]), unescape(parts[2])      # data.ids
+        qid, docid = unescape(parts[0], esc), unescape(parts[2], esc)
         if qid not in jl.queries:
             raise InputError(qrels, i, f"query {qid} is not in {queries.name}")
         jl.add(qid, docid, _grade(parts[3], qrels, i), qrels, i)
@@ -269,16 +296,39 @@ def _non_empty(jl: JudgmentList, path) -> JudgmentList:
     return jl
 
 
-#: The judgment file formats :func:`load_judgments` reads.
+#: The judgment file formats :func:`load_judgments` reads and :func:`save_judgments` writes.
 FORMATS = ("ranklib", "trec", "csv", "jsonl")
 
 
+def _unzipped(path: Path) -> tuple[Path, bool]:
+    """(``path`` without a ``.gz``, whether it had one)."""
+    gz = path.suffix.lower() == ".gz"
+    return (path.with_suffix("") if gz else path), gz
+
+
+def format_of(path) -> str:
+    """The format a judgment file's name says (:data:`SUFFIXES`; RankLib otherwise)."""
+    return SUFFIXES.get(_unzipped(Path(path))[0].suffix.lower(), ("ranklib",))[0]
+
+
+def queries_beside(path) -> Path:
+    """The queries file that goes with TREC qrels ``path``: ``path.queries``
+    (``x.qrels.gz``: ``x.qrels.queries.gz``)."""
+    inner, gz = _unzipped(Path(path))
+    return inner.with_name(inner.name + QUERIES_SUFFIX + (".gz" if gz else ""))
+
+
 def load_judgments(path, fmt: str | None = None, queries=None) -> JudgmentList:
+    """The judgments of ``path`` in format ``fmt`` (else the one its name says; given
+    ``queries``, TREC). TREC qrels without ``queries``: the queries file beside them."""
     path = Path(path)
-    fmt = fmt or _guess(path, queries)
+    fmt = fmt or ("trec" if queries is not None else format_of(path))
     if fmt == "trec":
         if queries is None:
-            raise InputError(path, None, "TREC qrels need a queries file (--queries FILE)")
+            queries = queries_beside(path)
+            if not queries.is_file():
+                raise InputError(path, None, f"TREC qrels need their queries file: no "
+                                             f"{queries.name} beside them (give --queries FILE)")
         return read_trec(path, queries)
     readers = {"ranklib": read_ranklib, "csv": read_csv, "jsonl": read_jsonl}
     if fmt not in readers:
@@ -286,30 +336,74 @@ def load_judgments(path, fmt: str | None = None, queries=None) -> JudgmentList:
     return readers[fmt](path)
 
 
-def _guess(path: Path, queries) -> str:
-    if queries is not None:
-        return "trec"
-    inner = path.with_suffix("") if path.suffix.lower() == ".gz" else path   # read_text unzips
-    suffix = inner.suffix.lower()
-    if suffix in (".csv", ".tsv"):
-        return "csv"
-    if suffix in (".jsonl", ".ndjson"):
-        return "jsonl"
-    return "ranklib"
+# --------------------------------------------------------------------------- writing
+
+def _grade_text(g) -> str:
+    return str(int(g)) if float(g).is_integer() else repr(float(g))
+
+
+def _pairs(jl: JudgmentList):
+    """(qid, docid, grade) of every judgment, query by query in the list's order: read
+    back, the list has its queries in the same order (:meth:`JudgmentList.content_hash`)."""
+    return [(q, d, g) for q, docs in jl.by_query().items() for d, g in docs]
 
 
 def format_ranklib(jl: JudgmentList) -> str:
-    out = []
-    by_q = jl.by_query()
+    out = [JUDGMENTS_MARK]
     for q, text in jl.queries.items():
         out.append(f"# qid:{escape_id(q)}: {escape_text(text)}")
-    for q in jl.queries:
-        for d, g in by_q[q]:
-            gs = str(int(g)) if float(g).is_integer() else repr(g)
-            out.append(f"{gs} qid:{escape_id(q)} # {escape_id(d)}")
+    out += [f"{_grade_text(g)} qid:{escape_id(q)} # {escape_id(d)}" for q, d, g in _pairs(jl)]
     return "\n".join(out) + "\n"
 
 
+def format_qrels(jl: JudgmentList) -> str:
+    """TREC qrels (their ids escaped: the queries file beside them has the mark)."""
+    return "".join(f"{escape_id(q)} 0 {escape_id(d)} {_grade_text(g)}\n" for q, d, g in _pairs(jl))
+
+
+def format_queries(jl: JudgmentList) -> str:
+    """The queries file beside TREC qrels: the mark, then ``qid<TAB>text`` lines."""
+    return JUDGMENTS_MARK + "\n" + "".join(f"{escape_id(q)}\t{escape_text(t)}\n"
+                                          for q, t in jl.queries.items())
+
+
+def format_csv(jl: JudgmentList, delimiter: str = ",") -> str:
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
+    w.writerow(["qid", "query", "docid", "grade"])
+    w.writerows([q, jl.queries[q], d, _grade_text(g)] for q, d, g in _pairs(jl))
+    return buf.getvalue()
+
+
+def format_jsonl(jl: JudgmentList) -> str:
+    return "".join(json.dumps({"qid": q, "query": jl.queries[q], "docid": d, "grade": g}) + "\n"
+                   for q, d, g in _pairs(jl))
+
+
+def _write(path: Path, text: str) -> Path:
+    """``text`` written atomically, gzip'd when the name ends with ``.gz``."""
+    with (atomic_gzip(path) if _unzipped(path)[1] else atomic_write(path)) as fh:
+        fh.write(text)
+    return path
+
+
+def save_judgments(jl: JudgmentList, path, fmt: str | None = None) -> list[Path]:
+    """``jl`` in format ``fmt`` (else the one the name says, :data:`SUFFIXES`), gzip'd
+    when the name ends with ``.gz``; returns the files written (TREC: the qrels and the
+    queries file beside them, :func:`queries_beside`). Queries and grades are written,
+    not per-query parameters; CSV and JSONL hold judged queries only."""
+    path = Path(path)
+    fmt = fmt or format_of(path)
+    if fmt == "trec":
+        return [_write(path, format_qrels(jl)), _write(queries_beside(path), format_queries(jl))]
+    if fmt == "csv":
+        delimiter = SUFFIXES.get(_unzipped(path)[0].suffix.lower(), (None, ","))[1] or ","
+        return [_write(path, format_csv(jl, delimiter))]
+    writers = {"ranklib": format_ranklib, "jsonl": format_jsonl}
+    if fmt not in writers:
+        raise InputError(path, None, f"unknown judgment format {fmt!r} ({', '.join(FORMATS)})")
+    return [_write(path, writers[fmt](jl))]
+
+
 def save_ranklib(jl: JudgmentList, path) -> None:
-    with atomic_write(path) as fh:
-        fh.write(format_ranklib(jl))
+    save_judgments(jl, path, "ranklib")

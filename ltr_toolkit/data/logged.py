@@ -15,17 +15,22 @@ declares none (plain LETOR data, a ``tail`` of a logged file) takes the rule of 
 used with (:func:`resolve_rule`): the training data's for ``--valid`` / ``--test``, the
 model artifact's (``"missing_features"``) for ``ltr predict``, else 0.0. A file whose
 rule disagrees with that is refused in one line.
+
+The header is also the file's mark (:mod:`.ids`): the rows of a file that starts with it
+have their qids and doc ids percent-escaped; a file without it (LETOR, RankLib, other
+tools' data) is read with its ids as they are.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError, UserError
-from .ids import escape_id, unescape
+from .ids import MARK, escape_id, is_marked, unescape
 
 #: The rule of a file whose absent features did not match (NaN).
 MISSING_ABSENT = "absent"
@@ -34,7 +39,7 @@ MISSING_ZERO = "zero"
 _VALUES = {MISSING_ABSENT: np.nan, MISSING_ZERO: 0.0}
 _MEANS = {MISSING_ABSENT: "missing (NaN)", MISSING_ZERO: "0.0"}
 #: How a logged file's first line starts.
-HEADER = "# ltr-toolkit logged:"
+HEADER = MARK + "logged:"
 
 
 def sidecar_path(path) -> Path:
@@ -44,14 +49,32 @@ def sidecar_path(path) -> Path:
 
 # --------------------------------------------------------------------- the header line
 
-def header_line(n_features: int, missing: str = MISSING_ABSENT) -> str:
-    """The first line of a logged file: what an absent feature means, and how many
-    features a row can have."""
-    return f"{HEADER} missing={missing} features={int(n_features)}\n"
+def header_line(n_features: int, missing: str | None = MISSING_ABSENT) -> str:
+    """The first line of a logged file: what an absent feature means (left out when
+    ``missing`` is None: the file then takes the rule of what it is used with), and how
+    many features a row can have."""
+    words = ([f"missing={missing}"] if missing else []) + \
+        ([f"features={int(n_features)}"] if n_features else [])
+    return " ".join([HEADER, *words]) + "\n"
 
 
 def is_header(line: str) -> bool:
     return line.startswith(HEADER)
+
+
+def _first_line(path) -> bytes:
+    """The file's first line (its first 4 KiB at most); b"" when it cannot be read (the
+    reader reports that)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.readline(4096)
+    except OSError:
+        return b""
+
+
+def is_own(path) -> bool:
+    """Whether ``path`` starts with the toolkit's mark (:mod:`.ids`): its ids escaped."""
+    return is_marked(_first_line(path))
 
 
 def read_header(path) -> dict:
@@ -59,12 +82,7 @@ def read_header(path) -> dict:
     keys it names), or {} for a file without the header. A header with a value it cannot
     mean: InputError at line 1."""
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(4096)
-    except OSError:
-        return {}                   # the reader reports it
-    text = first.decode("utf-8", "replace")
+    text = _first_line(path).decode("utf-8", "replace")
     if not is_header(text):
         return {}
     out = {}
@@ -178,11 +196,26 @@ def row_text(grade, qid: str, values, docid: str) -> str:
     return f"{grade_text(grade)} qid:{escape_id(qid)}{feats} # {escape_id(docid)}\n"
 
 
-def row_key(line: str) -> tuple[str | None, tuple[str, str] | None]:
-    """(grade token, (qid, docid)) of a logged row ``grade qid:N ... # docid``; (None, None)
-    for any other line."""
+def row_key(line: str, escaped: bool) -> tuple[str | None, tuple[str, str] | None]:
+    """(grade token, (qid, docid)) of a logged row ``grade qid:N ... # docid`` of a file
+    with the header (``escaped``: :func:`is_own`) or without; (None, None) for any other
+    line."""
     body, _, comment = line.partition("#")
     parts = body.split(maxsplit=2)
     if len(parts) < 2 or not parts[1].startswith("qid:") or not comment.strip():
         return None, None
-    return parts[0], (unescape(parts[1][4:]), unescape(comment.split()[0]))
+    return parts[0], (unescape(parts[1][4:], escaped), unescape(comment.split()[0], escaped))
+
+
+#: a row's qid and doc id, and what lies around them
+_ROW_IDS = re.compile(r"(\s*\S+\s+qid:)([^\s#]+)([^#]*#\s*)(\S+)(.*)", re.S)
+
+
+def own_row(line: str) -> str:
+    """A row of a file without the header as a file with it holds it: its qid and doc id
+    escaped (their ``%``: neither has whitespace), the rest as it is."""
+    m = _ROW_IDS.match(line)
+    if m is None or "%" not in line:
+        return line
+    lead, qid, middle, doc, rest = m.groups()
+    return f"{lead}{escape_id(qid)}{middle}{escape_id(doc)}{rest}"

@@ -24,7 +24,9 @@ Features absent from a row (sparse rows) take ``missing``: 0.0 by default (the L
 RankLib convention), NaN for files logged by this toolkit, whose first line says
 ``# ltr-toolkit logged: missing=absent ...`` (:func:`load_logged` reads that, by the rule
 of :mod:`.logged`; a comment line, skipped by every reader). NaN means "the feature did
-not match": each model family then treats it as the plugin does. Queries
+not match": each model family then treats it as the plugin does. That header is the
+toolkit's mark too (:mod:`.ids`): after it, qids and doc ids are percent-escaped, and
+every parse path decodes them; in any other file they are kept as they are. Queries
 are kept in the order they first appear; rows of a query that appear in several runs
 are gathered together, stably, and ``ds.meta["input_rows"]`` then records where each
 row came from (``ltr predict`` writes its scores back in input order with it).
@@ -48,7 +50,7 @@ from ..io import compiled
 from ..io.atomic import atomic_write
 from .dataset import RankingDataset
 from .ids import escape_id, unescape
-from .logged import (header_line, missing_value, own_rule, read_header, read_sidecar,
+from .logged import (header_line, is_own, missing_value, own_rule, read_header, read_sidecar,
                      resolve_rule)
 from .svmlight_fast import F32_LIMIT, Part, fast_chunk, plain_float
 
@@ -148,6 +150,7 @@ def parsed_chunks(path, n_features, missing, byte_range=None, then=None, keys=Tr
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     jit = _compiled_parser(size)
+    escaped = is_own(path)              # the file's first line, whatever the range
     lines = _Lines(path)
     _keep_freed_memory()
     with fh, ThreadPoolExecutor(_THREADS) as pool:
@@ -155,7 +158,7 @@ def parsed_chunks(path, n_features, missing, byte_range=None, then=None, keys=Tr
         try:
             for buf in _chunks(fh, path):
                 pending.append(pool.submit(_chunk_work, buf, n_features, missing, jit, then,
-                                           keys))
+                                           keys, escaped))
                 if len(pending) > _AHEAD:
                     yield lines.counted(pending.popleft())
             while pending:
@@ -183,10 +186,14 @@ class _Lines:
         return part, done
 
 
-def _chunk_work(buf, n_features, missing, jit, then, keys):
+def _chunk_work(buf, n_features, missing, jit, then, keys, escaped=True):
+    """The chunk parsed (its qids and doc ids decoded when the file is the toolkit's,
+    ``escaped``: data.ids), and ``then`` of it."""
     part = _parse_chunk(buf, n_features, missing, jit, keys)
-    if part.doc_ids is not None and b"%" in bytes(buf):     # escaped ids (data.ids)
-        part.doc_ids = _unescaped(part.doc_ids)
+    if escaped and b"%" in bytes(buf):
+        part.qnames = [unescape(name, True) for name in part.qnames]
+        if part.doc_ids is not None:
+            part.doc_ids = _unescaped(part.doc_ids)
     return part, (then(part) if then is not None and len(part.y) else None)
 
 
@@ -282,7 +289,7 @@ class _Builder:
         if width < X.shape[1]:
             X[r0:r0 + n, width:] = self.missing
         self.y.append(part.y)
-        lut = np.array([self.qid_index.setdefault(unescape(name), len(self.qid_index))
+        lut = np.array([self.qid_index.setdefault(name, len(self.qid_index))
                         for name in part.qnames], dtype=np.int64)
         self.q.append(lut[part.qinv])
         if part.doc_ids is not None:
@@ -348,7 +355,7 @@ def _unescaped(docs: np.ndarray) -> np.ndarray:
     escaped = np.flatnonzero(np.char.find(docs.astype(str), "%") >= 0)
     if len(escaped):
         docs = docs.astype(object)
-        docs[escaped] = [unescape(d) for d in docs[escaped]]
+        docs[escaped] = [unescape(d, True) for d in docs[escaped]]
     return docs
 
 
@@ -522,7 +529,8 @@ def check_grades(ds: RankingDataset, path) -> None:
 
 def format_rows(ds: RankingDataset, start: int = 0, stop: int | None = None) -> str:
     """Rows as text; float32 values printed with 9 significant digits (exact round trip);
-    qids and doc ids percent-escaped (:mod:`.ids`).
+    qids and doc ids percent-escaped (:mod:`.ids`: only for a file that starts with the
+    header, :func:`save_svmlight`).
     An absent feature (NaN: logged data read with ``missing_features: absent``) is left out
     of its row, as the LTR plugin's log leaves it out: the readers refuse ``nan`` values."""
     stop = ds.n_docs if stop is None else stop
@@ -542,10 +550,9 @@ def format_rows(ds: RankingDataset, start: int = 0, stop: int | None = None) -> 
 
 
 def save_svmlight(ds: RankingDataset, path) -> None:
-    """The rows, after the header of :mod:`.logged` when ``ds`` was read with a declared
-    missing-feature rule (``ds.meta["missing_features"]``), so the file keeps it."""
-    rule = ds.meta.get("missing_features")
+    """The rows after the header of :mod:`.logged`, the mark of their escaped ids
+    (:mod:`.ids`), with the missing-feature rule ``ds`` was read with when it declared one
+    (``ds.meta["missing_features"]``), so the file keeps it."""
     with atomic_write(path) as fh:
-        if rule:
-            fh.write(header_line(ds.n_features, rule))
+        fh.write(header_line(ds.n_features, ds.meta.get("missing_features")))
         fh.write(format_rows(ds))

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 from ..data.judgments import JudgmentList
-from ..data.logged import grade_text, header_line, is_header, read_sidecar, row_key, sidecar_path
+from ..data.logged import (grade_text, header_line, is_header, is_own, own_row, read_sidecar,
+                           row_key, sidecar_path)
 from ..data.querytext import fit_keywords
 from ..errors import UserError
 from ..io.atomic import atomic_write, write_json
@@ -29,10 +30,11 @@ def recorded_budget(out) -> tuple[bool, int | None]:
     return "max_query_terms" in side, side.get("max_query_terms")
 
 
-def _regraded_line(line: str, grades: dict):
+def _regraded_line(line: str, grades: dict, escaped: bool):
     """(the row with the current judgments' grade or None when its pair is no longer
-    judged, whether its grade changed); other lines (comments) are kept as they are."""
-    grade, key = row_key(line)
+    judged, whether its grade changed); other lines (comments) are kept as they are.
+    ``escaped``: the row's file has the header (``data.logged.is_own``)."""
+    grade, key = row_key(line, escaped)
     if key is None:
         return line, False
     if key not in grades:
@@ -44,13 +46,14 @@ def _regraded_line(line: str, grades: dict):
 def _scan(path: Path, grades: dict) -> tuple[set, int, int]:
     """One streaming pass over OUT: (its logged pairs, rows regraded, rows dropped)."""
     done, regraded, dropped = set(), 0, 0
+    escaped = is_own(path)
     with open(path, encoding="utf-8", newline="") as fh:
         for line in fh:
-            key = row_key(line)[1]
+            key = row_key(line, escaped)[1]
             if key is None:
                 continue
             done.add(key)
-            new, changed = _regraded_line(line, grades)
+            new, changed = _regraded_line(line, grades, escaped)
             dropped += new is None
             regraded += changed
     return done, regraded, dropped
@@ -58,14 +61,16 @@ def _scan(path: Path, grades: dict) -> tuple[set, int, int]:
 
 def _copy_regraded(path: Path, grades: dict, out) -> int:
     """OUT's rows, regraded and without the pairs no longer judged, streamed into the
-    open file ``out``; returns the rows written."""
+    open file ``out``; returns the rows written. Rows of a file logged before the header
+    get their ids escaped, as the header they go under means (``data.ids``)."""
     rows = 0
+    escaped = is_own(path)
     with open(path, encoding="utf-8", newline="") as fh:
         for line in fh:
-            new, _ = _regraded_line(line, grades)
+            new, _ = _regraded_line(line, grades, escaped)
             if new is not None and not is_header(new):
-                out.write(new)
-                rows += row_key(new)[1] is not None
+                out.write(new if escaped else own_row(new))
+                rows += row_key(new, escaped)[1] is not None
     return rows
 
 
@@ -178,7 +183,7 @@ def _rewrite_with_increment(out: Path, grades: dict, inc: Path, n_features: int)
                 for line in src:
                     if not is_header(line):
                         fh.write(line)
-                    rows += row_key(line)[1] is not None
+                    rows += row_key(line, True)[1] is not None
     return rows
 
 

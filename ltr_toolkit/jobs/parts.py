@@ -224,11 +224,14 @@ def merge_parts(parts: list[Path], metas: list[dict], stage: Path) -> dict:
     """The parts' rows as one ``features.txt`` in ``stage`` and the sidecar a single run
     writes for them (returned)."""
     with open(stage / "features.txt", "wb") as out:
-        for n, p in enumerate(parts):
+        headed = False
+        for p in parts:
             with open(p / "features.txt", "rb") as fh:
                 first = fh.readline()
-                if n == 0 or not is_header(first.decode("utf-8", "replace")):
-                    out.write(first)        # one header, the first part's (data.logged)
+                header = is_header(first.decode("utf-8", "replace"))
+                if not (header and headed):
+                    out.write(first)        # one header, the first one (data.logged): a
+                headed = headed or header   # part without queries (empty) has none
                 shutil.copyfileobj(fh, out, 1 << 20)
         out.flush()
         os.fsync(out.fileno())

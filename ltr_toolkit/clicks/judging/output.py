@@ -4,8 +4,10 @@ A query's id is stable across runs and sources: ``q`` + the first 12 hex digits 
 SHA-1 of its text (:func:`qid_for`), so two days of events give the same qids.
 
 Files, written atomically: the judgment list in any format the toolkit reads (chosen by
-``fmt`` or the output's suffix: ``.csv``, ``.jsonl``, ``.qrels`` (TREC, with the queries in
-``OUT.queries``), anything else RankLib), and beside it
+``fmt`` or the output's name by the table reading goes by too, ``data.judgments.SUFFIXES``:
+``.qrels`` (TREC, with the queries in ``OUT.queries``), ``.tsv``, ``.csv``, ``.jsonl`` /
+``.ndjson``, each gzip'd when the name adds ``.gz``; anything else RankLib), so that what
+is written reads back the same; and beside it
 
 * ``OUT.counts.csv``: ``qid, query, docid, grade, impressions, clicks, estimate`` for every
   pair (also those below the minimum number of impressions, with an empty grade). The
@@ -18,19 +20,17 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 
-from ...data.ids import escape_id, escape_text
-from ...data.judgments import JudgmentList, save_ranklib
+from ...data.judgments import FORMATS, JudgmentList, format_of, save_judgments
 from ...errors import UserError
 from ...io.atomic import atomic_write, write_json
 from .grades import keep_mask, to_grades
 from .clickmodels import Estimates
 
-OUTPUT_FORMATS = ("ranklib", "trec", "csv", "jsonl")
+OUTPUT_FORMATS = FORMATS
 
 
 def qid_for(text: str) -> str:
@@ -65,34 +65,13 @@ def output_format(path: Path, fmt: str | None) -> str:
         if fmt not in OUTPUT_FORMATS:
             raise UserError(f"format {fmt!r}", f"use one of {', '.join(OUTPUT_FORMATS)}")
         return fmt
-    return {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".qrels": "trec"}.get(
-        path.suffix.lower(), "ranklib")
+    return format_of(path)
 
 
 def write_judgments(jl: JudgmentList, path, fmt: str | None = None) -> list[Path]:
     """Write ``jl``; returns the files written (TREC: the qrels and ``OUT.queries``)."""
     path = Path(path)
-    fmt = output_format(path, fmt)
-    pairs = sorted(jl.grades.items())
-    if fmt == "ranklib":
-        save_ranklib(jl, path)
-        return [path]
-    with atomic_write(path) as fh:
-        if fmt == "csv":
-            w = csv.writer(fh, lineterminator="\n")
-            w.writerow(["qid", "query", "docid", "grade"])
-            w.writerows([q, jl.queries[q], d, f"{g:g}"] for (q, d), g in pairs)
-        elif fmt == "jsonl":
-            fh.writelines(json.dumps({"qid": q, "query": jl.queries[q], "docid": d, "grade": g}) + "\n"
-                          for (q, d), g in pairs)
-        else:
-            fh.writelines(f"{escape_id(q)} 0 {escape_id(d)} {g:g}\n" for (q, d), g in pairs)
-    if fmt != "trec":
-        return [path]
-    queries = path.with_name(path.name + ".queries")
-    with atomic_write(queries) as fh:
-        fh.writelines(f"{escape_id(q)}\t{escape_text(t)}\n" for q, t in jl.queries.items())
-    return [path, queries]
+    return save_judgments(jl, path, output_format(path, fmt))
 
 
 def write_counts(rows, path) -> Path:
