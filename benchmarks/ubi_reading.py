@@ -25,7 +25,7 @@ import sys
 import time
 
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks.events import files, ubi
+from ltr_toolkit.clicks.events import ubi
 from ltr_toolkit.clicks.events.eventlog import EventReader
 from ltr_toolkit.transport.client import request
 
@@ -54,13 +54,13 @@ def _scroll(conn, index):
 
 
 def _pit(conn, index, arrow=True, slices=True):
-    saved = files.parse_page, ubi.MAX_SLICES
-    files.parse_page = files.parse_page if arrow else (lambda *a: None)     # json per page
+    saved = ubi.parse_page, ubi.MAX_SLICES
+    ubi.parse_page = ubi.parse_page if arrow else (lambda *a: None)     # json per page
     ubi.MAX_SLICES = ubi.MAX_SLICES if slices else 1
     try:
         return ubi.read_index(conn, EventReader(), index, ubi.EVENT_KIND, {"match_all": {}})
     finally:
-        files.parse_page, ubi.MAX_SLICES = saved
+        ubi.parse_page, ubi.MAX_SLICES = saved
 
 
 WAYS = [("scroll, per document (before)", EV1, _scroll),

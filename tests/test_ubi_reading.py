@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ltr_toolkit.clicks import simulate as S
-from ltr_toolkit.clicks.events import files, ubi
+from ltr_toolkit.clicks.events import files, pages, ubi
 from ltr_toolkit.clicks.events.eventlog import EventReader
 from ltr_toolkit.errors import ClusterError
 from ltr_toolkit.transport import pit
@@ -82,7 +82,7 @@ def test_pit_reads_what_the_file_reader_reads(ubi_sharded, tmp_path, monkeypatch
     in_time = [d["query_id"] for d in sorted(records, key=lambda d: d["timestamp"])]
     assert log.query_ids.names[:len(records)] == in_time
     assert _open_pits(conn) == 0
-    monkeypatch.setattr(files, "parse_page", lambda *a: None)       # json, page by page
+    monkeypatch.setattr(ubi, "parse_page", lambda *a: None)       # json, page by page
     assert _summary(_read(conn, size=50)[1]) == want
     monkeypatch.setattr(pit, "open_pit", lambda *a, **k: None)      # no PIT API: scroll
     counts_scroll, log_scroll = _read(conn)
@@ -165,12 +165,12 @@ def test_a_page_parsed_by_pyarrow_adds_what_the_line_reader_adds():
     text = json.dumps({"hits": {"hits": hits}}).encode()
     assert pit.last_sort(text) == [len(docs) - 1] * 2
     assert pit.last_sort(b"{}") is None
-    assert files.parse_page(text, files.page_schemas(True)[0]) is None   # "4" is not an int
+    assert pages.parse_page(text, pages.page_schemas(True)[0]) is None   # "4" is not an int
     good = json.dumps({"hits": {"hits": hits[:-1]}}).encode()
-    table, ids = files.parse_page(good, files.page_schemas(True)[0])
+    table, ids = pages.parse_page(good, pages.page_schemas(True)[0])
     assert ids.to_pylist() == [h["_id"] for h in hits[:-1]]
     a, b = EventReader(), EventReader()
-    assert files.add_table(a, table, ubi.EVENT_KIND, lambda r: f"i/{ids[r].as_py()}")
+    assert pages.add_table(a, table, ubi.EVENT_KIND, lambda r: f"i/{ids[r].as_py()}")
     for h in hits[:-1]:
         b.add_event(h["_source"], f"i/{h['_id']}")
     la, lb = a.finish(), b.finish()

@@ -1,7 +1,7 @@
 """Reading UBI data into integer-coded columns.
 
 Inputs, each added to an :class:`EventReader` document by document or, parsed by pyarrow,
-as columns (:mod:`.files`):
+as columns (:mod:`.columns`):
 
 * NDJSON files: one JSON object per line, events (they have ``action_name``) and query records
   (``user_query`` / ``query_response_hit_ids`` without ``action_name``) mixed freely;

@@ -28,11 +28,9 @@ next block, by a seek back):
 * pyarrow parses with a slim schema (``query_attributes``, ``index`` and ``create``
   typed null, ~18% cheaper: a struct costs in every row that lacks it) until a block
   holds one of them, then with the full schema;
-* one pass of NumPy masks classifies the rows as the line reader does (query record,
-  event, neither) and counts the problems with the ``file:line`` of the first; query
-  ids, texts and documents are interned in the order of the lines (the codes are the
-  line reader's): Arrow's ``dictionary_encode``, then one C-level dict lookup per
-  distinct string (:meth:`.eventlog.Interner.codes_of`), no Python loop.
+* the columns go into the reader as :mod:`.columns` adds them (one pass of NumPy masks
+  classifies the rows as the line reader does, the problems counted with the
+  ``file:line`` of the first, the strings interned in the order of the lines).
 
 A second thread reads and parses the next block (pyarrow's own threads parsing its 4 MB
 pieces side by side) while the first adds the last one to the reader, so on two cores
@@ -52,35 +50,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from itertools import compress
 from pathlib import Path
 
 import numpy as np
 
 from ...errors import InputError
-from .eventlog import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader, interleaving_attrs
+from .columns import add_rows, as_numpy, read_columns, schema
+from .eventlog import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventLog, EventReader
 
 BLOCK_BYTES = 16 << 20
 #: pyarrow's own blocks within one (parsed by its threads side by side)
 PARSE_BYTES = 4 << 20
 #: distinct action lines a block may have (more: it is not read as bulk)
 MAX_ACTIONS = 64
-
-
-def _schema(slim: bool = False):
-    """The fields read; ``slim``: ``query_attributes``, ``index`` and ``create`` typed null
-    (a document that has one then fails to parse)."""
-    import pyarrow as pa
-    obj = pa.struct([("object_id", pa.string())])
-    pos = pa.struct([("ordinal", pa.int64())])
-    index = pa.null() if slim else pa.struct([("_index", pa.string())])
-    return pa.schema([("action_name", pa.string()), ("query_id", pa.string()),
-                      ("user_query", pa.string()),
-                      ("event_attributes", pa.struct([("object", obj), ("position", pos)])),
-                      ("query_response_hit_ids", pa.list_(pa.string())),
-                      ("query_attributes", pa.null() if slim else pa.struct([("interleaving", pa.struct(
-                          [(k, pa.string()) for k in ("experiment", "a", "b", "teams")]))])),
-                      ("index", index), ("create", index)])
 
 
 class _Parser:
@@ -90,7 +72,7 @@ class _Parser:
 
     def __init__(self):
         import pyarrow.json as pj
-        self.schemas = [pj.ParseOptions(explicit_schema=_schema(slim), unexpected_field_behavior="ignore")
+        self.schemas = [pj.ParseOptions(explicit_schema=schema(slim), unexpected_field_behavior="ignore")
                         for slim in (True, False)]
 
     def __call__(self, buf):
@@ -234,7 +216,7 @@ def _prepare(blocks, parse: _Parser) -> _Block | None:
             return got
     n = int(np.count_nonzero(np.frombuffer(text, np.uint8) == 10))
     table = parse(text)
-    c = _columns(table) if table is not None and table.num_rows == n else None
+    c = read_columns(table) if table is not None and table.num_rows == n else None
     target = _ndjson_targets(text, c) if c is not None else None
     if target is None:      # blank lines are skipped by pyarrow: the row count tells
         return _Block(text, n)
@@ -247,7 +229,7 @@ def _add(reader: EventReader, b: _Block, source: str, first: int) -> int:
     if b.c is None:
         read_lines(reader, (ln.decode("utf-8") for ln in bytes(b.text).split(b"\n")[:b.n]), source, first)
     else:
-        _add_rows(reader, b.c, b.target, b.skip, lambda r: f"{source}:{first + b.line0 + b.step * r}")
+        add_rows(reader, b.c, b.target, b.skip, lambda r: f"{source}:{first + b.line0 + b.step * r}")
         reader.log.lines += b.n
     return b.n
 
@@ -276,7 +258,7 @@ def _actions(lines):
     if len(enc.dictionary) > MAX_ACTIONS:
         return None
     names = [_action_index(a) for a in enc.dictionary.to_pylist()]
-    return None if None in names else (_np(enc.indices), names)
+    return None if None in names else (as_numpy(enc.indices), names)
 
 
 def _kinds(names: list[str]) -> np.ndarray:
@@ -299,7 +281,7 @@ def _bulk_block(text: bytes, parse: _Parser) -> _Block | None:
     table = parse(docs.buffers()[2].slice(0, size))
     if table is None or table.num_rows != n // 2:
         return None
-    c = _columns(table)
+    c = read_columns(table)
     if c is None or c["index"].any():             # a document with "index": the general path
         return None
     return _Block(b"", n, c, _kinds(got[1])[got[0]], None, line0=1, step=2)
@@ -335,202 +317,6 @@ def _each_action(block: bytes, c: dict, rows: np.ndarray):
             if r + 1 < n:
                 target[r + 1] = _kinds([name])[0]
     return target, action
-
-
-def _columns(table) -> dict | None:
-    """The fields the models use, as Arrow arrays (positions as NumPy); None when a hit
-    list holds a null (the line reader's ``str(None)``)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    col = {k: table.column(name).combine_chunks() for k, name in
-           (("action", "action_name"), ("qid", "query_id"), ("text", "user_query"),
-            ("hits", "query_response_hit_ids"), ("ea", "event_attributes"), ("qa", "query_attributes"))}
-    if col["hits"].flatten().null_count:
-        return None
-    ea = col.pop("ea")
-    pos = pc.struct_field(ea, ["position", "ordinal"])
-    index = _np(table.column("index").is_valid()) | _np(table.column("create").is_valid())
-    qa = col.pop("qa")
-    col.update(n=table.num_rows, inter=None if qa.type == pa.null() else pc.struct_field(qa, [0]),
-               obj=pc.struct_field(ea, ["object", "object_id"]), index=index,
-               pos=_np(pc.fill_null(pos, -1)), pos_valid=_np(pos.is_valid()))
-    return col
-
-
-def page_schemas(events: bool) -> list:
-    """pyarrow parse options for a search page (``hits.hits[]._id/_source``) of one
-    index: the events' sources by the slim schema (no ``query_attributes``), then the
-    full one; the query records' by the full one."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-    out = []
-    for slim in ((True, False) if events else (False,)):
-        hit = pa.struct([("_id", pa.string()), ("_source", pa.struct(list(_schema(slim))))])
-        schema = pa.schema([("hits", pa.struct([("hits", pa.list_(hit))]))])
-        out.append(pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
-    return out
-
-
-def parse_page(text: bytes, options):
-    """(table of the hits' sources, their ids) of a search page by ``options``
-    (:func:`page_schemas`); None when pyarrow cannot read it so."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.json as pj
-    read = pj.ReadOptions(block_size=max(len(text) + 1, 1 << 20), use_threads=False)
-    try:
-        got = pj.read_json(pa.BufferReader(text), parse_options=options, read_options=read)
-    except (pa.ArrowInvalid, UnicodeDecodeError):
-        return None
-    hits = pc.struct_field(got.column("hits").combine_chunks(), [0]).flatten()
-    src = hits.field("_source")
-    table = pa.table({f.name: pc.struct_field(src, [i]) for i, f in enumerate(src.type)})
-    return table, hits.field("_id")
-
-
-def add_table(reader: EventReader, table, kind: int, where) -> bool:
-    """Documents of one index parsed by pyarrow with :func:`_schema`'s fields (kind 1:
-    query records, 2: events, as a bulk action naming the index) into ``reader``, as the
-    line reader adds them; ``where(row)`` names a row in a problem. False (nothing added)
-    when the columns cannot be read so (a null hit id): add those documents one by one."""
-    c = _columns(table)
-    if c is None:
-        return False
-    _add_rows(reader, c, np.full(c["n"], kind, np.int8), None, where)
-    return True
-
-
-def _np(a) -> np.ndarray:
-    return a.to_numpy(zero_copy_only=False)
-
-
-def _nonempty(a) -> np.ndarray:
-    import pyarrow.compute as pc
-    return _np(pc.fill_null(pc.not_equal(a, ""), False))
-
-
-def _count(problems, kind: str, mask: np.ndarray, where) -> None:
-    rows = np.flatnonzero(mask)
-    if len(rows):
-        problems.add(kind, len(rows), where(int(rows[0])))
-
-
-def _add_rows(reader: EventReader, c: dict, target: np.ndarray, skip, where) -> None:
-    """Classify the rows as the line reader does (``target``: the kind of index a bulk
-    action line names, 0 for none; ``skip``: the action lines), count the problems, add
-    the events and the query records, interning their strings in the order of the rows."""
-    ok, record, kinds, bad = _classify(reader, c, target, skip, where)
-    _append(reader, c, ok, record, kinds, bad)
-
-
-def _classify(reader: EventReader, c: dict, target: np.ndarray, skip, where):
-    """(events kept, query records kept, each row's action kind, bad positions): masks
-    over the rows, the problems counted."""
-    import pyarrow.compute as pc
-    p = reader.log.problems
-    has_action = _np(c["action"].is_valid())
-    query = (target == 1) | ((target != 2) & ~has_action & (_np(c["text"].is_valid()) | _np(c["hits"].is_valid())))
-    event = ~query & ((target == 2) | has_action)
-    if skip is not None:
-        query, event = query & ~skip, event & ~skip
-    _count(p, "not_an_event", ~(query | event | (False if skip is None else skip)), where)
-
-    enc = pc.dictionary_encode(c["action"])                 # a few distinct action names
-    names = enc.dictionary.to_pylist() + [None]
-    kind_of = np.array([reader.kind.get(a.lower(), -1) if a is not None else -1 for a in names], np.int8)
-    which = _np(enc.indices.fill_null(len(names) - 1)).astype(np.int64)
-    kinds = kind_of[which]
-    has_q, has_o = _nonempty(c["qid"]), _nonempty(c["obj"])
-    unknown = event & (kinds < 0)
-    noq = event & ~unknown & ~has_q
-    ok = event & ~unknown & has_q & has_o
-    record = query & has_q
-    pos, valid = c["pos"], c["pos_valid"]
-    bad = ok & valid & (pos < 0)
-    if unknown.any():
-        per = np.bincount(which[unknown], minlength=len(names))
-        for j in np.flatnonzero(per).tolist():
-            p.unknown_actions[str(names[j])] = p.unknown_actions.get(str(names[j]), 0) + int(per[j])
-        _count(p, "unknown_action", unknown, where)
-    _count(p, "no_query_id", noq | (query & ~has_q), where)
-    _count(p, "no_object_id", event & ~unknown & has_q & ~has_o, where)
-    _count(p, "bad_position", bad, where)
-    return ok, record, kinds, bad
-
-
-def _append(reader: EventReader, c: dict, ok, record, kinds, bad) -> None:
-    """The kept events into the reader's columns, the kept records into its dicts."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    log, n = reader.log, c["n"]
-    pos, valid = c["pos"], c["pos_valid"]
-    kept = np.flatnonzero(ok | record)
-    ev, rec = np.flatnonzero(ok), np.flatnonzero(record)
-    qcode = np.full(n, -1, np.int64)
-    qcode[kept] = _codes(log.query_ids, c["qid"].take(kept))
-    text = pc.utf8_trim_whitespace(c["text"])
-    text = pc.if_else(pc.equal(text, ""), pa.scalar(None, text.type), text)
-    tcode = np.full(n, -1, np.int64)
-    tcode[kept] = _codes(log.texts, text.take(kept))
-    hits = c["hits"].take(rec)
-    lengths = _np(pc.fill_null(pc.list_value_length(hits), 0)).astype(np.int64)
-    doc, hit = _doc_codes(log, c["obj"].take(ev), hits.flatten(), lengths, ev, rec, n)
-
-    cols = reader.cols                     # array.frombytes: a copy, no loop
-    cols["search"].frombytes(qcode[ev].astype(np.int32).tobytes())
-    cols["doc"].frombytes(doc.astype(np.int32).tobytes())
-    cols["pos"].frombytes(np.where(valid & ~bad, pos, -1)[ev].astype(np.int32).tobytes())
-    cols["text"].frombytes(tcode[ev].astype(np.int32).tobytes())
-    reader.actions.frombytes(kinds[ev].astype(np.int8).tobytes())
-
-    q = qcode[rec].tolist()
-    t = tcode[rec]
-    log.record_text.update(zip(compress(q, (t >= 0).tolist()), t[t >= 0].tolist()))
-    ends = np.cumsum(lengths)
-    some = lengths > 0
-    log.record_hits.update(zip(compress(q, some.tolist()), map(hit.__getitem__, map(
-        slice, (ends - lengths)[some].tolist(), ends[some].tolist()))))
-    if c["inter"] is not None:
-        _add_interleaving(log, c["inter"].take(rec), hits, q)
-
-
-def _doc_codes(log: EventLog, obj, flat, lengths: np.ndarray, ev: np.ndarray, rec: np.ndarray, n: int):
-    """Document codes of the events' objects (NumPy) and of the records' hit lists
-    (``flat``, ``lengths`` per record; as the interner's own int objects, which the line
-    reader keeps too: no int object per hit), interned in the order of the rows."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    per = np.zeros(n, np.int64)            # values per row, rows in order
-    per[ev] = 1
-    per[rec] = lengths
-    start = np.cumsum(per) - per
-    at_ev = start[ev]
-    at_hit = np.repeat(start[rec] - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(flat))
-    order = np.empty(len(ev) + len(flat), np.int64)   # in row order: place in [objects, hits]
-    order[at_ev] = np.arange(len(ev))
-    order[at_hit] = len(ev) + np.arange(len(flat))
-    enc = pc.dictionary_encode(pa.concat_arrays([obj, flat]).take(order))   # no nulls
-    names = enc.dictionary.to_pylist()
-    codes, which = log.docs.codes_of(names), _np(enc.indices)
-    ints = list(map(log.docs.codes.__getitem__, names))
-    return codes[which[at_ev]], list(map(ints.__getitem__, which[at_hit].tolist()))
-
-
-def _codes(interner, arr) -> np.ndarray:
-    """Interned codes of ``arr``'s strings (-1 for null): one lookup per distinct string,
-    in order of first appearance."""
-    import pyarrow.compute as pc
-    enc = pc.dictionary_encode(arr)
-    mapping = np.append(interner.codes_of(enc.dictionary.to_pylist()), -1)
-    return mapping[_np(enc.indices.fill_null(len(mapping) - 1))]
-
-
-def _add_interleaving(log: EventLog, inter, hits, qcodes: list[int]) -> None:
-    """The interleaved searches' attributes (records, not events: a few per search)."""
-    for j in np.flatnonzero(_np(inter.is_valid())).tolist():
-        got = interleaving_attrs(inter[j].as_py(), hits[j].as_py())
-        if got:
-            log.record_interleaving[qcodes[j]] = got
 
 
 def read_file(path, impression_actions=IMPRESSION_ACTIONS, click_actions=CLICK_ACTIONS) -> EventLog:

@@ -6,8 +6,8 @@ The mappings are the UBI plugin's own (``opensearch-project/user-behavior-insigh
 ``event_attributes.position.ordinal`` an integer, ``event_attributes.object.object_id`` a
 keyword. Reading takes each index's documents with ``timestamp`` in ``[since, until)``
 with a point in time and search_after (:mod:`ltr_toolkit.transport.pit`), the next page
-fetched while the last is added, each page parsed by pyarrow (the file reader's columns,
-:mod:`.files`):
+fetched while the last is added, each page parsed by pyarrow (:mod:`.pages`, the file
+reader's columns):
 
 * the query records in order of time, so the searches are numbered in order of time
   (the held-out split of :mod:`ltr_toolkit.clicks.judging.heldout` is by time);
@@ -29,11 +29,11 @@ from ...transport.engine import detect
 from ...transport.lookups import shard_count
 from ...transport.pit import PAGE, NoPit, pages
 from opensearchpy import helpers
-from . import files
 from .eventlog import CLICK_ACTIONS, IMPRESSION_ACTIONS, EventReader
+from .pages import add_table, page_schemas, parse_page
 
 QUERIES, EVENTS = "ubi_queries", "ubi_events"
-#: the index kinds (as a bulk action naming the index: :func:`.files.add_table`)
+#: the index kinds (as a bulk action naming the index: :func:`.pages.add_table`)
 QUERY_KIND, EVENT_KIND = 1, 2
 #: the read's order: time, then the PIT's tiebreaker (a document without a valid
 #: timestamp, kept by ``ignore_malformed``, comes last)
@@ -162,16 +162,16 @@ def _doc_adder(reader, kind: int):
 def _page_adder(reader, index: str, kind: int):
     """``add(page text) -> documents``: the page parsed by pyarrow (the fields the click
     models read; the events' without ``query_attributes`` first) and added as columns
-    (``files.add_table``), or parsed by ``json`` and added one by one where it cannot be."""
-    schemas = files.page_schemas(kind == EVENT_KIND)
+    (:func:`.pages.add_table`), or parsed by ``json`` and added one by one where it cannot be."""
+    schemas = page_schemas(kind == EVENT_KIND)
     one = _doc_adder(reader, kind)
 
     def add(text: bytes) -> int:
         for schema in schemas:
-            got = files.parse_page(text, schema)
+            got = parse_page(text, schema)
             if got is not None:
                 table, ids = got
-                if files.add_table(reader, table, kind, lambda r: f"{index}/{ids[r].as_py()}"):
+                if add_table(reader, table, kind, lambda r: f"{index}/{ids[r].as_py()}"):
                     return table.num_rows
                 break
         hits = (json.loads(text).get("hits") or {}).get("hits") or []
