@@ -57,3 +57,8 @@ def test_featureset_cost_reports_every_feature(ltr_cluster, cranfield_index, cli
     assert sorted(sel["kept"] + [p["feature"] for p in sel["pruned"]]) == sorted(names)
     assert sel["ndcg_pruned"] >= sel["ndcg_all"]
     assert f"recommended set: {len(sel['kept'])} of {len(names)} features" in r.stdout
+    assert "selected on these folds, so optimistic" in r.stdout     # its p saw the folds it chose on
+    settings = " ".join(f"{n}={v}" for n, v in rep["settings"].items())
+    assert f"ablation: linear {settings}, 3-fold" in r.stderr and "{" not in r.stderr
+    fits = 3 * (1 + len(contrib["rows"]))          # all features, then each row's drop, per fold
+    assert f"model fits: {fits}/{fits} (" in r.stderr   # the ablation's progress, with its rate

@@ -178,3 +178,35 @@ def test_a_fold_trains_the_model_its_gate_kept_out(monkeypatch):
         assert (art["model"] is not None) is passed and (runner is None) is passed
         served = art if passed else runner
         assert served["selection"]["params"] == {"l2": 1e-2} and served["selection"]["blend"] == 1.0
+
+
+def test_the_report_says_which_p_value_decides():
+    """The "chosen per fold" row has the table's two-sided p (plain and max-T corrected)
+    and its own one-sided, uncorrected test, which decides: the table's legend and the
+    recommendation line each name what their p-values test."""
+    from ltr_toolkit.cli.common import _report_table
+    rng = np.random.default_rng(3)
+    n = 150
+    folds = np.arange(n) % 5
+    first = rng.uniform(0.2, 0.6, n)
+    per_algo = {"a": first + 0.04 + rng.normal(0, 0.03, n), "b": first + rng.normal(0, 0.03, n)}
+    rep = _report(first, per_algo, _pooled(first, per_algo, folds, ["a"] * 5))
+    rep["recommendation"] = recommend(rep)
+    legend = _report_table(rep).caption
+    assert "p: paired randomisation test vs first, two-sided, uncorrected" in legend
+    assert f"max-T: the same, corrected for the {len(per_algo) + 1} systems compared" in legend
+    assert f"decided by {PIPELINE}'s own test, one-sided and uncorrected" in legend
+    reason = rep["recommendation"]["reason"]
+    assert rep["recommendation"]["deploy"] == PIPELINE
+    assert "one-sided p" in reason and "uncorrected (the test that decides" in reason
+    plain = {k: v for k, v in rep.items() if k != "pipeline"}      # ltr evaluate models: the table decides
+    assert "two-sided p" in recommend(plain)["reason"] and "(max-T)" in recommend(plain)["reason"]
+    assert "decided by" not in _report_table(plain).caption
+
+
+def test_the_choices_are_logged_with_one_label():
+    chosen = [{"settings": {"l2": 0.01}, "blend": 1.0}, {"first_stage": True}]
+    assert crossval.choices_line("linear", chosen) == \
+        "linear: chosen per fold: 1) l2 0.01, blend 1; 2) first stage kept"
+    piped = crossval.choices_line(PIPELINE, [dict(chosen[0], algorithm="linear")])
+    assert piped.count(PIPELINE) == 1 and piped == f"{PIPELINE}: 1) linear: l2 0.01, blend 1"

@@ -16,7 +16,7 @@ from ..errors import ClusterError, UserError
 from .common import (Algo, EXIT_PARTIAL, CutoffOpt, _failed_queries, FieldsOpt, FoldsOpt, IndexOpt,
                      InputFormatOpt, JsonOpt, OldEngineOpt, QueriesFileOpt, ReportOpt, Statistics,
                      StatsOpt, StoreOpt, TemplateOpt, WorkdirOpt, _conn, _first_stage, _ltr_conn,
-                     _old_engine, _partial, _print_json, _writable, cluster_app, err, featureset_app,
+                     _old_engine, _partial, _print_json, _progress, _writable, cluster_app, err, featureset_app,
                      job_app, out, store_app)
 
 
@@ -259,8 +259,10 @@ def featureset_cost(ctx: typer.Context,
     stage = _first_stage(fields, first_stage, statistics)
     conn = _ltr_conn(ctx)
     stage.check(conn, index)
-    rep = cost_report(conn, Serving(index, stage, window, store), jl, name, workdir, algo.value,
-                      folds, timing_queries, passes, log=lambda m: err.print(m))
+    with _progress("model fits") as update:
+        rep = cost_report(conn, Serving(index, stage, window, store), jl, name, workdir, algo.value,
+                          folds, timing_queries, passes, log=lambda m: err.print(m),
+                          progress=lambda done, total: update(done, total))
     if output:
         write_json(output, rep)
     if pruned:
@@ -280,7 +282,8 @@ def _selection_line(rep: dict, pruned: Optional[Path]) -> str:
     where = f": written to {pruned}" if pruned else " (--pruned FILE writes it)"
     return (f"recommended set: {n} of {total} features, NDCG@{k} {sel['ndcg_pruned']:.4f} vs "
             f"{sel['ndcg_all']:.4f} with all (p {t['p_value']:.3f}, W/T/L {t['wins']}/{t['ties']}/"
-            f"{t['losses']}), {sel['ms_saved']:.2f} ms saved per request{where}")
+            f"{t['losses']}: selected on these folds, so optimistic; `ltr evaluate cv` with it "
+            f"gives the honest figure), {sel['ms_saved']:.2f} ms saved per request{where}")
 
 
 def _cost_table(rep: dict) -> Table:

@@ -123,26 +123,67 @@ def _one_line_warnings(*categories: str):
 
 @contextlib.contextmanager
 def _progress(label: str, total: int | None = None):
-    """Yields ``update(done, total=None, note="")``: a rich bar on a terminal; otherwise
-    (cron, nohup, a pipe) a plain line on stderr at most every 2 s, and at the end."""
+    """Yields ``update(done, total=None, note="")``: a rich bar on a terminal (its rate and
+    time left); otherwise (cron, nohup, a pipe) a plain line on stderr at most every 2 s,
+    and at the end: ``LABEL: DONE/TOTAL (RATE/s, ETA 3m05s) NOTE``. The rate counts from
+    the first update (the work before it is not the loop's), again when ``done`` starts
+    over (a new phase)."""
     if err.is_terminal:
-        from rich.progress import Progress
-        with Progress(transient=True, console=err) as bar:
-            task = bar.add_task(label, total=total)
-
-            def update(done, total=total, note=""):
-                bar.update(task, completed=done, total=total, description=f"{label} {note}".strip())
-            yield update
+        yield from _bar(label, total)
         return
-    last = [time.monotonic()]
+    last, start, seen = [0.0], [None], [0]
 
     def update(done, total=total, note=""):
         now = time.monotonic()
+        if start[0] is None or done < seen[0]:
+            start[0] = (now, done)
+        seen[0] = done
         if now - last[0] >= 2.0 or (total is not None and done >= total):
             last[0] = now
             of = f"/{total}" if total is not None else ""
-            err.print(f"{label}: {done}{of} {note}".rstrip())
+            err.print(f"{label}: {done}{of}{_pace(now - start[0][0], done - start[0][1], done, total)} "
+                      f"{note}".rstrip())
     yield update
+
+
+def _bar(label: str, total: int | None):
+    """:func:`_progress` on a terminal: a transient rich bar with its rate and ETA."""
+    from rich.progress import Progress, ProgressColumn
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task):
+            return Text(f"{task.speed:.3g}/s" if task.speed else "")
+    with Progress(*Progress.get_default_columns(), Rate(), transient=True, console=err) as bar:
+        task = bar.add_task(label, total=total)
+        seen = [0]
+
+        def update(done, total=total, note=""):
+            if done < seen[0]:              # a new phase: its own rate
+                bar.reset(task, total=total)
+            seen[0] = done
+            bar.update(task, completed=done, total=total, description=f"{label} {note}".strip())
+        yield update
+
+
+def _pace(seconds: float, done: int, upto: int, total: int | None) -> str:
+    """`` (RATE/s, ETA T)`` of ``done`` items in ``seconds`` (``upto`` of ``total`` done);
+    empty before there is a rate."""
+    if done <= 0 or seconds <= 0:
+        return ""
+    rate = done / seconds
+    eta = "" if total is None or upto >= total else f", ETA {_duration((total - upto) / rate)}"
+    return f" ({rate:.3g}/s{eta})"
+
+
+def _duration(seconds: float) -> str:
+    """``45s``, ``12m05s``, ``2h03m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def _conn(ctx: typer.Context):
@@ -286,10 +327,7 @@ def _report_table(report: dict) -> Table:
     metrics = list(next(iter(report["systems"].values())))
     many = len(report["tests"]) > 1 and all("p_corrected" in t for t in report["tests"].values())
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True,
-                  caption_justify="left",
-                  caption=f"p: paired randomisation test vs {report['baseline']}"
-                  + ("; max-T: corrected for the systems compared" if many else "")
-                  + "; W/T/L: queries won, tied, lost")
+                  caption_justify="left", caption=_legend(report, many))
     # a system's name is never cut: the other columns wrap their headers and values instead
     table.add_column("system", no_wrap=True, min_width=max(map(len, report["systems"])))
     for header in (*metrics, "p", *(["max-T"] if many else []), "W/T/L"):
@@ -300,6 +338,20 @@ def _report_table(report: dict) -> Table:
                       *([f"{t['p_corrected']:.4f}" if t else ""] if many else []),
                       f"{t['wins']}/{t['ties']}/{t['losses']}" if t else "")
     return table
+
+
+def _legend(report: dict, many: bool) -> str:
+    """What the table's p-values test: each side, and what they are corrected for; with a
+    cross-validation's pipeline, that the recommendation is decided by its own test."""
+    sides = {"two-sided": "two-sided", "greater": "one-sided", "less": "one-sided"}
+    side = sides.get((report.get("statistics") or {}).get("alternative"), "two-sided")
+    text = f"p: paired randomisation test vs {report['baseline']}, {side}, uncorrected"
+    if many:
+        text += f"; max-T: the same, corrected for the {len(report['tests'])} systems compared"
+    if report.get("pipeline"):
+        text += (f"; the recommendation is decided by {report['pipeline']['name']}'s own test, "
+                 "one-sided and uncorrected (below)")
+    return text + "; W/T/L: queries won, tied, lost"
 
 
 JobsOpt = Annotated[Optional[int], typer.Option("--jobs", min=1, help="Fold fits run at once, in worker processes (default: the cores, fewer when memory is short; also LTR_JOBS).")]

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..features.check import dead_columns
 from ..rank.stats import compare
-from .feature_timing import cv_ndcg
+from .feature_timing import cv_ndcg, fit_counter
 
 DEAD = "missing or constant on every logged row"
 NO_LOSS = "removing it did not lower NDCG@{k} under cross-validation"
@@ -39,22 +39,25 @@ def _order(rows: dict, names: list[str], costs: dict) -> list[str]:
 
 
 def prune(ds, make, contribution: dict, costs: dict, where: np.ndarray, full: np.ndarray,
-          k: int = 10, log=lambda msg: None) -> dict:
+          k: int = 10, log=lambda msg: None, progress=None) -> dict:
     """{"kept", "pruned": [{"feature", "why"}], "ndcg_all", "ndcg_pruned", "test",
     "ms_saved"}. ``contribution``: :func:`.feature_timing.feature_contributions`' result;
     ``costs``: :func:`.feature_timing.feature_costs`' (may be empty); ``where``/``full``:
-    the ablation's folds and per-query scores on all features."""
+    the ablation's folds and per-query scores on all features. ``progress(done, total)``:
+    after each fit (the total: at most, when every feature is tried)."""
     names = list(ds.feature_names)
     missing, constant = dead_columns(ds.X)
     dead = {n for n, d in zip(names, missing | constant) if d}
     pruned = [{"feature": n, "why": DEAD} for n in names if n in dead]
     kept = [n for n in names if n not in dead]
-    current = full if not dead else _scores(ds, names, kept, make, where, k)
-    for n in _order(contribution["rows"], kept, costs):
+    order = _order(contribution["rows"], kept, costs)
+    fitted = fit_counter(progress, len(np.unique(where)) * (len(order) + bool(dead)))
+    current = full if not dead else _scores(ds, names, kept, make, where, k, fitted)
+    for n in order:
         if len(kept) == 1:
             break
         trial = [m for m in kept if m != n]
-        s = _scores(ds, names, trial, make, where, k)
+        s = _scores(ds, names, trial, make, where, k, fitted)
         if s.mean() >= current.mean():
             kept, current = trial, s
             pruned.append({"feature": n, "why": NO_LOSS.format(k=k)})
@@ -65,8 +68,8 @@ def prune(ds, make, contribution: dict, costs: dict, where: np.ndarray, full: np
             "ndcg_pruned": float(current.mean()), "test": test.to_dict(), "ms_saved": saved}
 
 
-def _scores(ds, names, kept, make, where, k) -> np.ndarray:
-    return cv_ndcg(ds, [names.index(n) for n in kept], make, where, k)
+def _scores(ds, names, kept, make, where, k, fitted=None) -> np.ndarray:
+    return cv_ndcg(ds, [names.index(n) for n in kept], make, where, k, fitted)
 
 
 def pruned_featureset(features: list[dict], kept: list[str], name: str) -> dict:

@@ -95,9 +95,9 @@ def _encoder_ms(conn, plan, param_list: list[dict]) -> np.ndarray:
     return np.asarray(out)
 
 
-def cv_ndcg(ds, cols: list[int], make, folds: np.ndarray, k: int) -> np.ndarray:
+def cv_ndcg(ds, cols: list[int], make, folds: np.ndarray, k: int, fitted=None) -> np.ndarray:
     """Per-query NDCG@k of models on the columns ``cols``, each query scored by the
-    model of the folds that left it out."""
+    model of the folds that left it out. ``fitted()``: called after each model's fit."""
     out = np.zeros(ds.n_queries)
     for f in np.unique(folds):
         train = ds.subset(np.flatnonzero(folds != f).tolist())
@@ -105,26 +105,41 @@ def cv_ndcg(ds, cols: list[int], make, folds: np.ndarray, k: int) -> np.ndarray:
         test = ds.subset(test_q)
         model = make()
         model.fit(type(ds)(train.X[:, cols], train.y, train.offsets, train.qids))
+        if fitted is not None:
+            fitted()
         out[test_q] = ndcg(model.predict(np.nan_to_num(test.X[:, cols])), test.y, test.offsets, k)
     return out
 
 
+def fit_counter(progress, total: int):
+    """A ``fitted`` callback for :func:`cv_ndcg` that reports ``progress(done, total)``
+    in fits after each one (None without ``progress``)."""
+    if progress is None:
+        return None
+    done = 0
+
+    def fitted() -> None:
+        nonlocal done
+        done += 1
+        progress(done, total)
+    return fitted
+
+
 def ablation_scores(ds, make, groups: dict[str, list[str]] | None = None, folds: int = 5,
-                    k: int = 10, seed: int = 42) -> tuple[np.ndarray, np.ndarray, dict]:
+                    k: int = 10, seed: int = 42, progress=None) -> tuple[np.ndarray, np.ndarray, dict]:
     """(the queries' folds, per-query NDCG@k on all features, {row: per-query NDCG@k
     without the row's features}): the drop-one ablation's raw scores, every model under
-    the same folds."""
+    the same folds. ``progress(done, total)``: after each fit."""
     names = list(ds.feature_names)
     where = np.random.default_rng(seed).permutation(ds.n_queries) % folds
     every = list(range(len(names)))
-    full = cv_ndcg(ds, every, make, where, k)
-    scores = {}
     drops = {n: [n] for n in names}
     drops.update({g: m for g, m in (groups or {}).items() if m and len(m) < len(names)})
-    for row, dropped in drops.items():
-        cols = [i for i in every if names[i] not in dropped]
-        if cols:
-            scores[row] = cv_ndcg(ds, cols, make, where, k)
+    cols = {row: [i for i in every if names[i] not in dropped] for row, dropped in drops.items()}
+    cols = {row: c for row, c in cols.items() if c}
+    fitted = fit_counter(progress, len(np.unique(where)) * (1 + len(cols)))
+    full = cv_ndcg(ds, every, make, where, k, fitted)
+    scores = {row: cv_ndcg(ds, c, make, where, k, fitted) for row, c in cols.items()}
     return where, full, scores
 
 

@@ -119,16 +119,18 @@ def recommend(report: dict, alpha: float = ALPHA) -> dict:
     p = {n: t.get("p_corrected", t["p_value"]) for n, t in tests.items()}
     better = [n for n, t in tests.items() if t["mean_delta"] > 0 and p[n] < alpha]
     worse = sorted(n for n, t in tests.items() if t["mean_delta"] < 0 and p[n] < alpha)
-    many = f", corrected for {len(tests)} rerankers" if len(tests) > 1 else ""
+    side = "one-sided" if report.get("statistics", {}).get("alternative") in ("greater", "less") \
+        else "two-sided"
+    many = f", corrected for {len(tests)} rerankers (max-T)" if len(tests) > 1 else ", uncorrected"
     if not better:
         return {"deploy": None, "worse": worse, "alpha": alpha,
-                "reason": f"no reranker beats {report['baseline']} with p < {alpha}{many}: "
+                "reason": f"no reranker beats {report['baseline']} with {side} p < {alpha}{many}: "
                           "keep the first stage"}
     best = max(better, key=lambda n: tests[n]["mean_delta"])
     t = tests[best]
     return {"deploy": best, "worse": worse, "alpha": alpha,
             "reason": f"{best}: {t['metric']} {t['mean_delta']:+.4f} vs {report['baseline']} "
-                      f"(p {p[best]:.4f}{many}, W/T/L {t['wins']}/{t['ties']}/{t['losses']})"}
+                      f"({side} p {p[best]:.4f}{many}, W/T/L {t['wins']}/{t['ties']}/{t['losses']})"}
 
 
 def _recommend_pipeline(report: dict, alpha: float) -> dict:
@@ -140,8 +142,9 @@ def _recommend_pipeline(report: dict, alpha: float) -> dict:
     worse = sorted(n for n, r in tests.items() if n != name and r["mean_delta"] < 0
                    and r.get("p_corrected", r["p_value"]) < alpha)
     how = (f"{t.get('metric', 'the metric')} {t['mean_delta']:+.4f} vs {report['baseline']}, one-sided p "
-           f"{t['p_value']:.4f}, W/T/L {t['wins']}/{t['ties']}/{t['losses']}; the choice of "
-           f"algorithm, settings and first stage made in each fold's training queries")
+           f"{t['p_value']:.4f} uncorrected (the test that decides; the table's p are two-sided), "
+           f"W/T/L {t['wins']}/{t['ties']}/{t['losses']}; the choice of algorithm, settings and "
+           "first stage made in each fold's training queries")
     if t["mean_delta"] > 0 and t["p_value"] < alpha:
         return {"deploy": name, "worse": worse, "alpha": alpha, "reason": f"{name}: {how}"}
     return {"deploy": None, "worse": worse, "alpha": alpha,

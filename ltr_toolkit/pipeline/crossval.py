@@ -212,8 +212,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
             ranked = run.rankings(algos, jobs, log, warm)
             for algo in ranked:                     # the algorithms, then the pipeline
                 per_query[algo] = run_metrics(ranked[algo], qids, truth, k)
-                log(f"{algo}: chosen per fold: "
-                    + "; ".join(f"{f + 1}) {describe_choice(c)}" for f, c in enumerate(run.chosen[algo])))
+                log(choices_line(algo, run.chosen[algo]))
         finally:
             left = [] if keep_models else _clean_up(conn, run.models, store, log)
     return _report(run, per_query, ranked, baseline_name, jl, truth, algos, side, failed, left,
@@ -453,6 +452,14 @@ def _summary(art: dict, fixed) -> dict:
         return {"first_stage": True, **left}
     return {"settings": sel["params"], "blend": sel["blend"],
             "rescore_query_weight": of_artifact(art).weights[1], **left}
+
+
+def choices_line(algo: str, chosen: list) -> str:
+    """What each fold chose, as the log says it: ``linear: chosen per fold: 1) l2 0.01,
+    blend 1; 2) ...``; the pipeline's row is named so already (``chosen per fold: 1)
+    lambdamart: ...``)."""
+    label = algo if algo == PIPELINE else f"{algo}: chosen per fold"
+    return f"{label}: " + "; ".join(f"{f + 1}) {describe_choice(c)}" for f, c in enumerate(chosen))
 
 
 def describe_choice(chosen: dict | None) -> str:

@@ -31,13 +31,14 @@ def ablation_settings(algo: str, n_queries: int) -> dict:
 
 def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambdamart",
                 folds: int = 5, timing_queries: int = 100, passes: int = 2, k: int = 10,
-                seed: int = 42, log=lambda msg: None) -> dict:
+                seed: int = 42, log=lambda msg: None, progress=None) -> dict:
     """{"cost": feature_costs(...), "contribution": feature_contributions(...),
     "selection": feature_selection.prune(...) with the pruned set's file, ...}. The
     term budget is measured once, by the logging of the candidates (recorded in their
     sidecar); the timed queries' plan (that budget, the set's parameters, the encoder, the
     shards) and their parameters (vectors, first-stage ids) are made here, once, and
-    handed to :func:`feature_costs`."""
+    handed to :func:`feature_costs`. ``progress(done, total)``: after each model fit of
+    the ablation, then of the pruning (counted again from 1)."""
     info = featureset_info(conn, featureset, serving.store)
     qids = jl.judged_qids()
     if len(qids) < folds:
@@ -51,9 +52,10 @@ def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambda
     uses = {f["name"]: list(f.get("params") or []) for f in info["features"]}
     feedback = [n for n, ps in uses.items() if any(DERIVED.match(p) for p in ps)]
     settings = ablation_settings(algo, ds.n_queries)
-    log(f"ablation: {algo} {settings}, {folds}-fold cross-validation")
+    log(f"ablation: {algo} {' '.join(f'{n}={v}' for n, v in settings.items())}, "
+        f"{folds}-fold cross-validation")
     make = partial(make_estimator, algo, k=k, seed=seed, **settings)
-    scores = ablation_scores(ds, make, {FEEDBACK: feedback}, folds, k, seed)
+    scores = ablation_scores(ds, make, {FEEDBACK: feedback}, folds, k, seed, progress)
     contribution = feature_contributions(ds, make, k=k, scores=scores)
     raw = [jl.query_params(q) for q in qids[:timing_queries]]
     log(f"timing {len(raw)} queries x {passes} passes")
@@ -63,7 +65,7 @@ def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambda
     cost = feature_costs(conn, plan, featureset, info["feature_names"], uses,
                          list(zip(raw, prepared, tops)), passes, seed)
     log("pruning: each feature the model does without, least helpful first")
-    selection = prune(ds, make, contribution, cost, scores[0], scores[1], k, log)
+    selection = prune(ds, make, contribution, cost, scores[0], scores[1], k, log, progress)
     selection["featureset"] = pruned_featureset(info["features"], selection["kept"],
                                                 f"{featureset}-pruned")
     return {"featureset": featureset, "index": serving.index, "window": serving.depth,
