@@ -86,6 +86,57 @@ def test_group_help_lists_its_subcommands(group, capsys, root):
         assert f"  {name} " in text, (group, name)
 
 
+def test_target_defaults_to_the_plugin_everywhere(root):
+    """--target is where a model is served; its default is the same in every command."""
+    defaults = {" ".join(path): param.default for path, cmd in _commands(root) for param in cmd.params
+                if "--target" in getattr(param, "opts", [])}
+    assert {"ltr model export", "ltr model upload", "ltr query search"} <= set(defaults)
+    assert {getattr(d, "value", d) for d in defaults.values()} == {"plugin"}, defaults
+
+
+def test_help_names_no_retired_option_but_as_a_former_spelling(root):
+    """A help text that names an option names it as it is spelt now (`ltr train
+    --truncation` said 'same as --k'); a retired spelling only as what an option was."""
+    import re
+    stale = [(" ".join(path), param.opts[0] if param.opts else param.name, old)
+             for path, cmd in _commands(root) for param in cmd.params for old in RETIRED
+             if re.search(rf"(?<!formerly ){re.escape(old)}(?![\w-])", getattr(param, "help", None) or "")]
+    assert stale == []
+
+
+def test_log_help_names_what_candidates_became(capsys):
+    assert main(["log", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(formerly --candidates)" in text and text.index("--window") < text.index("--candidates")
+
+
+@pytest.mark.parametrize("group", ["model", "evaluate", "query", "index", "judgments",
+                                   "featureset", "store", "cluster", "job"])
+def test_a_groups_unknown_word_lists_its_subcommands(group, capsys, root):
+    """`ltr evaluate j.txt`: the error names what the group takes, not only that the word
+    is no command."""
+    assert main([group, "j.txt"]) == 2
+    err = capsys.readouterr().err
+    names = [n for n, c in root.commands[group].commands.items() if not c.hidden]
+    assert err == (f"error: No such command 'j.txt' ({group} takes a subcommand: {', '.join(names)}; "
+                   f"see `ltr {group} --help`)\n")
+
+
+def test_an_unknown_command_lists_the_commands(capsys, root):
+    assert main(["evalute"]) == 2
+    err = capsys.readouterr().err
+    shown = [n for n, c in root.commands.items() if not c.hidden]
+    assert "ltr takes a command: " in err and all(f" {n}," in err or f" {n};" in err for n in shown)
+
+
+def test_a_retired_option_names_its_new_spelling(tmp_path, capsys):
+    assert main(["log", str(tmp_path / "j.csv"), "--candidates", "100"]) == 2
+    assert "No such option: --candidates (--candidates is now --window; see `ltr log --help`)" \
+        in capsys.readouterr().err
+    assert main(["index", "neighbours", "--index", "x", "--k", "3"]) == 2
+    assert "--k is now --neighbours" in capsys.readouterr().err      # the command's own new name
+
+
 def test_index_is_required_outside_the_demo(capsys):
     """A forgotten --index is an error naming it, not the demo's index."""
     assert main(["query", "search", "wing flutter"]) == 2

@@ -38,7 +38,7 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
           sigma: Annotated[float, typer.Option("--sigma", help="The pairwise logistic's steepness: P(i before j) = 1 / (1 + exp(-sigma (s_i - s_j))).")] = 1.0,
           k: CutoffOpt = 10,
           patience: Annotated[Optional[int], typer.Option("--patience", min=1, help="Early stopping (with --valid): epochs for networks (default 10), rounds for trees (default: none, all --trees are kept; the validation NDCG is still shown).")] = None,
-          truncation: Annotated[str, typer.Option("--truncation", help="Pairs with a document in the current top T: default (k for networks, weighted by |dNDCG@k|; 32 for trees, as xgboost's rank:ndcg), k (same as --k), an integer, or all.")] = "default",
+          truncation: Annotated[str, typer.Option("--truncation", help="Pairs with a document in the current top T: default (k for networks, weighted by |dNDCG@k|; 32 for trees, as xgboost's rank:ndcg), k (the --cutoff K), an integer, or all.")] = "default",
           seed: SeedOpt = 42,
           max_bin: Annotated[Optional[int], typer.Option("--max-bin", min=2, help="Histogram bins per feature (trees; default 256).")] = None,
           dask: Annotated[Optional[str], typer.Option("--dask", help="Train the trees on Dask: a scheduler address (tcp://host:8786) or local:N (N local workers). DATA, --valid and --test may then be globs or comma-separated files (quote globs), read in parallel by the workers.")] = None,

@@ -210,7 +210,7 @@ def _features(ctx, art: dict, featureset: Optional[str], store) -> list[dict]:
 def export_cmd(ctx: typer.Context,
                model: Annotated[Path, typer.Argument(help="A model artifact (`ltr train -o`).")],
                output: Annotated[Path, typer.Option("-o", "--output", help="The body, as JSON.")],
-               target: Annotated[Target, typer.Option("--target", help="Where the model will be served: elasticsearch writes the PUT _ml/trained_models body of Elasticsearch's native learning to rank (tree models); plugin the LTR plugin's _createmodel body.")] = Target.elasticsearch,
+               target: Annotated[Target, typer.Option("--target", help="Where the model will be served: plugin writes the LTR plugin's _createmodel body; elasticsearch the PUT _ml/trained_models body of Elasticsearch's native learning to rank (tree models).")] = Target.plugin,
                featureset: FeaturesetOpt = None,
                es_version_: Annotated[str, typer.Option("--es-version", help="The Elasticsearch version deployed to (input.field_names before 8.15 only).")] = ELASTICSEARCH_VERSION,
                default_param: Annotated[Optional[List[str]], typer.Option("--default-param", help="NAME=VALUE: a template parameter's value when the rescorer's params do not give it (repeatable).")] = None,
