@@ -1,19 +1,24 @@
-"""The ``ltr`` command line: a thin layer over the library, one module per group of
-commands over ``common`` (the apps, the options every command shares, their one meaning
-each: docs/cli.md):
+"""The ``ltr`` command line: a thin layer over the library, one module per command group,
+named after it, over ``common`` (the apps, the options every command shares, their one
+meaning each: docs/cli.md):
 
-* ``learning``: ``demo``, ``train``, ``predict``, ``judgments click-features``;
-* ``logs``: ``log``;
-* ``monitoring``: ``monitor``;
-* ``monitor``: ``monitor``;
+* ``steps``: the loop's steps at the top, ``demo``, ``log``, ``train``, ``predict``,
+  ``monitor``;
 * ``evaluate``: ``evaluate models|cv|interleaving``;
 * ``query``: ``query search|explain``;
 * ``model``: ``model upload|export|list|show|delete|prune|explain``;
-* ``corpus``: ``index ...`` and ``judgments ...``;
-* ``admin``: ``featureset ...``, ``store ...``, ``cluster ...``, ``job run``.
+* ``featureset``: ``featureset upload|init|list|show|cost``;
+* ``index``: ``index cranfield|jsonl|vectors|neighbours``;
+* ``judgment_lists``: ``judgments click-features|cranfield|check|clicks``;
+* ``feature_stores``: ``store init|drop|list``;
+* ``clusters``: ``cluster start|stop|status``;
+* ``job``: ``job run``.
+
+(Where a command's own name is a library module's, ``demo``, ``train``, ``judgments``,
+``store``, ``cluster``, the CLI's module is named for what it holds: one name, one module.)
 
 User errors (bad files, no node, no plugin, no store) end with one line on stderr and
-exit code 2; no traceback.
+exit code 2 (3 for a run that completed for some items and not others); no traceback.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import typer
 
 from ..errors import UserError
 # the command modules register their commands on import, in the order `ltr --help` lists them
-from . import learning, logs, monitoring, evaluate, query, model, corpus, admin  # noqa: F401,I001
+from . import (steps, evaluate, query, model, featureset, index, judgment_lists,  # noqa: F401,I001
+               feature_stores, clusters, job)
 from .common import alias, app, err, out
 import logging
 import tempfile

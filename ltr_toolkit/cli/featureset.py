@@ -1,141 +1,20 @@
-"""``ltr cluster``, ``ltr store``, ``ltr featureset`` and ``ltr job``: the node, the stores
-and feature sets in it, scheduled logging jobs."""
+"""``ltr featureset``: feature sets in a store (upload, init from an index, list, show),
+and what each feature costs and brings (``cost``)."""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 from typing import Annotated, List, Optional
 
 import typer
 from rich.table import Table
 
-from .. import versions
-from ..errors import ClusterError, UserError
-from .common import (Algo, EXIT_PARTIAL, CutoffOpt, _failed_queries, FieldsOpt, FoldsOpt, IndexOpt,
-                     InputFormatOpt, JsonOpt, OldEngineOpt, QueriesFileOpt, ReportOpt, Statistics,
-                     StatsOpt, StoreOpt, TemplateOpt, WorkdirOpt, _conn, _first_stage, _ltr_conn,
-                     _old_engine, _partial, _print_json, _progress, _writable, cluster_app, err, featureset_app,
-                     job_app, out, store_app)
+from ..errors import UserError
+from .common import (Algo, FieldsOpt, FoldsOpt, IndexOpt, InputFormatOpt, JsonOpt, QueriesFileOpt,
+                     ReportOpt, Statistics, StatsOpt, StoreOpt, TemplateOpt, WorkdirOpt, _conn,
+                     _failed_queries, _first_stage, _ltr_conn, _print_json, _progress, _writable,
+                     err, featureset_app, out)
 
-
-@cluster_app.command("start")
-def cluster_start(ctx: typer.Context, engine: OldEngineOpt = None,
-                  no_ltr: Annotated[bool, typer.Option("--no-ltr", help="Start the engine without the LTR plugin when it cannot be provisioned (diagnostics only).")] = False,
-                  nodes: Annotated[int, typer.Option("--nodes", min=1, help="Start a cluster of N local nodes (each 512 MiB heap).")] = 1,
-                  no_knn: Annotated[bool, typer.Option("--no-knn", help="OpenSearch: without the k-NN plugin (the lexical features only; removes it from the local node's install).")] = False,
-                  version: Annotated[Optional[str], typer.Option("--version", help=f"The engine version: OpenSearch {', '.join(versions.SUPPORTED['opensearch'])} (default {versions.OPENSEARCH_VERSION}); Elasticsearch {', '.join(versions.SUPPORTED['elasticsearch'])} (default {versions.ELASTICSEARCH_VERSION}). Its LTR plugin zip: the one in $LTR_HOME/plugins whose descriptor names it.")] = None):
-    """Provision (cached) and start a local node of `ltr --engine E` (OpenSearch 3.6.0 or
-    Elasticsearch 8.17.0 unless --version says otherwise, from Maven Central), or a
-    cluster of N nodes; return when it is healthy."""
-    from ..localnode import process as localnode
-    from ..localnode.distributions import distribution
-    from ..localnode.cluster import start_cluster
-    t0 = time.monotonic()
-    dist = distribution(_old_engine(ctx, engine), version)
-    if nodes > 1:
-        started = start_cluster(nodes, require_plugin=not no_ltr, log=lambda m: err.print(m),
-                                engine=dist.engine, version=version)
-        out.print(f"{nodes} {dist.label} nodes healthy at {', '.join(s.url for s in started)} (pids "
-                  f"{', '.join(str(s.pid) for s in started)}) in {time.monotonic() - t0:.1f}s")
-        return
-    info, started = localnode.start(require_plugin=not no_ltr, knn=not no_knn,
-                                    log=lambda m: err.print(m), engine=dist.engine, version=version)
-    if not started:
-        out.print(f"a {dist.label} node already runs: {info.url} (pid {info.pid}); nothing started")
-        return
-    plugin = "with LTR plugin" if info.plugin else "WITHOUT the LTR plugin"
-    out.print(f"{dist.label} {info.version} {plugin} healthy at {info.url} "
-              f"(pid {info.pid}) in {time.monotonic() - t0:.1f}s")
-
-
-@cluster_app.command("stop")
-def cluster_stop(ctx: typer.Context, engine: OldEngineOpt = None):
-    """Stop the node(s) `ltr cluster start` started (by their pids): of `ltr --engine E`,
-    else all."""
-    from ..localnode import process as localnode
-    from ..localnode.distributions import DISTRIBUTIONS
-    from ..localnode.cluster import stop_all
-    name = _old_engine(ctx, engine)
-    many = stop_all(name)
-    single = [localnode.stop(d.engine) for d in DISTRIBUTIONS if not name or d.engine == name]
-    if many:
-        out.print(f"stopped pids {', '.join(str(n.pid) for n in many)}")
-    for info in filter(None, single):
-        out.print(f"stopped pid {info.pid} ({info.url})")
-    if not many and not any(single):
-        out.print("no local node runs")
-
-
-@cluster_app.command("status")
-def cluster_status(ctx: typer.Context, engine: OldEngineOpt = None, as_json: JsonOpt = False):
-    """URL, engine and version, LTR plugin version, vectors and health; exit 1 when no
-    node answers."""
-    from ..transport import client as cl
-    from ..transport.engine import detect
-    _old_engine(ctx, engine)
-    conn = _conn(ctx)
-    try:
-        found = detect(conn)
-        health = cl.request(conn, "GET", "/_cluster/health")
-        ltr = cl.ltr_plugin_version(conn)
-    except ClusterError as exc:   # nothing (usable) answers: exit 1; bad settings stay exit 2
-        err.print(f"error: {exc}")
-        raise typer.Exit(1)
-    vectors = found.vectors
-    rows = {"url": conn.display_url, "engine": found.label, "ltr plugin": ltr or "not installed",
-            "vectors": f"{vectors.field_type} (semantic features; score {vectors.score})"
-            if vectors else "none: no k-NN plugin (lexical features only)",
-            "health": health.get("status", "?")}
-    if as_json:
-        return _print_json(rows)
-    table = Table(show_header=False)
-    for key, value in rows.items():
-        table.add_row(key, value)
-    out.print(table)
-
-
-# --------------------------------------------------------------------------- store
-
-
-
-@store_app.command("init")
-def store_init(ctx: typer.Context, store: StoreOpt = None):
-    """Create a feature store."""
-    from ..stores import store as st
-    conn = _ltr_conn(ctx)
-    created = st.init_store(conn, store)
-    out.print(f"store {store or '(default)'} {'created' if created else 'already exists'}")
-
-
-@store_app.command("drop")
-def store_drop(ctx: typer.Context, store: StoreOpt = None,
-               yes: Annotated[bool, typer.Option("--yes", help="Confirm: the store's feature sets and models are deleted.")] = False):
-    """Delete a feature store with its feature sets and models (needs --yes)."""
-    from ..stores import store as st
-    from ..stores.contract_record import forget_store
-    if not yes:
-        raise UserError(f"dropping store {store or '(default)'} deletes its feature sets and models",
-                        "pass --yes to confirm")
-    conn = _ltr_conn(ctx)
-    dropped = st.drop_store(conn, store)
-    forget_store(conn, store)            # its models' serving contracts go with them
-    out.print(f"store {store or '(default)'} {'dropped' if dropped else 'did not exist'}")
-
-
-@store_app.command("list")
-def store_list(ctx: typer.Context):
-    """List feature stores."""
-    from ..stores import store as st
-    conn = _ltr_conn(ctx)
-    table = Table("store", "index", "version")
-    for name, meta in sorted(st.list_stores(conn).items()):
-        table.add_row(name, str(meta.get("index", "")), str(meta.get("version", "")))
-    out.print(table)
-
-
-# --------------------------------------------------------------------------- featureset
 
 @featureset_app.command("upload")
 def featureset_upload(ctx: typer.Context,
@@ -303,43 +182,3 @@ def _cost_table(rep: dict) -> Table:
     table.add_row("(all features, model)", "", f"{c['all']:.4f}", "", "")
     table.add_row("(first stage order)", "", f"{c['first_stage']:.4f}", "", "")
     return table
-
-
-# --------------------------------------------------------------------------- collections
-
-
-@job_app.command("run")
-def job_run(ctx: typer.Context, job: Annotated[Path, typer.Argument(help="The job file (TOML).")],
-            json_report: Annotated[bool, typer.Option("--json", help="Print the run's manifest as JSON on stdout.")] = False,
-            part: Annotated[Optional[str], typer.Option("--part", help="I/N: log only the I-th of N slices of the queries (each part may run on another machine, same output directory); the part that completes the set publishes one snapshot, identical to a whole run's.")] = None):
-    """Run a feature-logging job once: lock, log (resumable), publish a snapshot
-    atomically with a manifest, keep the last N. Exit 0 complete, 3 partial, 2 user error."""
-    from ..jobs.jobfile import job_connection, load_job
-    from ..jobs.parts import parse_part, run_part
-    from ..jobs.runner import run_job
-    from ..pipeline.monitor import monitor_snapshot
-    from ..transport import client as cl
-    i_n = parse_part(part) if part is not None else None
-    spec = load_job(job)
-    conn = job_connection(spec, _conn(ctx), explicit_timeout=ctx.meta.get("timeout_given", False))
-    if spec.via == "plugin":      # named queries log on a cluster without the plugin too
-        cl.check_ltr(conn)
-    if i_n is not None:
-        manifest = run_part(spec, conn, *i_n, log=lambda m: err.print(m))
-    else:
-        manifest = run_job(spec, conn, log=lambda m: err.print(m), after=monitor_snapshot)
-    if json_report:
-        print(json.dumps(manifest, indent=2))
-    if "snapshot" not in manifest:    # a part: the snapshot waits for others (or was merged)
-        if not json_report:
-            out.print(f"part {manifest['part']}: {manifest['status']}")
-        return
-    if not json_report:
-        out.print(f"snapshot {manifest['snapshot']} ({manifest['status']}): "
-                  f"{manifest['counts']['rows']} rows")
-    if manifest.get("monitor"):
-        err.print("monitor: " + "\n".join(manifest["monitor"].get("summary") or [manifest["monitor"]["note"]]))
-    _partial("query", manifest.get("failed_queries", []),
-             fix="the snapshot holds the others; fix the cause above and run the job again")
-    if manifest["status"] != "complete":
-        raise typer.Exit(EXIT_PARTIAL)
