@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .. import versions
 from ..errors import ClusterError
-from .common import (JsonOpt, OldEngineOpt, _conn, _old_engine, _print_json, cluster_app, err, out)
+from .common import JsonOpt, OldEngineOpt, _conn, _old_engine, _print_json, cluster_app, err, out
 
 
 @cluster_app.command("start")

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import (StoreOpt, _ltr_conn, out, store_app)
+from .common import StoreOpt, _ltr_conn, out, store_app
 
 
 @store_app.command("init")

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import (_conn, _partial, _progress, err, index_app, out)
+from .common import _conn, _partial, _progress, err, index_app, out
 
 
 ShardsOpt = Annotated[int, typer.Option("--shards", min=1, help="Primary shards of the new index.")]

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import (EXIT_PARTIAL, _conn, _partial, err, job_app, out)
+from .common import EXIT_PARTIAL, _conn, _partial, err, job_app, out
 
 
 @job_app.command("run")

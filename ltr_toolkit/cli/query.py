@@ -14,7 +14,7 @@ from ..errors import UserError
 from .common import (FieldsOpt, IndexOpt, JsonOpt, MaxTermsOpt, ParamOpt, QueriesIndexOpt,
                      QueryWeightOpt, RescoreWeightOpt, ServedStatsOpt, SizeOpt, StoreOpt,
                      TemplateOpt, WindowOpt, _conn, _given_first_stage, _ltr_conn, _print_json,
-                     Target, _weights, alias, app, err, out, query_app)
+                     Target, _weights, alias, app, out, query_app)
 if TYPE_CHECKING:
     from ..query.firststage import FirstStage
     from ..serving.serving import Serving
