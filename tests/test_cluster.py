@@ -80,21 +80,19 @@ def test_second_start_reports_running_node(cluster):
     assert info.url == cluster.url
 
 
-def test_cli_lifecycle_in_fresh_home(fresh_home, cli):
-    """`ltr cluster start && status && stop` in a separate state dir; no process left."""
-    tmp_path = fresh_home
-    env = {"LTR_HOME": str(tmp_path / "home"), "LTR_URL": ""}
+def test_cli_lifecycle_in_fresh_home(fresh_home, cli, tmp_path):
+    """`ltr cluster start && status && stop` in a separate state dir; no process left.
+    Then a second cycle in the same dir (the pid file is read as OpenSearch writes it: it
+    once read empty) with --no-knn: no vectors (said so), the semantic feature set refused
+    naming the plugin, the lexical set uploaded and logged."""
+    env = {"LTR_HOME": str(fresh_home / "home"), "LTR_URL": ""}
     supplied = plugins.supplied_plugin_zip()   # the main state dir's plugins/ folder
     if supplied is not None:
         env["LTR_PLUGIN_ZIP"] = str(supplied)
     start_args = ["cluster", "start"]
     probe = cli(*start_args, env=env, timeout=900)
-    if probe.returncode == 2 and "Maven could not resolve org.opensearch:ltr" in probe.stderr:
-        # name the cause, then still exercise the lifecycle on plain OpenSearch
-        start_args.append("--no-ltr")
-        probe = cli(*start_args, env=env, timeout=900)
     assert probe.returncode == 0, probe.stderr
-    info = process.NodeInfo(**__import__("json").loads((tmp_path / "home" / "node.json").read_text()))
+    info = process.NodeInfo(**__import__("json").loads((fresh_home / "home" / "node.json").read_text()))
     try:
         assert Path(f"/proc/{info.pid}").exists()
         again = cli(*start_args, env=env)
@@ -110,11 +108,36 @@ def test_cli_lifecycle_in_fresh_home(fresh_home, cli):
     assert not Path(f"/proc/{info.pid}").exists()
     status = cli("--url", info.url, "cluster", "status", env=env)
     assert status.returncode == 1
-    # the pid file is read as OpenSearch writes it (it once read empty): a second cycle
-    r = cli(*start_args, env=env, timeout=600)
+    r = cli(*start_args, "--no-knn", env=env, timeout=600)
     assert r.returncode == 0 and "healthy" in r.stdout, r.stderr
-    r = cli("cluster", "stop", env=env)
+    url = __import__("json").loads((fresh_home / "home" / "node.json").read_text())["url"]
+    try:
+        _lexical_path_without_knn(cli, url, env, tmp_path)
+    finally:
+        r = cli("cluster", "stop", env=env)
     assert r.returncode == 0 and "stopped pid" in r.stdout, r.stderr
+
+
+def _lexical_path_without_knn(cli, url, env, tmp_path):
+    from ltr_toolkit.datasets import cranfield
+    r = cli("--url", url, "cluster", "status", env=env)
+    assert "no k-NN plugin (lexical features only)" in r.stdout
+    r = cli("--url", url, "index", "cranfield", "--index", "lex", env=env)
+    assert r.returncode == 0 and "no k-NN plugin" in r.stderr, r.stderr
+    assert cli("--url", url, "store", "init", env=env).returncode == 0
+    root = cranfield.FEATURE_SET.parent
+    r = cli("--url", url, "featureset", "upload", str(root / "featureset.json"), env=env)
+    assert r.returncode == 2 and "opensearch-knn" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = cli("--url", url, "featureset", "upload", str(cranfield.LEXICAL_FEATURE_SET), env=env)
+    assert r.returncode == 0, r.stderr
+    jl = cranfield.split_judgments("test")
+    jfile = tmp_path / "j.txt"
+    jfile.write_text("".join(f"# qid:{q}: {jl.queries[q]}\n" + "".join(
+        f"{int(g)} qid:{q} # {d}\n" for d, g in jl.docs_of(q)) for q in jl.judged_qids()[:3]))
+    r = cli("--url", url, "log", str(jfile), "--featureset", "cranfield-lexical", "--fields", "title,abstract",
+            "--index", "lex", "-o", str(tmp_path / "lex.txt"), env=env)
+    assert r.returncode == 0 and (tmp_path / "lex.txt").read_text().count("qid:") > 10, r.stderr
 
 
 def test_supplied_plugin_zip_lookup(monkeypatch, tmp_path):

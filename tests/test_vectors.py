@@ -256,41 +256,6 @@ def test_a_filtered_source_is_refused_before_any_update(ltr_cluster, cranfield_i
         conn.client().indices.delete(index=index, ignore_unavailable=True)
 
 
-def test_a_cluster_without_the_knn_plugin_keeps_the_lexical_path(fresh_home, cli, tmp_path):
-    """A real node started with --no-knn: no vectors (said so), the semantic feature set
-    refused naming the plugin, the lexical set uploaded and logged."""
-    from ltr_toolkit.localnode import plugins
-    env = {"LTR_HOME": str(fresh_home / "home"), "LTR_URL": ""}
-    supplied = plugins.supplied_plugin_zip()
-    if supplied is not None:
-        env["LTR_PLUGIN_ZIP"] = str(supplied)
-    r = cli("cluster", "start", "--no-knn", env=env, timeout=900)
-    assert r.returncode == 0, r.stderr
-    url = json.loads((fresh_home / "home" / "node.json").read_text())["url"]
-    try:
-        r = cli("--url", url, "cluster", "status", env=env)
-        assert "no k-NN plugin (lexical features only)" in r.stdout
-        r = cli("--url", url, "index", "cranfield", "--index", "lex", env=env)
-        assert r.returncode == 0 and "no k-NN plugin" in r.stderr, r.stderr
-        assert cli("--url", url, "store", "init", env=env).returncode == 0
-        root = cranfield.FEATURE_SET.parent
-        r = cli("--url", url, "featureset", "upload", str(root / "featureset.json"), env=env)
-        assert r.returncode == 2 and "opensearch-knn" in r.stderr and "Traceback" not in r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1
-        r = cli("--url", url, "featureset", "upload", str(cranfield.LEXICAL_FEATURE_SET), env=env)
-        assert r.returncode == 0, r.stderr
-        jl = cranfield.split_judgments("test")
-        jfile = tmp_path / "j.txt"
-        jfile.write_text("".join(f"# qid:{q}: {jl.queries[q]}\n" + "".join(
-            f"{int(g)} qid:{q} # {d}\n" for d, g in jl.docs_of(q)) for q in jl.judged_qids()[:3]))
-        r = cli("--url", url, "log", str(jfile), "--featureset", "cranfield-lexical", "--fields", "title,abstract", "--index", "lex",
-                "-o", str(tmp_path / "lex.txt"), env=env)
-        assert r.returncode == 0 and (tmp_path / "lex.txt").read_text().count("qid:") > 10, r.stderr
-    finally:
-        stop = cli("cluster", "stop", env=env)
-    assert stop.returncode == 0, stop.stderr
-
-
 def test_upload_refuses_a_model_trained_on_another_feature_set_version(semantic_logged, tmp_path, cli):
     """The artifact's feature-set hash is compared with the stored set's (#30): the lexical
     set has other content, so a model logged with the semantic set is refused there."""
