@@ -114,22 +114,66 @@ def test_first_stage_order_is_the_rows_order_of_logged_candidates():
     assert D.first_stage_scores(X, offsets, {"feature_names": ["fs"]}) is None
 
 
-def test_a_model_that_keeps_its_gain_is_ok_and_one_that_loses_it_is_degraded():
+def _gains(rng, queries, mean, sd=0.15, prefix="q"):
+    """A per_query dict whose model beats the first stage by ``mean`` per query on average."""
+    first = rng.uniform(0.2, 0.6, queries)
+    return {"qids": [f"{prefix}{i}" for i in range(queries)], D.MODEL: first + rng.normal(mean, sd, queries),
+            D.FIRST: first}
+
+
+def _held(pq):
+    g = pq[D.MODEL] - pq[D.FIRST]
+    return {"source": "test", "k": 10, "queries": len(g), "gain": float(g.mean()),
+            "qids": list(pq["qids"]), "gains": g.tolist(), "selected_on": False}
+
+
+def test_decay_on_new_queries_ok_without_change_and_degraded_when_the_gain_halves():
     rng = np.random.default_rng(5)
-    y, off, first, model = _ranked(rng)
-    qids = [f"q{i}" for i in range(len(off) - 1)]
-    then = D.per_query(model, first, y, off, qids, 10)
-    same = D.decay(then, then)
-    assert same["verdict"] == "ok" and same["change"]["change"] == 0.0
-    assert same["now"]["gain"] > 0 and same["now"]["p_value"] < 0.05
-    noise = rng.normal(size=len(y))                      # features gone: the model guesses
-    now = D.per_query(noise, first, y, off, qids, 10)
-    found = D.decay(now, then)
-    assert found["verdict"] == "degraded"
-    assert found["change"]["change"] < 0 and found["change"]["p_value"] < 0.05
-    lo, hi = found["change"]["ci"]
-    assert lo <= found["change"]["change"] <= hi < 0
-    assert any("worse than the first stage" in r for r in found["reasons"])
+    held = _held(_gains(rng, 400, 0.1))
+    same = D.decay(_gains(rng, 400, 0.1, prefix="new"), held)
+    assert same["verdict"] == "ok" and same["change"]["test"] == "two-sample"
+    assert same["change"]["queries"] == [400, 400] and same["reasons"] == []
+    halved = D.decay(_gains(rng, 400, 0.05, prefix="new"), held)
+    ch = halved["change"]
+    assert halved["verdict"] == "degraded" and ch["p_value"] < 0.05
+    assert ch["ci"][0] <= ch["change"] <= ch["ci"][1] < 0
+    assert "fell from" in halved["reasons"][0]
+
+
+def test_decay_never_uses_the_training_queries_as_new_evidence():
+    """The new snapshot's queries the model was trained on are left out of the two-sample
+    test; held-out queries judged again are tested paired; training queries alone: untested."""
+    rng = np.random.default_rng(6)
+    held = _held(_gains(rng, 200, 0.1, prefix="h"))
+    train = _gains(rng, 200, 0.0, prefix="t")        # would look like decay if used
+    fresh = _gains(rng, 200, 0.1, prefix="new")
+    mixed = {k: (train[k] + fresh[k]) if k == "qids" else np.concatenate([train[k], fresh[k]]) for k in train}
+    found = D.decay(mixed, held, trained=train["qids"])
+    assert found["change"]["queries"] == [200, 200] and found["verdict"] == "ok"
+    again = {"qids": held["qids"], D.FIRST: np.zeros(200), D.MODEL: np.asarray(held["gains"]) / 2}
+    paired = D.decay(again, held, trained=held["qids"])
+    assert paired["change"]["test"] == "paired" and paired["verdict"] == "degraded"
+    assert "optimistic" in paired["note"]
+    only = D.decay(train, held, trained=train["qids"])
+    assert only["verdict"] == "untested" and "all trained on" in only["note"]
+    none = D.decay(fresh, None)
+    assert none["verdict"] == "untested" and "no gains on held-out queries" in none["note"]
+
+
+def test_the_two_sample_test_holds_its_level():
+    """Under no change (unequal sizes and spreads), the one-sided test rejects at most at
+    alpha: the count stays below the binomial upper bound at 99.9% of ``runs`` at alpha."""
+    from math import comb
+    from ltr_toolkit.rank import stats
+    rng = np.random.default_rng(8)
+    runs, alpha = 300, 0.05
+    hits = sum(stats.two_sample(rng.normal(0.1, 0.1, 60), rng.normal(0.1, 0.3, 35),
+                                alternative="less", n_resamples=499, confidence_level=None,
+                                seed=i).p_value < alpha for i in range(runs))
+    tail = np.cumsum([comb(runs, j) * alpha ** j * (1 - alpha) ** (runs - j) for j in range(runs + 1)])
+    assert hits <= int(np.searchsorted(tail, 0.999)), hits
+    shifted = stats.two_sample(rng.normal(0.1, 0.1, 200), rng.normal(0.0, 0.1, 200), alternative="less")
+    assert shifted.p_value < 0.001 and shifted.ci[1] < 0
 
 
 def test_queries_of_one_grade_are_left_out():
@@ -149,9 +193,11 @@ from ltr_toolkit.data.logged import row_text  # noqa: E402
 FEATURES = ["first_stage", "signal", "price"]
 
 
-def _logged(path, rng, queries=100, per=20, signal=None, price_scale=1.0, drop_signal=False):
+def _logged(path, rng, queries=100, per=20, signal=None, price_scale=1.0, drop_signal=False,
+            prefix="q"):
     """A logged file of first-stage candidates (rows in the first stage's order) and its
-    sidecar: ``signal`` knows the grades well, the first stage a little."""
+    sidecar: ``signal`` knows the grades well, the first stage a little; queries
+    ``{prefix}0``... (other prefixes: other judged queries)."""
     lines = []
     for q in range(queries):
         y = rng.integers(0, 3, per).astype(float)
@@ -160,7 +206,7 @@ def _logged(path, rng, queries=100, per=20, signal=None, price_scale=1.0, drop_s
         price = rng.lognormal(3, 1, per) * price_scale
         for i in np.argsort(-first, kind="stable"):
             vals = [first[i], None if drop_signal else sig[i], price[i]]
-            lines.append(row_text(y[i], f"q{q}", vals, f"d{q}-{i}"))
+            lines.append(row_text(y[i], f"{prefix}{q}", vals, f"d{q}-{i}"))
     path.write_text("".join(lines))
     side = {"feature_names": FEATURES, "missing_features": "absent", "featureset": "synthetic",
             "first_stage_feature": "first_stage", "candidates": {"k": per}}
@@ -170,13 +216,15 @@ def _logged(path, rng, queries=100, per=20, signal=None, price_scale=1.0, drop_s
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
-    """A reference snapshot and a linear model trained on it."""
-    from ltr_toolkit.data.svmlight import load_logged
-    from ltr_toolkit.pipeline.train import train_model
+    """A reference snapshot, a held-out split of other queries, and a model trained on
+    the one, its gains on the other recorded (``ltr train --valid``)."""
+    from ltr_toolkit.pipeline.train import train_from_files
     d = tmp_path_factory.mktemp("mon")
     ref = _logged(d / "ref.txt", np.random.default_rng(1))
-    art = train_model(load_logged(ref), "linear", source=str(ref), seed=0)
-    (d / "model.json").write_text(json.dumps(art))
+    valid = _logged(d / "valid.txt", np.random.default_rng(11), prefix="v")
+    art = train_from_files(ref, "lambdamart", valid=valid, output=d / "model.json", trees=30, depth=3)
+    assert art["held_out"]["queries"] == 100 and art["held_out"]["gain"] > 0
+    assert not art["held_out"]["selected_on"] and len(art["training_data"]["qids"]) == 100
     return d
 
 
@@ -186,10 +234,22 @@ def _run(capsys, *args):
 
 
 def test_monitor_ok_on_an_unchanged_resample(deployed, capsys):
-    new = _logged(deployed / "same.txt", np.random.default_rng(2))
+    new = _logged(deployed / "same.txt", np.random.default_rng(2), prefix="n")
     code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json")
     assert (code, report["verdict"]) == (0, "ok"), report["summary"]
-    assert report["decay"]["now"]["gain"] > 0 and report["decay"]["now"]["p_value"] < 0.05
+    dec = report["decay"]
+    assert dec["now"]["gain"] > 0 and dec["now"]["p_value"] < 0.05
+    assert dec["change"]["test"] == "two-sample" and dec["change"]["queries"] == [100, 100]
+
+
+def test_monitor_without_held_out_gains_watches_drift_only(deployed, capsys, tmp_path):
+    art = json.loads((deployed / "model.json").read_text())
+    art.pop("held_out")
+    (tmp_path / "m.json").write_text(json.dumps(art))
+    noise = lambda y, rng: rng.permutation(y) + rng.normal(scale=0.5, size=len(y))  # noqa: E731
+    new = _logged(tmp_path / "noise.txt", np.random.default_rng(5), signal=noise, prefix="n")
+    assert main(["monitor", str(deployed / "ref.txt"), str(new), "--artifact", str(tmp_path / "m.json")]) == 0
+    assert "decay not tested: the artifact records no gains on held-out queries" in capsys.readouterr().out
 
 
 def test_monitor_names_a_broken_feature(deployed, capsys, tmp_path):
@@ -212,7 +272,7 @@ def test_monitor_drift_on_a_rescaled_numeric_feature(deployed, capsys, tmp_path)
 def test_monitor_degraded_when_the_signal_stops_meaning_the_grades(deployed, capsys, tmp_path):
     """Same distribution, no longer tied to the grades: no drift to see, the decay shows it."""
     noise = lambda y, rng: rng.permutation(y) + rng.normal(scale=0.5, size=len(y))  # noqa: E731
-    new = _logged(tmp_path / "noise.txt", np.random.default_rng(5), signal=noise)
+    new = _logged(tmp_path / "noise.txt", np.random.default_rng(5), signal=noise, prefix="n")
     code, report = _run(capsys, deployed / "ref.txt", new, "--artifact", deployed / "model.json")
     assert (code, report["verdict"]) == (5, "degraded"), report["summary"]
     ch = report["decay"]["change"]
@@ -319,3 +379,25 @@ def test_the_monitor_page_shows_hostile_names_as_text_in_a_real_browser(deployed
         assert len(imgs) == 1 and imgs[0] > 100             # the picture, drawn inline
     finally:
         browser.quit()
+
+
+def test_cross_validation_records_each_fold_models_gains_on_its_own_fold(deployed):
+    """``ltr evaluate cv``'s evidence (pipeline.heldout.from_folds): fold f's model scores
+    fold f's queries only; a fold that kept the first stage has gain 0 there."""
+    from ltr_toolkit.data.svmlight import load_logged
+    from ltr_toolkit.pipeline.crossval import fold_of
+    from ltr_toolkit.pipeline.heldout import from_folds, per_query
+    from ltr_toolkit.pipeline.train import load_model, train_model
+    ds = load_logged(deployed / "ref.txt")
+    where = fold_of([str(q) for q in ds.qids], 2, seed=0)
+    arts = [train_model(ds.subset([i for i, q in enumerate(ds.qids) if where[str(q)] != f]),
+                        "lambdamart", trees=20, depth=3) for f in range(2)]
+    held = from_folds(ds, arts, where, 10)
+    assert sorted(held["qids"]) == sorted(where) and held["k"] == 10
+    for f in range(2):
+        own = ds.subset([i for i, q in enumerate(ds.qids) if where[str(q)] == f])
+        pq = per_query(*load_model("m", arts[f], scorer=True), own, 10)
+        at = [held["qids"].index(q) for q in pq["qids"]]
+        assert np.allclose(np.asarray(held["gains"])[at], pq["model"] - pq["first-stage"])
+    kept = from_folds(ds, [arts[0], {"model": None}], where, 10)
+    assert all(g == 0.0 for q, g in zip(kept["qids"], kept["gains"]) if where[q] == 1)

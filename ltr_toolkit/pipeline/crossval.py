@@ -48,6 +48,8 @@ from ..errors import UserError
 from ..evaluation.report import compare, per_query_json, pipeline_test, recommend, run_metrics
 from ..models import warmup
 from ..models.export import plugin_scores
+from ..io.atomic import write_json
+from .heldout import from_folds
 from .parallel import default_jobs, run_all
 from .tuning import PIPELINE, blend_beta, pipeline_choice, select, ungated
 from .train import TREE_ALGOS, check_algorithm, model_from_artifact, train_model
@@ -282,6 +284,8 @@ def _report(run: "_Run", per_query: dict, ranked: dict, baseline_name: str, jl: 
         "max_query_terms": serving.max_terms, "fitted_queries": side.get("fitted_queries", 0),
         "failed_queries": sorted(failed.items()), "rescore_fallbacks": run.fallbacks,
         "per_query": per_query_json(per_query, qids),
+        # each system's gains on its held-out folds, as ltr monitor measures them
+        "held_out": {a: from_folds(run.ds, arts, run.where, run.k) for a, arts in run.arts.items()},
         "top": top_lists({baseline_name: run.first, **ranked}, qids),
     })
     if explain:
@@ -343,11 +347,13 @@ class _Run:
         self.chosen = {algo: [None] * self.folds for algo in algos}
         self.selected = {algo: [None] * self.folds for algo in algos}
         self.runners = {algo: [None] * self.folds for algo in algos}
+        self.arts = {algo: [None] * self.folds for algo in algos}    # each fold's model
 
         def done(i, result, progress):
             algo, f = tasks[i][:2]
             art, seconds, runner = result
             self.selected[algo][f], self.runners[algo][f] = art.get("selection"), runner
+            self.arts[algo][f] = art
             self.chosen[algo][f] = _summary(art, algos[algo])
             self.fit_seconds[algo] = round(self.fit_seconds.get(algo, 0.0) + seconds, 2)
             if art["model"] is not None:
@@ -371,14 +377,15 @@ class _Run:
         algorithm's best candidate: its fold model when the gate let it through, else
         its ungated model, uploaded and reranking the fold's queries here)."""
         out = [list(ids) for ids in self.first]
-        self.chosen[PIPELINE] = []
+        self.chosen[PIPELINE], self.arts[PIPELINE] = [], []
         for f in range(self.folds):
             pick = pipeline_choice({a: self.selected[a][f] for a in self.pipeline_algos})
             idx = [i for i, q in enumerate(self.qids) if self.where[q] == f]
+            runner = None if pick is None else self.runners[pick][f]
+            self.arts[PIPELINE].append(None if pick is None else runner or self.arts[pick][f])
             if pick is None:
                 self.chosen[PIPELINE].append({"algorithm": None, "first_stage": True})
                 continue
-            runner = self.runners[pick][f]
             if runner is None:                  # the gated fold model is the ungated choice
                 for i in idx:
                     out[i] = list(ranked[pick][i])
@@ -505,8 +512,10 @@ def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,
     if art["model"] is None:
         return {"name": None, "algorithm": algo, "settings": None, "contract": None}
     done = upload(conn, art, model_from_artifact(art), name, featureset, store)
+    path = Path(workdir) / f"{done['name']}.json"      # what ltr monitor --artifact reads
+    write_json(path, art)
     return dict(done, algorithm=art.get("algorithm", algo), settings=_summary(art, fixed),
-                contract=of_artifact(art).to_dict())
+                contract=of_artifact(art).to_dict(), artifact=str(path))
 
 
 def deploy_artifact(report: dict, workdir, algo: str, k: int | None = None,
@@ -519,12 +528,13 @@ def deploy_artifact(report: dict, workdir, algo: str, k: int | None = None,
     seed = report.get("seed", 42) if seed is None else seed
     k = report.get("k", 10) if k is None else k
     first_col = first_stage_column(ds.meta["sidecar"])
-    if algo == PIPELINE:
-        return pipeline_artifact(ds, report, k, seed, str(data), first_col), None
     fixed = report.get("fixed_settings", {}).get(algo)     # None: chosen, as in the folds
-    art = fit_chosen(ds, algo, k, seed, fixed, str(data), first_col,
-                     report.get("selection_options"))
-    return art, fixed
+    art = pipeline_artifact(ds, report, k, seed, str(data), first_col) if algo == PIPELINE \
+        else fit_chosen(ds, algo, k, seed, fixed, str(data), first_col, report.get("selection_options"))
+    if art.get("model") is not None:        # the outer folds' gains: ltr monitor's evidence
+        art["held_out"] = (report.get("held_out") or {}).get(algo)
+        art["training_data"]["qids"] = [str(q) for q in ds.qids]
+    return art, None if algo == PIPELINE else fixed
 
 
 def pipeline_artifact(ds, report: dict, k: int, seed: int, source: str,

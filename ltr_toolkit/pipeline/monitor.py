@@ -9,10 +9,11 @@ trained on (its ``training_data.path`` inside a kept snapshot) or else the oldes
 Verdicts, worst first, and their exit codes (docs/scheduling.md):
 
 * ``broken`` (6): a feature missing or constant on every row where it was not;
-* ``degraded`` (5): the model's decay (``evaluation.decay``): worse than the first stage,
-  no longer ahead of it, or its gain fell significantly;
-* ``drift`` (4): features shifted beyond the null's thresholds, the model still ahead
-  (or no model given);
+* ``degraded`` (5): the model's gain over the first stage fell significantly below the
+  gains it showed on held-out queries when it was made (``evaluation.decay``; a model
+  whose artifact records none is not tested for decay, and the summary says why);
+* ``drift`` (4): features shifted beyond the thresholds calibrated on the reference
+  (``evaluation.drift``);
 * ``ok`` (0).
 """
 
@@ -27,9 +28,8 @@ from ..errors import UserError
 from ..evaluation import decay as D
 from ..evaluation.drift import feature_drift
 from ..jobs.snapshots import snapshots
-from ..models.export import plugin_scores
-from ..stores.contract import of_artifact
 from .artifact import check_same_features, load_model
+from .heldout import model_scores, per_query
 
 VERDICTS = ("ok", "drift", "degraded", "broken")
 EXIT_CODES = {"ok": 0, "drift": 4, "degraded": 5, "broken": 6}
@@ -57,26 +57,17 @@ def resolve(paths: list[Path], art: dict | None) -> tuple[Path, Path, list[Path]
     return ref, kept[-1], kept
 
 
-def model_scores(art: dict, model, X: np.ndarray, names: list[str]) -> np.ndarray:
-    """What the model ranks a window by, as served: the model's score, blended with the
-    first stage's when its serving contract says so."""
-    contract = of_artifact(art)
-    s = plugin_scores(art, model, X)
-    qw, rw = contract.weights
-    feature = contract.first_stage_feature
-    if float(qw) and feature in names:
-        s = float(rw) * s + float(qw) * np.nan_to_num(X[:, names.index(feature)])
-    elif float(rw) != 1.0:
-        s = float(rw) * s
-    return s
-
-
-def _decay_part(ds, art, model, names, k) -> dict | None:
-    side = ds.meta.get("sidecar", {})
-    first = D.first_stage_scores(ds.X, ds.offsets, side)
-    if first is None:
-        return None
-    return D.per_query(model_scores(art, model, ds.X, names), first, ds.y, ds.offsets, ds.qids, k)
+def decay_of(art: dict, model, ds, k: int) -> dict:
+    """The model's decay on logged data ``ds`` (``evaluation.decay.decay``), at the cutoff
+    its held-out gains were recorded at (``k`` when it records none)."""
+    held = art.get("held_out")
+    k = held["k"] if held else k
+    now = per_query(art, model, ds, k)
+    if now is None:
+        return dict(D.untested({"qids": []}, "no first-stage order in the logged data to "
+                                              "compare with"), k=k)
+    trained = (art.get("training_data") or {}).get("qids") or ()
+    return dict(D.decay(now, held, trained), k=k)
 
 
 def monitor(ref_path: Path, new_path: Path, artifact: Path | None = None, k: int = 10,
@@ -98,9 +89,8 @@ def monitor(ref_path: Path, new_path: Path, artifact: Path | None = None, k: int
         art, model = load_model(artifact, scorer=True)
         check_same_features(artifact, {"featureset_sha256": art.get("featureset_sha256"),
                                        "feature_names": art.get("feature_names")}, new_path, ns)
-        now, then = (_decay_part(d, art, model, names, k) for d in (new, ref))
         report["model"] = str(artifact)
-        report["decay"] = None if now is None or not now["qids"] else D.decay(now, then)
+        report["decay"] = decay_of(art, model, new, k)
     return finish(report, live)
 
 
@@ -130,25 +120,35 @@ def summary(report: dict) -> list[str]:
         miss = f"missing {f['missing'][0]:.0%} -> {f['missing'][1]:.0%}"
         figures = f"PSI {f['psi']:.3g}, KS {f['ks']:.3g}, {miss}"
         lines.append(f"  {f['flag']:<6} {f['feature']}: {figures}" + (f" ({f['why']})" if f["why"] else ""))
-    dec = report["decay"]
-    if dec is not None:
-        now, then, ch = dec["now"], dec["deployment"], dec["change"]
-        lines.append(f"  model NDCG@{report['k']} {now['ndcg']['model']:.4f} vs first stage "
-                     f"{now['ndcg']['first-stage']:.4f}: gain {now['gain']:+.4f} "
-                     f"(p {now['p_value']:.4f}, 95% CI {D._ci(now['ci'])}, {now['queries']} queries)")
-        if then is not None:
-            lines.append(f"  at deployment: gain {then['gain']:+.4f} (p {then['p_value']:.4f})"
-                         + (f"; change {ch['change']:+.4f} (p {ch['p_value']:.4f}, 95% CI "
-                            f"{D._ci(ch['ci'])}, {ch['queries']} queries)" if ch else ""))
-        lines += [f"  degraded: {r}" for r in dec["reasons"]]
-    elif report.get("model"):
-        lines.append("  model: no first-stage order in the logged data to compare with")
+    lines += decay_lines(report["decay"])
     if report.get("live") is not None:
         lv = report["live"]
         lines.append(f"  live: model {lv['model']} served vs local scores on {lv['queries']} queries, "
                      f"max relative diff {lv['max_rel_diff']:.3g}"
                      + ("" if lv["agree"] else f" (broken: {lv['why']})"))
     return lines
+
+
+def decay_lines(dec: dict | None) -> list[str]:
+    """The model's part of the summary: its gain now, the held-out gain, the test."""
+    if dec is None:
+        return []
+    now, held, ch = dec["now"], dec["held_out"], dec["change"]
+    lines = []
+    if now is not None:
+        lines.append(f"  model NDCG@{dec['k']} {now['ndcg']['model']:.4f} vs first stage "
+                     f"{now['ndcg']['first-stage']:.4f}: gain {now['gain']:+.4f} "
+                     f"(p {now['p_value']:.4f}, 95% CI {D._ci(now['ci'])}, {now['queries']} queries)")
+    if ch is not None:
+        lines.append(f"  held out ({held['source']}): gain {held['gain']:+.4f} on {held['queries']} "
+                     f"queries; change {ch['change']:+.4f} ({ch['test']}, one-sided p "
+                     f"{ch['p_value']:.4f}, {ch['level']:.0%} CI {D._ci(ch['ci'])}): {dec['verdict']}")
+    if held is not None and held.get("selected_on"):
+        lines.append("  (the held-out split also chose when training stopped: its gain is "
+                     "slightly optimistic)")
+    if dec.get("note"):
+        lines.append(f"  model: {dec['note']}")
+    return lines + [f"  degraded: {r}" for r in dec["reasons"]]
 
 
 #: served and local scores agree within this relative difference (the plugin scores in
@@ -223,9 +223,8 @@ def monitor_snapshot(job, snapshot: Path, conn=None) -> dict:
             "reference": str(ref), "thresholds": report["drift"]["thresholds"],
             "flagged": {f["feature"]: {"flag": f["flag"], "psi": f["psi"], "ks": f["ks"], "why": f["why"]}
                         for f in report["drift"]["features"] if f["flag"] != "ok"},
-            "model": None if dec is None else {"verdict": dec["verdict"], "now": dec["now"],
-                                               "deployment": dec["deployment"], "change": dec["change"],
-                                               "reasons": dec["reasons"]},
+            "model": None if dec is None else {k: dec[k] for k in (
+                "verdict", "k", "now", "held_out", "change", "reasons", "note")},
             "live": report["live"], "summary": report["summary"]}
 
 

@@ -20,6 +20,7 @@ from ..stores.contract import from_sidecar
 # the artifact read back (here too for the callers that import them from here)
 from .artifact import (ARTIFACT_FORMAT, check_same_features, load_model,  # noqa: F401
                        model_from_artifact, predict_file, read_artifact)
+from .heldout import from_valid
 
 ALGORITHMS = sorted([*NEURAL_ALGOS, *TREE_ALGOS])
 
@@ -59,6 +60,9 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         if other is not None:
             check_same_features(data, train.meta["sidecar"], other.source, other.meta["sidecar"])
     artifact = train_model(train, algo, v, t, source=str(data), **params)
+    if v is not None:       # the gains ltr monitor tests decay against (pipeline.heldout)
+        stopped = algo in NEURAL_ALGOS or params.get("patience") is not None
+        artifact["held_out"] = from_valid(artifact, v, params.get("k", 10), stopped)
     if propensity is not None:
         artifact["training_data"]["propensity"] = {
             "spec": str(propensity), "clip": float(propensity_clip), "power": float(propensity_power),
@@ -131,7 +135,8 @@ def train_model(train, algo="lambdarank-nn", valid=None, test=None, source=None,
     metrics = _split_metrics(model, splits, k)
     return model_artifact(model, algo, side, nf, metrics, warnings=warnings,
                           training_data={"path": str(data), "sha256": train.content_hash(),
-                                         "rows": train.n_docs, "queries": train.n_queries},
+                                         "rows": train.n_docs, "queries": train.n_queries,
+                                         "qids": [str(q) for q in train.qids]},
                           normalisation=normalisation, history=history, extra=extra)
 
 

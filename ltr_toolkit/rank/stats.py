@@ -36,6 +36,11 @@ group first and the groups are the units flipped and resampled (interleaving's
 impressions of one query; per-user scores). ``pruning`` (:class:`Halving`) makes the test
 of a successive-halving search valid by replaying its pruning inside every draw.
 
+Units that are not paired (one system on two different sets of queries: a model's gain on
+queries it was held out from, recorded when it was made, against its gain on new queries)
+are compared by :func:`two_sample`: the permutation test of the difference of means (Welch's
+statistic) with the bootstrap interval of that difference.
+
 scikit-learn's conventions: keyword-only options validated up front (``ValueError``
 naming the option), a seed for every random draw, a frozen result with ``to_dict()``.
 SciPy is not a runtime dependency: the exact sign test and the normal tail are NumPy
@@ -308,6 +313,66 @@ def flip_test(deltas: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0,
     for o in orders:
         maxt[o] = np.maximum.accumulate((step[o] + 1) / (kept + 1))
     return (plain + 1) / (kept + 1), maxt, kept
+
+
+@dataclass(frozen=True)
+class TwoSample:
+    """:func:`two_sample`'s answer: ``b`` against ``a``, two independent samples."""
+
+    mean_delta: float               # mean(b) - mean(a)
+    p_value: float
+    ci: tuple[float, float] | None  # of the mean delta
+    sizes: tuple[int, int]
+    alternative: str
+    draws: int
+
+    def to_dict(self) -> dict:
+        return {"mean_delta": self.mean_delta, "p_value": self.p_value,
+                "ci": None if self.ci is None else list(self.ci), "sizes": list(self.sizes),
+                "alternative": self.alternative, "draws": self.draws}
+
+
+def two_sample(a: Sequence[float], b: Sequence[float], *, alternative: str = "two-sided",
+               n_resamples: int = N_RESAMPLES, confidence_level: float | None = CONFIDENCE,
+               seed: int = 0) -> TwoSample:
+    """``b`` against ``a`` when their units differ (other queries, not the same ones
+    again): the permutation test of the means' difference, with Welch's studentised
+    statistic (valid as the samples grow even when their spreads differ; the labels of
+    the pooled values shuffled ``n_resamples`` times, seeded; p = (draws at least as
+    extreme + 1) / (draws + 1)), and the percentile-bootstrap interval of mean(b) -
+    mean(a) (each sample resampled on its own). ``alternative``: "two-sided", "greater"
+    (b above a) or "less" (b below a)."""
+    a, b = (np.asarray(x, np.float64).reshape(-1) for x in (a, b))
+    if alternative not in (*ALTERNATIVES, "less"):
+        raise ValueError(f"alternative={alternative!r}: expected one of two-sided, greater, less")
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"two_sample needs at least 2 units a side: got {len(a)} and {len(b)}")
+    _check({0: [0.0]}, 0, "none", "two-sided", "t", n_resamples, confidence_level)
+    pooled, n = np.concatenate([a, b]), len(a)
+    sign = -1.0 if alternative == "less" else 1.0
+    obs = _side(sign * _welch(pooled[None, :], n), alternative)[0]
+    rng = np.random.default_rng(seed)
+    rows, hits = max(1, BLOCK_CELLS // len(pooled)), 0
+    for start in range(0, n_resamples, rows):
+        perm = rng.permuted(np.tile(pooled, (min(rows, n_resamples - start), 1)), axis=1)
+        hits += int((_side(sign * _welch(perm, n), alternative) >= obs - 1e-12).sum())
+    ci = None
+    if confidence_level is not None:
+        diff = resampled_means(b[None, :], n_resamples, seed + 1)[:, 0] - \
+            resampled_means(a[None, :], n_resamples, seed + 2)[:, 0]
+        ci = _interval(diff, confidence_level)
+    return TwoSample(float(b.mean() - a.mean()), (hits + 1) / (n_resamples + 1), ci,
+                     (len(a), len(b)), alternative, n_resamples)
+
+
+def _welch(values: np.ndarray, n: int) -> np.ndarray:
+    """Per row of ``values`` ([draws, units]): Welch's t of its units ``[n:]`` against
+    ``[:n]`` (0 when both spreads are 0 and the means equal)."""
+    a, b = values[:, :n], values[:, n:]
+    diff = b.mean(axis=1) - a.mean(axis=1)
+    se = np.sqrt(a.var(axis=1, ddof=1) / a.shape[1] + b.var(axis=1, ddof=1) / b.shape[1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(se > 0, diff / se, np.where(diff == 0, 0.0, np.copysign(np.inf, diff)))
 
 
 def holm(p: np.ndarray) -> np.ndarray:
