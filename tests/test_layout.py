@@ -117,3 +117,13 @@ def _long_functions(limit: int = SCREEN) -> list[str]:
 def test_no_function_is_longer_than_a_screen():
     long = _long_functions()
     assert long == [], f"functions longer than {SCREEN} lines: {long}"
+
+
+def test_every_benchmark_has_its_results():
+    """A module of benchmarks/ is a benchmark (``python -m benchmarks.NAME``) with its
+    results in benchmarks/results/NAME*, or a helper named ``_NAME``."""
+    bench = PACKAGE.parent / "benchmarks"
+    results = {p.name for p in (bench / "results").iterdir()}
+    lacking = [p.stem for p in sorted(bench.glob("*.py"))
+               if not p.stem.startswith("_") and not any(r.startswith(p.stem) for r in results)]
+    assert not lacking, f"benchmarks with no results file: {lacking}"
