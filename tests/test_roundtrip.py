@@ -209,9 +209,27 @@ def test_incremental_rows_of_an_unmarked_file_keep_their_ids(tmp_path):
     done, regraded, dropped = _scan(out, grades)
     assert done == set(grades) and regraded == dropped == 0
     grades[("qB", "new%doc")] = 2.0
-    assert _rewrite_with_increment(out, grades, inc, 2) == len(grades)
+    assert _rewrite_with_increment(out, grades, inc, 2, None) == len(grades)
     ds = S.load_logged(out)
     assert sorted(zip(ds.qids[ds.row_query], ds.doc_ids)) == sorted(grades)
+
+
+@pytest.mark.parametrize("rule", ["zero", "absent"])
+def test_an_increment_keeps_the_files_missing_rule(tmp_path, rule):
+    """A file logged where an absent feature is worth 0 (``missing=zero``, as its sidecar
+    says) keeps that rule in its header when an increment rewrites it: the header and the
+    sidecar agree, and the rows read as they were logged."""
+    import json
+    from ltr_toolkit.features.incremental import _rewrite_with_increment
+    out, inc = tmp_path / "z.txt", tmp_path / "z.txt.increment"
+    out.write_text(header_line(2, rule) + row_text(1, "qA", [1.0, None], "a"), encoding="utf-8")
+    (tmp_path / "z.txt.json").write_text(json.dumps({"missing_features": rule,
+                                                      "feature_names": ["f1", "f2"]}))
+    inc.write_text(header_line(2, rule) + row_text(2, "qB", [None, 2.0], "b"), encoding="utf-8")
+    _rewrite_with_increment(out, {("qA", "a"): 1.0, ("qB", "b"): 2.0}, inc, 2, rule)
+    assert out.read_text().splitlines()[0] == header_line(2, rule).strip()
+    ds = S.load_logged(out)
+    assert np.isnan(ds.X).sum() == (0 if rule == "zero" else 2)
 
 
 def test_gzip_judgments_are_written_atomically(tmp_path, monkeypatch):

@@ -139,7 +139,8 @@ def log_incremental(conn: Connection, jl: JudgmentList, featureset: str, index: 
         missing, failed = _increment_outcome(out, old, inc)
     rows = n_done - dropped
     if new.grades or regraded or dropped:
-        rows = _rewrite_with_increment(out, jl.grades, inc, len(fsinfo["feature_names"]))
+        rows = _rewrite_with_increment(out, jl.grades, inc, len(fsinfo["feature_names"]),
+                                       old.get("missing_features"))
     sidecar = _incremental_sidecar(old, jl, new, fsinfo, featureset=featureset, store=store,
                                    index=index, stage=stage, rows=rows, missing=missing,
                                    failed=failed, regraded=regraded, dropped=dropped,
@@ -171,12 +172,14 @@ def _increment_outcome(out: Path, old: dict, inc: Path) -> tuple[list, list]:
     return inc_side["missing_docs"], inc_side["failed_queries"]
 
 
-def _rewrite_with_increment(out: Path, grades: dict, inc: Path, n_features: int) -> int:
+def _rewrite_with_increment(out: Path, grades: dict, inc: Path, n_features: int,
+                            missing: str | None) -> int:
     """OUT replaced atomically by the header (``data.logged``: a file logged before it
-    had one gets it), its rows regraded (those no longer judged dropped) and the
-    increment's lines; returns the rows written."""
+    had one gets it) naming ``missing``, the rule its sidecar records (None: unknown, left
+    out), its rows regraded (those no longer judged dropped) and the increment's lines;
+    returns the rows written."""
     with atomic_write(out, "w") as fh:
-        fh.write(header_line(n_features))
+        fh.write(header_line(n_features, missing))
         rows = _copy_regraded(out, grades, fh)
         if inc.exists():
             with open(inc, encoding="utf-8", newline="") as src:
