@@ -376,7 +376,7 @@ def _failed_queries(report: dict) -> None:
 
 IndexOpt = Annotated[str, typer.Option("--index", help="The index searched (required: the toolkit never guesses it).")]
 InputFormatOpt = Annotated[Optional[Format], typer.Option("--input-format", help="The judgments file's format; guessed from its name when omitted.")]
-QueriesFileOpt = Annotated[Optional[Path], typer.Option("--queries", help="The queries file that goes with TREC qrels (id and text per line).")]
+QueriesFileOpt = Annotated[Optional[Path], typer.Option("--queries", help="The queries file that goes with TREC qrels (id and text per line; default: the file beside the qrels named with .queries added, as `ltr judgments clicks` writes it).")]
 CutoffOpt = Annotated[int, typer.Option("--cutoff", "-k", min=1, help="The metrics' depth: NDCG@K, ERR@K, AP@K, RR@K.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (folds, sampling, initial weights): the same seed, the same result.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout instead of the table (progress stays on stderr).")]
