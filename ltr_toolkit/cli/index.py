@@ -92,7 +92,7 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
                 vectors: VectorsOpt = MAIN):
     """Load your own documents into INDEX, each field typed by its values: the main text
     fields (in half the documents or more) analysed for BM25 with FIELD.lmd / FIELD.dfr
-    multi-fields and FIELD_len counts, other text with a keyword sub-field, numbers,
+    multi-fields and ltr_toolkit__FIELD_len counts, other text with a keyword sub-field, numbers,
     dates, booleans and objects as they are; the neighbours field and the documents'
     vectors, both over the main text fields unless said otherwise (--vector-fields none
     skips the encoding, the slowest step). Exit 3 when the engine refused some documents

@@ -15,6 +15,15 @@ NUMBERS = frozenset({"long", "integer", "short", "byte", "double", "float", "hal
 #: a day (``2024-05-01``), or a day and a time to the minute at least, with an optional
 #: zone (``2024-05-01T10:30:00.5Z``, ``2024-05-01 10:30+02:00``)
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
+#: the ``format`` of a date field the toolkit maps: every value :data:`ISO_DATE` takes,
+#: the ``T`` form (the engines' default) and the space form an SQL export writes
+#: (``2025-06-01 10:00:00``, which the default format refuses), and epoch milliseconds
+DATE_FORMAT = ("strict_date_optional_time"
+               "||yyyy-MM-dd HH:mm[:ss][.SSSSSSSSS][.SSSSSS][.SSS][.SS][.S][XXX][XX]"
+               "||epoch_millis")
+#: a number written as text (``"12.50"``, ``"-3"``): the engines coerce it into a
+#: numeric field
+NUMERIC_TEXT = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
 
 
 def walk(tree: dict, inner: Callable[[Any], dict | None], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -54,6 +63,18 @@ def subfields(path: str, spec: dict) -> Iterator[tuple[str, dict]]:
 def is_date(value) -> bool:
     """Whether a JSON value is a date: a string :data:`ISO_DATE` matches."""
     return isinstance(value, str) and ISO_DATE.match(value) is not None
+
+
+def number_of(value) -> float | None:
+    """A numeric field's value as a float: a number, or text :data:`NUMERIC_TEXT` takes
+    (as the engines coerce it); None for anything else (a boolean, other text)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and NUMERIC_TEXT.match(value):
+        return float(value)
+    return None
 
 
 def date_of(value) -> _dt.datetime | None:

@@ -3,7 +3,7 @@ user's own documents (JSONL, one object per line with an ``id`` and text fields)
 
 Each text field is analysed for BM25 and kept under two more similarities as
 multi-fields (``.lmd``: LM Dirichlet, ``.dfr``: divergence from randomness), with its
-token count in ``<field>_len`` and its term vectors stored (for feedback features), and
+token count in ``ltr_toolkit__<field>_len`` (Cranfield's: ``<field>_len``) and its term vectors stored (for feedback features), and
 each document's nearest neighbours' text in ``neighbours`` (index-time feedback, see
 :mod:`ltr_toolkit.indexing.neighbours`): the shape the shipped feature set expects."""
 
@@ -74,8 +74,10 @@ def mapping(analyzer: str, fields: tuple[str, ...] | None = None, meta: str = CO
                  "abstract": dict(stored, fields=subs),
                  "title_len": {"type": "integer"}, "abstract_len": {"type": "integer"}}
     else:
-        props = {f: dict(stored, fields=subs) for f in fields}
-        props.update({f"{f}_len": {"type": "integer"} for f in fields})
+        # and a keyword form: a brand or category in every document is a main text field,
+        # matched exactly on FIELD.keyword (long values are not kept: ignore_above)
+        props = {f: dict(stored, fields={**subs, "keyword": schema.KEYWORD_FORM}) for f in fields}
+        props.update({schema.length_field(f): {"type": "integer"} for f in fields})
     props.update(typed or {})
     mappings = {"_meta": {"corpus": meta}, "properties": props}
     hidden = []
@@ -120,13 +122,15 @@ def _load(conn: Connection, index: str, body: dict, docs: list[dict],
     """Creates ``index`` with ``body`` and bulk-loads ``docs`` (plus ``extra(doc)``'s fields)."""
     c = conn.client()
     names = fields or FIELDS
-    lengths = fields or ("title", "abstract")
+    # token counts: Cranfield's title_len and abstract_len, a collection's namespaced
+    lengths = {f: schema.length_field(f) for f in fields} if fields else \
+        {f: f"{f}_len" for f in ("title", "abstract")}
 
     def source(d):
         src = {k: v for k, v in d.items() if k != "id" and k not in names}    # typed fields as they are
         src.update({f: d.get(f, "") or "" for f in names})
         # token counts: query-independent length features
-        src.update({f"{f}_len": len(_joined(src[f]).split()) for f in lengths})
+        src.update({name: len(_joined(src[f]).split()) for f, name in lengths.items()})
         return src | (extra(d) if extra else {})
     call(conn, c.indices.create, index=index, body=body)
     forget(conn, "vectors", index)      # what this process read of an index deleted before

@@ -5,8 +5,10 @@ text.
 * strings and arrays of strings: ``text``; the main ones (in at least half the
   documents) get the toolkit's BM25 shape (LM Dirichlet and DFR multi-fields, a token
   count), the others a ``keyword`` sub-field for exact matches;
-* numbers: ``long`` (whole numbers only) or ``double``; booleans: ``boolean``;
-* strings that are all ISO dates: ``date``;
+* numbers: ``long`` (whole numbers only) or ``double`` (also where some are written as
+  text, ``"12.50"``: the engines coerce them); booleans: ``boolean``;
+* strings that are all ISO dates: ``date``, with a format that takes an SQL export's
+  ``2025-06-01 10:00:00`` too (:data:`..data.fields.DATE_FORMAT`);
 * identifiers (strings without a space, a different value in at least
   :data:`IDENTIFIER_SHARE` of the documents: URLs, SKUs, EANs): ``keyword``, matched
   exactly and kept out of the BM25 text;
@@ -19,10 +21,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..data.fields import is_date, object_value, sub_properties, walk
+from ..data.fields import DATE_FORMAT, NUMERIC_TEXT, is_date, object_value, sub_properties, walk
 from ..errors import InputError
 
 TEXT, LONG, DOUBLE, BOOLEAN, DATE, KEYWORD = "text", "long", "double", "boolean", "date", "keyword"
+#: a number written as text (``"12.50"``): a number beside real numbers, else text
+NUMTEXT = "numeric text"
+#: the exact form of a text field (``FIELD.keyword``)
+KEYWORD_FORM = {"type": "keyword", "ignore_above": 256}
+#: the prefix of the toolkit's own fields in an index it makes (a main text field's token
+#: count): a name no catalogue uses, so a user's ``title_len`` is never overwritten
+HELPER_PREFIX = "ltr_toolkit__"
 #: a text field in at least this share of the documents is a main one (the BM25 shape)
 MAIN_SHARE = 0.5
 #: the mapping fields an index may have before the toolkit raises the engine's limit
@@ -73,21 +82,29 @@ def _kind(value, path: str, line: int, where) -> str | None:
     if isinstance(value, float):
         return DOUBLE
     if isinstance(value, str):
-        return DATE if is_date(value) else TEXT
+        return DATE if is_date(value) else NUMTEXT if NUMERIC_TEXT.match(value) else TEXT
     if isinstance(value, list):
         kinds = {k for v in value if (k := _kind(v, path, line, where)) is not None}
-        if len(kinds) > 1 and not kinds <= {LONG, DOUBLE} and not kinds <= {TEXT, DATE}:
+        merged = _merge(kinds) if kinds else None
+        if kinds and merged is None:
             raise InputError(where, line, f"field {path!r} mixes {' and '.join(sorted(kinds))} "
                              "in one array: one type per field")
-        return _merge(kinds) if kinds else None
+        return merged
     raise InputError(where, line, f"field {path!r} holds {type(value).__name__}: expected text, "
                      "numbers, booleans, dates, arrays of them or objects")
 
 
-def _merge(kinds: set[str]) -> str:
-    if kinds <= {LONG, DOUBLE}:
-        return DOUBLE if DOUBLE in kinds else LONG
-    return TEXT if TEXT in kinds else next(iter(kinds))
+#: kinds that hold together in one field, and what they make
+_TOGETHER = {frozenset({LONG, DOUBLE}): DOUBLE, frozenset({TEXT, DATE}): TEXT,
+             frozenset({TEXT, NUMTEXT}): TEXT, frozenset({DATE, NUMTEXT}): TEXT,
+             # a number written as text beside real numbers: the engines coerce it
+             frozenset({LONG, NUMTEXT}): DOUBLE, frozenset({DOUBLE, NUMTEXT}): DOUBLE,
+             frozenset({LONG, DOUBLE, NUMTEXT}): DOUBLE, frozenset({TEXT, DATE, NUMTEXT}): TEXT}
+
+
+def _merge(kinds: set[str]) -> str | None:
+    """The kind of a field whose values are of ``kinds`` (None: they do not hold together)."""
+    return next(iter(kinds)) if len(kinds) == 1 else _TOGETHER.get(frozenset(kinds))
 
 
 def infer(docs: list[tuple[int, dict]], where) -> dict[str, Field]:
@@ -103,16 +120,17 @@ def infer(docs: list[tuple[int, dict]], where) -> dict[str, Field]:
             f = fields.get(path)
             if f is None:                      # its first value: merged with itself below
                 f = fields[path] = Field(path, kind, 0, line)
-            pair = {f.kind, kind}
-            merged = _merge(pair) if len(pair) == 1 or pair <= {LONG, DOUBLE} or pair <= {TEXT, DATE} else None
+            merged = _merge({f.kind, kind})
             if merged is None:
                 raise InputError(where, line, f"field {path!r} is {kind} here but {f.kind} on line "
                                  f"{f.line}: one type per field (make them all {f.kind}, or "
                                  "rename one)")
             f.kind, f.docs = merged, f.docs + 1
-            if merged == TEXT:
+            if merged in (TEXT, NUMTEXT):
                 f.note(value)
     for f in fields.values():
+        if f.kind == NUMTEXT:   # numbers written as text and nothing else: codes, kept as text
+            f.kind = TEXT
         if f.identifier():
             f.kind = KEYWORD
         f.distinct = None
@@ -132,15 +150,20 @@ def properties(fields: dict[str, Field], main: tuple[str, ...], analyzer: str) -
     for path, f in fields.items():
         if path in main:
             continue
-        spec = ({"type": "text", "analyzer": analyzer,
-                 "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
-                if f.kind == TEXT else {"type": f.kind})
+        spec = ({"type": "text", "analyzer": analyzer, "fields": {"keyword": KEYWORD_FORM}}
+                if f.kind == TEXT else {"type": DATE, "format": DATE_FORMAT} if f.kind == DATE
+                else {"type": f.kind})
         node = props
         parts = path.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {"properties": {}})["properties"]
         node[parts[-1]] = spec
     return props
+
+
+def length_field(field: str) -> str:
+    """The toolkit's token count of a main text field (:data:`HELPER_PREFIX`)."""
+    return f"{HELPER_PREFIX}{field}_len"
 
 
 def count_fields(props: dict) -> int:
