@@ -52,25 +52,29 @@ def test_generated_features_follow_each_fields_type():
     # skewed popularity is log-scaled; the roughly uniform price is not
     assert by_name["popularity"]["template"]["function_score"]["field_value_factor"]["modifier"] == "log1p"
     assert "modifier" not in by_name["price"]["template"]["function_score"]["field_value_factor"]
-    median_price = float(np.median([d["price"] for d in docs]))
-    assert by_name["price"]["template"]["function_score"]["field_value_factor"]["missing"] == median_price
+    # no default for a product without a price: it does not match (missing), nor does a
+    # negative price indexed later (field_value_factor would make the score negative)
+    assert "missing" not in by_name["price"]["template"]["function_score"]["field_value_factor"]
+    assert by_name["price"]["template"]["function_score"]["query"] == {"range": {"price": {"gte": 0}}}
     # the decay's half-life is the sample's median age
     ages = [(NOW - dt.datetime.fromisoformat(d["released"]).replace(tzinfo=dt.timezone.utc)).days
             for d in docs]
     scale = by_name["released_recency"]["template"]["function_score"]["functions"][0]["exp"]["released"]["scale"]
     assert abs(int(scale[:-1]) - np.median(ages)) <= 1
-    # left out, each with its reason: ids, sparse attributes, nested, an unrecorded vector
-    assert "identifies documents" in skipped["sku"]
+    # an identifier is matched exactly; left out, each with its reason: sparse
+    # attributes, nested, an unrecorded vector
+    assert "sku_exact" in names and "sku" not in skipped
     assert "2.0% of the sampled documents" in skipped["attrs.voltage"]
     assert "nested" in skipped["variants"] and "no encoder" in skipped["emb"]
-    assert not any(n.startswith(("sku", "attrs", "variants", "emb")) for n in names)
+    assert not any(n.startswith(("attrs", "variants", "emb")) for n in names)
     assert problems(fs, "shop", all_paths(MAPPING["properties"])) == []
 
 
 def test_numbers_that_identify_products_get_no_feature():
     """An EAN or a product id typed as a number (unique per product) is no popularity;
-    a number named like one that repeats (a store id of 4 stores), and a unique number
-    with another name (a popularity score), keep theirs."""
+    nor is a number named like one that repeats (a store id of 4 stores: a code, not a
+    magnitude); a unique number with another name (a popularity score) keeps its
+    feature."""
     props = {"ean": {"type": "long"}, "productId": {"type": "long"}, "store_id": {"type": "long"},
              "popularity": {"type": "double"}}
     rng = random.Random(2)
@@ -78,9 +82,11 @@ def test_numbers_that_identify_products_get_no_feature():
              "popularity": rng.random() * 1000} for i in range(200)]
     doc = generate(mapped_fields(props), docs, "shop", now=NOW)
     names = {f["name"] for f in doc["featureset"]["features"]}
-    assert {"ean", "productId"} <= set(doc["generated"]["skipped"])
-    assert "identifies documents" in doc["generated"]["skipped"]["ean"]
-    assert {"store_id", "popularity"} <= names and not {"ean", "productId"} & names
+    skipped = doc["generated"]["skipped"]
+    assert {"ean", "productId", "store_id"} <= set(skipped)
+    assert "identifies documents" in skipped["ean"]
+    assert "4 distinct values repeated" in skipped["store_id"] and "not a magnitude" in skipped["store_id"]
+    assert names == {"popularity"}
 
 
 def test_templates_are_held_against_the_mapping():
@@ -156,6 +162,15 @@ def test_a_generated_set_uploads_logs_and_serves_what_predict_scores(shop, engin
     r = cli(*base, "log", str(d / "judgments.csv"), "--featureset", fs_name, "--index", index,
             "--fields", "title", "--window", "20", "-o", str(d / "c.txt"))
     assert r.returncode == 0, r.stderr
+    judged = json.loads((d / "c.txt.json").read_text())
+    compared = served_equals_predict(cli, base, d, index, queries=8)
+    assert compared >= 40 and judged["rows"] > 0
+
+
+def served_equals_predict(cli, base, d, index: str, queries: int) -> int:
+    """Train a small lambdamart on ``d``/c.txt, upload it, and check that ``ltr query
+    search`` serves the first ``queries`` judged queries with the scores ``ltr predict``
+    gives their logged rows; returns the pairs compared."""
     r = cli("train", str(d / "c.txt"), "--algo", "lambdamart", "--trees", "20", "--depth", "3",
             "-o", str(d / "m.json"))
     assert r.returncode == 0, r.stderr
@@ -168,16 +183,15 @@ def test_a_generated_set_uploads_logs_and_serves_what_predict_scores(shop, engin
     rows = [(line.split()[1][4:], line.split("# ")[1].split()[0])
             for line in (d / "c.txt").read_text().splitlines() if not line.startswith("#")]
     where = {pair: i for i, pair in enumerate(rows)}
-    judged = json.loads((d / "c.txt.json").read_text())
     compared = 0
-    for q, text in list(_queries(d / "judgments.csv").items())[:8]:
+    for q, text in list(_queries(d / "judgments.csv").items())[:queries]:
         r = cli(*base, "query", "search", text, "--index", index, "--model", name, "--json")
         assert r.returncode == 0, r.stderr
         for h in json.loads(r.stdout):
             if (q, h["id"]) in where:
                 np.testing.assert_allclose(h["score"], local[where[(q, h["id"])]], rtol=1e-5)
                 compared += 1
-    assert compared >= 40 and judged["rows"] > 0
+    return compared
 
 
 def _queries(path) -> dict:

@@ -1,55 +1,132 @@
 """A feature set written from an index's own mapping and a sample of its documents, for
-the user to review (``ltr featureset init``): what a catalogue's fields need, not only
-text.
+the user to review (``ltr featureset init``): lean by default -- what a product-search
+engineer starts from -- with every field's features in a pool the user can take whole.
 
-Per field, by its mapped type:
+Per field, by its mapped type and its sampled values (templates: :mod:`.templates`):
 
-* ``text``: BM25 of the query (``match``), all its terms (``operator: and``) and the
-  phrase (``match_phrase``, slop 2); and one ``multi_match`` over every text field;
-* ``keyword`` (not a text field's sub-field): 1 when the whole query is the value,
-  case-insensitive (a brand, a genre, a category typed as the query);
-* numbers: the value itself (``function_score`` / ``field_value_factor``, no script: it
-  runs on a node without painless), ``missing`` the sample's median, ``log1p`` where the
-  sample is skewed;
-* ``date``: recency, an exponential decay from now whose half-life is the sample's
-  median age;
-* ``boolean``: 1 when true;
-* a vector field the toolkit knows the encoder of: the cosine with the query's vector.
+* main text (in half the sampled documents or more, several words a value): BM25 and
+  the phrase (all terms in the pool); one ``multi_match`` over them; other text:
+  BM25, ranked by coverage (and by the judged queries' words found in it, given them);
+* exact matches: a brand, category or type (few values, repeated: the text's
+  ``.keyword`` form or a keyword field) against the whole query; an identifier (a SKU,
+  EAN or model number: a different value in nearly every document, one a document)
+  against each word of the query;
+* numbers (also written as text, as the engines coerce them), dates (recency at a
+  reference date fixed at init) and booleans; a vector field whose encoder the index
+  records: the cosine.
 
-Fields that identify documents (keywords unique per document; numbers named like an id,
-EAN, SKU or ISBN and unique per document), that few sampled
-documents have, the toolkit's own helper fields and nested objects are left out, each
-with its reason. Every feature carries, in the file (``generated.why``), why it is
-there; the plugin sees only name, params and template."""
+Numbers that are codes (named ``*_id`` and the like), fields few sampled documents
+have, constant ones, the toolkit's own helper fields and nested objects are left out,
+each with its reason; so is every feature past ``max_features`` (ranked: the main text
+and the semantic feature, then phrases, exact matches, numbers and dates, then the
+other text). The default cap, :data:`DEFAULT_MAX_FEATURES`, is the serving cost: the
+plugin renders, parses and builds every feature's query on each request, ~0.35 ms a
+feature whatever the window (benchmarks/results/latency_breakdown.md: six features add
+2.5 ms, the rescore itself 0.6 ms; the issue's 120 generated features cost 6.1x the
+first stage), so 12 add ~4.8 ms: a model over them serves within twice a catalogue
+first stage of 5 ms or more (9 ms on the 19,000-product catalogue of issue 58).
+
+The file says what its values mean: ``generated`` holds each feature's why, each
+left-out field's reason, the reference date, the cap and what a missing value is."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import re
+from dataclasses import dataclass
 
-import numpy as np
-
-from ..data.fields import NUMBERS, date_of, object_properties, walk
-from ..data.querytext import KEYWORDS
+from ..data.fields import NUMBERS, number_of, object_properties, subfields, walk
+from ..data.querytext import STOP_WORDS, distinct_words
+from ..indexing.schema import HELPER_PREFIX
 from ..transport.client import Connection, request
-from ..transport.engine import QUERY_VECTOR, VectorKind, detect
+from ..transport.engine import VectorKind, detect
+from . import templates as T
 
 TEXT, KEYWORD, DATE, BOOLEAN = "text", "keyword", "date", "boolean"
 VECTORS = {"knn_vector", "dense_vector"}
-#: the toolkit's own fields of an index it made: helpers of its shipped features
-OWN_SUFFIXES = ("_len",)
-#: names of the numbers that identify a product or a record (an EAN typed as a number is
-#: no popularity): left out when they differ in nearly every sampled document
+#: names of numbers that are codes, not magnitudes (an EAN typed as a number is no
+#: popularity, a category_id's 17 is not more than its 3)
 ID_NAMES = re.compile(r"(?i:(^|[._])(id|ids|ean\d*|upc|gtin\d*|isbn\d*|sku|mpn|asin|barcode)$|_id$)|[a-z]Id$")
 DEFAULT_SAMPLE = 1000
 DEFAULT_MIN_COVERAGE = 0.05
+#: the features kept unless asked for more (see the module docstring)
+DEFAULT_MAX_FEATURES = 12
+#: a text field in this share of the sample or more is a main one
+MAIN_SHARE = 0.5
+#: a different value in this share of the values (one a document): an identifier
+IDENTIFIER_SHARE = 0.9
+#: a brand/category/type: at most this share of distinct values, this many words a value
+CATEGORY_SHARE, CATEGORY_WORDS = 0.5, 4
+#: the fields one ``multi_match`` spans at most
+COMBINED_FIELDS = 8
+MISSING = ("a feature with no value for a document is missing (absent), as ltr_log "
+           "reports it and ltr predict reads it; no template fills in a default")
+#: ranking tiers of the pool (lower first)
+CORE, VARIANT, EXACT, VALUE, OTHER_TEXT, EXTRA = range(6)
+
+
+@dataclass
+class Candidate:
+    feature: dict
+    why: str
+    field: str
+    tier: int
+    score: float = 1.0
+
+
+@dataclass
+class Field:
+    """One mapped field as the sample shows it."""
+    path: str
+    kind: str
+    values: list            # every sampled value (lists flattened)
+    have: int               # sampled documents with a value
+    sampled: int
+    most: int = 0           # the most values one document has
+    exact: str | None = None    # its keyword form (itself for a keyword field)
+    overlap: float | None = None
+    unsampled: bool = False     # left out of ``_source``: taken as every document's
+
+    @property
+    def coverage(self) -> float:
+        return self.have / self.sampled if self.sampled else 0.0
+
+    @property
+    def distinct(self) -> int:
+        return len({str(v) for v in self.values})
+
+    def words(self) -> float:
+        return sum(len(str(v).split()) for v in self.values) / max(1, len(self.values))
+
+    def identifies(self) -> bool:
+        return not self.unsampled and self.have > 20 and self.most == 1 and self.distinct > IDENTIFIER_SHARE * len(self.values)
+
+    def categorical(self) -> bool:
+        return (self.exact is not None and 1 < self.distinct <= CATEGORY_SHARE * len(self.values)
+                and self.words() <= CATEGORY_WORDS)
 
 
 def mapped_fields(properties: dict, prefix: str = "") -> dict[str, str]:
     """{dotted path: mapped type} of a mapping's ``properties`` (objects walked, their
-    sub-fields left out: a text field's ``.keyword`` is its own exact form)."""
+    sub-fields left out: see :func:`keyword_forms`)."""
     return {path: spec.get("type", "object") for path, spec in walk(properties, object_properties, prefix)
             if object_properties(spec) is None}
+
+
+def keyword_forms(properties: dict) -> dict[str, str]:
+    """{text field: its keyword sub-field} (``brand`` -> ``brand.keyword``)."""
+    out = {}
+    for path, spec in walk(properties, object_properties):
+        forms = [sub for sub, s in subfields(path, spec) if s.get("type") == KEYWORD]
+        if spec.get("type") == TEXT and forms:
+            out[path] = forms[0]
+    return out
+
+
+def shaped_text(properties: dict) -> set[str]:
+    """The text fields of the toolkit's BM25 shape (``.lmd`` and ``.dfr`` forms)."""
+    return {path for path, spec in walk(properties, object_properties)
+            if {f"{path}.lmd", f"{path}.dfr"} <= {p for p, _ in subfields(path, spec)}}
 
 
 def _values(doc: dict, path: str) -> list:
@@ -64,151 +141,219 @@ def _values(doc: dict, path: str) -> list:
     return node
 
 
-def _feature(name: str, template: dict, params=(KEYWORDS,)) -> dict:
-    return {"name": name, "params": list(params), "template_language": "mustache",
-            "template": template}
+def profile(path: str, kind: str, docs: list[dict], exact: str | None, unsampled: bool,
+            queries: list[set] | None) -> Field:
+    """``path`` as the sample shows it; ``queries``: the judged queries' words (their
+    share with a word in the field's values is its overlap)."""
+    per_doc = [["?"] for _ in docs] if unsampled else [_values(d, path) for d in docs]
+    f = Field(path, kind, [v for vs in per_doc for v in vs], sum(1 for vs in per_doc if vs), len(docs),
+              max(map(len, per_doc), default=0), exact if kind != KEYWORD else path,
+              unsampled=unsampled)
+    if queries is not None and kind in (TEXT, KEYWORD) and not unsampled:
+        vocab = {w for v in f.values for w in distinct_words(str(v))}
+        f.overlap = sum(1 for q in queries if q & vocab) / len(queries) if queries else 0.0
+    return f
 
 
-def _text(field: str) -> list[tuple[dict, str]]:
-    q = "{{" + KEYWORDS + "}}"
-    return [(_feature(f"{field}_bm25", {"match": {field: q}}),
-             f"BM25 of the query in {field}"),
-            (_feature(f"{field}_all_terms", {"match": {field: {"query": q, "operator": "and"}}}),
-             f"BM25 when every query term is in {field} (missing otherwise)"),
-            (_feature(f"{field}_phrase", {"match_phrase": {field: {"query": q, "slop": 2}}}),
-             f"the query as a phrase in {field} (slop 2)")]
+def _left_out(f: Field, min_coverage: float, vector_fields, old_helpers: set) -> tuple[str, str] | None:
+    """(reason, why) a field gets no feature (None: it gets some)."""
+    if f.kind not in (TEXT, KEYWORD, DATE, BOOLEAN, *NUMBERS, *VECTORS):
+        return "type", f"a {f.kind} field: no feature is written for this type"
+    if f.path.startswith(HELPER_PREFIX) or f.path in old_helpers:
+        return "toolkit helper", "the toolkit's own token count of a text field"
+    if f.kind in VECTORS:
+        return None if f.path in vector_fields else (
+            "no encoder", "no encoder is recorded for it: `ltr index vectors --existing "
+            f"--vector-field {f.path}` records yours")
+    if f.coverage < min_coverage or not f.have:
+        return "sparse", f"in {f.coverage:.1%} of the sampled documents (under {min_coverage:.0%})"
+    if f.kind in NUMBERS:
+        return _number_left_out(f)
+    if f.kind in (TEXT, KEYWORD) and f.identifies() and not _typed(f):
+        return "identifier", ("identifies documents (a different value almost every document) "
+                              "and no one types it in a query (" + (
+                                  "no keyword form to match it exactly" if f.exact is None
+                                  else "long or path-like values") + ")")
+    if f.kind in (TEXT, KEYWORD) and f.overlap == 0.0 and not _main(f):
+        return "no query overlap", "none of the judged queries has a word of its sampled values"
+    if f.distinct < 2 and f.kind != DATE and f.have == f.sampled and not f.unsampled:
+        return "constant", "one value in every sampled document: no signal"
+    return None
 
 
-def _keyword(field: str) -> list[tuple[dict, str]]:
-    q = "{{" + KEYWORDS + "}}"
-    term = {"term": {field: {"value": q, "case_insensitive": True}}}
-    return [(_feature(f"{field}_is_query", {"constant_score": {"filter": term}}),
-             f"1 when the whole query is the {field} value, case-insensitive (a name typed "
-             "as the query)")]
+def _number_left_out(f: Field) -> tuple[str, str] | None:
+    numbers = [v for v in map(number_of, f.values) if v is not None]
+    if not numbers:
+        return "not a number", "its sampled values are text that is no number"
+    distinct = len(set(numbers))
+    if ID_NAMES.search(f.path):
+        if f.identifies():
+            return "identifier", "a number that identifies documents (a different value almost " \
+                                 "every document): no relevance signal"
+        return "code", (f"named like an id, {distinct} distinct values repeated over {f.have} "
+                        "sampled documents: a category code, not a magnitude")
+    if distinct < 2:
+        return "constant", "one value in the sample: no signal"
+    return None
 
 
-def _number(field: str, values: list) -> list[tuple[dict, str]]:
-    x = np.asarray([v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)],
-                   dtype=float)
-    if not len(x):
+def _typed(f: Field) -> bool:
+    """Whether an identifier's values are ones a user types (a SKU, not a URL)."""
+    return f.exact is not None and all(len(str(v)) <= 40 and "/" not in str(v) for v in f.values)
+
+
+def _main(f: Field) -> bool:
+    """A main text field: in half the sample or more, not an identifier, and not a
+    brand or category of one or two words (a repeated title of more is both)."""
+    return (f.kind == TEXT and f.coverage >= MAIN_SHARE and not f.identifies()
+            and (not f.categorical() or f.words() > 2))
+
+
+def _text_candidates(f: Field) -> list[Candidate]:
+    lean = f.coverage * (f.overlap if f.overlap is not None else 1.0)
+    if f.identifies():
+        return [Candidate(*T.identifier(f.path, f.exact), f.path, EXACT, 1.0 + f.coverage)]
+    out = [Candidate(*T.is_query(f.path, f.exact), f.path, EXACT, lean)] if f.categorical() else []
+    if _main(f):
+        out += [Candidate(*T.bm25(f.path), f.path, CORE, f.coverage),
+                Candidate(*T.phrase(f.path), f.path, VARIANT, f.coverage),
+                Candidate(*T.all_terms(f.path), f.path, EXTRA, f.coverage)]
+    elif f.kind == TEXT:
+        out += [Candidate(*T.bm25(f.path), f.path, OTHER_TEXT, lean),
+                Candidate(*T.phrase(f.path), f.path, EXTRA, lean / 2),
+                Candidate(*T.all_terms(f.path), f.path, EXTRA, lean / 2)]
+    elif not out:           # a keyword field of many values: the whole query, ranked lower
+        out = [Candidate(*T.is_query(f.path, f.exact), f.path, EXACT, lean / 2)]
+    return out
+
+
+def _candidates(f: Field, stats: dict, reference: _dt.date, vectors: VectorKind | None) -> list[Candidate]:
+    """The pool's features of a field not left out."""
+    made = None
+    if f.kind in (TEXT, KEYWORD):
+        return _text_candidates(f)
+    if f.kind in NUMBERS:
+        low, high = stats.get(f.path, (None, None))
+        made = T.number(f.path, f.values, low, high)
+    elif f.kind == DATE:
+        made = T.recency(f.path, f.values, reference)
+    elif f.kind == BOOLEAN:
+        made = T.flag(f.path)
+    elif f.kind in VECTORS and vectors is not None:
+        made = T.cosine(f.path, vectors)
+    tier = CORE if f.kind in VECTORS else VALUE
+    return [Candidate(*made, f.path, tier, f.coverage)] if made else []
+
+
+def _combined(pool: list[Candidate], fields: dict[str, Field]) -> list[Candidate]:
+    """One ``multi_match`` over the main text fields (and the brand/category ones), the
+    most covered first, when there are two or more."""
+    texts = sorted({c.field for c in pool if fields[c.field].kind == TEXT and c.tier in (CORE, EXACT)
+                    and not fields[c.field].identifies()}, key=lambda p: (-fields[p].coverage, p))
+    if len(texts) < 2:
         return []
-    median = float(np.median(x))
-    sd = float(x.std())
-    skew = float(np.mean(((x - x.mean()) / sd) ** 3)) if sd > 0 else 0.0
-    log = x.min() >= 0 and skew > 2
-    fvf = {"field": field, "missing": median, **({"modifier": "log1p"} if log else {})}
-    how = f"log10(1 + {field}), as the sample is skewed (skewness {skew:.1f})" if log else field
-    return [(_feature(field, {"function_score": {"query": {"match_all": {}}, "field_value_factor": fvf,
-                                                 "boost_mode": "replace"}}, params=()),
-             f"the value {how}; a document without it scores as the sample's median {median:g}")]
+    return [Candidate(*T.combined(texts[:COMBINED_FIELDS]), texts[0], CORE, 2.0)]
 
 
-def _date(field: str, values: list, now: _dt.datetime) -> list[tuple[dict, str]]:
-    ages = [(now - t).total_seconds() / 86400 for t in map(date_of, values) if t is not None]
-    if not ages:
-        return []
-    days = max(1, int(round(float(np.median(ages)))))
-    # today, not this instant: a document's value holds all day, as logged so served
-    decay = {"exp": {field: {"origin": "now/d", "scale": f"{days}d", "decay": 0.5}}}
-    return [(_feature(f"{field}_recency", {"function_score": {"query": {"match_all": {}},
-                                                              "functions": [decay], "boost_mode": "replace"}},
-                      params=()),
-             f"recency of {field}: 1 today, 0.5 at the sample's median age ({days} days); "
-             "a document without it scores 1")]
-
-
-def _boolean(field: str) -> list[tuple[dict, str]]:
-    return [(_feature(f"{field}_true", {"constant_score": {"filter": {"term": {field: True}}}}, params=()),
-             f"1 when {field} is true")]
-
-
-def _vector(field: str, vectors: VectorKind | None) -> list[tuple[dict, str]]:
-    if vectors is None:
-        return []
-    return [({"name": f"{field}_cosine", "params": vectors.feature_params(),
-              "template_language": "mustache", "template": vectors.feature_template(field)},
-             f"the cosine of the query's vector and {field} ({vectors.score}); the toolkit "
-             f"encodes the query ({QUERY_VECTOR}) with the index's encoder")]
+def _select(pool: list[Candidate], max_features: int) -> tuple[list[Candidate], list[Candidate]]:
+    """(kept, cut): the pool ranked by tier, then score; the first ``max_features`` (0: all)."""
+    ranked = sorted(pool, key=lambda c: (c.tier, -c.score, c.feature["name"]))
+    n = len(ranked) if max_features <= 0 else max_features
+    return ranked[:n], ranked[n:]
 
 
 def generate(fields: dict[str, str], docs: list[dict], name: str,
              vectors: VectorKind | None = None, vector_fields=(), min_coverage: float = DEFAULT_MIN_COVERAGE,
-             now: _dt.datetime | None = None, unsampled=()) -> dict:
+             now: _dt.datetime | None = None, unsampled=(), *, exact: dict | None = None,
+             shaped=(), stats: dict | None = None, queries: list[str] | None = None,
+             max_features: int = DEFAULT_MAX_FEATURES) -> dict:
     """The feature set file for ``fields`` ({path: mapped type}) given a sample of
     ``docs`` (``_source`` objects): ``{"featureset": {name, features}, "generated":
-    {"sample", "why", "skipped"}}``. ``vector_fields``: the vector fields whose encoder
-    the index records (the toolkit can encode a query for them); ``unsampled``: fields
-    the sample cannot show (left out of ``_source``), taken as every document's."""
-    now = now or _dt.datetime.now(_dt.timezone.utc)
-    made: list[tuple[dict, str]] = []
-    skipped: dict[str, str] = {}
-    texts = []
+    {...}}`` (see the module docstring). ``vector_fields``: the vector fields whose
+    encoder the index records; ``unsampled``: fields the sample cannot show (left out of
+    ``_source``), taken as every document's; ``exact``: {text field: its keyword form};
+    ``shaped``: the text fields of the toolkit's BM25 shape (their old ``FIELD_len``
+    counts are its helpers); ``stats``: {number field: (index min, index max)};
+    ``queries``: the judged queries' texts (fields none of whose words they use are left
+    out, the others ranked by it); ``now``: the reference date of recency (default today)."""
+    reference = (now or _dt.datetime.now(_dt.timezone.utc)).date()
+    words = None if queries is None else [set(distinct_words(q)) - STOP_WORDS for q in queries]
+    old = set() if any(p.startswith(HELPER_PREFIX) for p in fields) else \
+        {f"{p}_len" for p in shaped}
+    profiles, pool, skipped = {}, [], {}
     for path, kind in sorted(fields.items()):
-        values = [_values(d, path) for d in docs]
-        why_not = _left_out(path, kind, values if path not in unsampled else [["?"]] * len(docs),
-                            min_coverage, vector_fields)
-        if why_not:
-            skipped[path] = why_not
-            continue
-        flat = [v for vs in values for v in vs]
-        if kind == TEXT:
-            texts.append(path)
-            made += _text(path)
-        elif kind == KEYWORD:
-            made += _keyword(path)
-        elif kind in NUMBERS:
-            made += _number(path, flat)
-        elif kind == DATE:
-            made += _date(path, flat, now)
-        elif kind == BOOLEAN:
-            made += _boolean(path)
-        elif kind in VECTORS:
-            made += _vector(path, vectors)
-    if len(texts) > 1:
-        q = "{{" + KEYWORDS + "}}"
-        made.insert(0, (_feature("all_text_bm25", {"multi_match": {
-            "query": q, "fields": texts, "type": "best_fields", "tie_breaker": 0.3}}),
-            f"BM25 over every text field ({', '.join(texts)}), the best field counting most"))
-    return {"featureset": {"name": name, "features": [f for f, _ in made]},
-            "generated": {"sample": len(docs), "why": {f["name"]: why for f, why in made},
-                          "skipped": skipped}}
+        f = profiles[path] = profile(path, kind, docs, (exact or {}).get(path), path in unsampled, words)
+        why_not = _left_out(f, min_coverage, vector_fields, old)
+        made = [] if why_not else _candidates(f, stats or {}, reference, vectors)
+        if why_not or not made:
+            skipped[path] = why_not or ("no value", "no sampled value the toolkit can read as a "
+                                        f"{kind} (a date it reads: ISO or epoch millis)")
+        pool += made
+    pool += _combined(pool, profiles)
+    kept, cut = _select(_unique(pool), max_features)
+    _cut_fields(kept, cut, skipped, max_features)
+    return {"featureset": {"name": name, "features": [c.feature for c in kept]},
+            "generated": {"sample": len(docs), "reference_date": reference.isoformat(),
+                          "max_features": max_features, "pool": len(kept) + len(cut),
+                          "missing": MISSING, "why": {c.feature["name"]: c.why for c in kept},
+                          "skipped": {p: why for p, (_, why) in skipped.items()},
+                          "left_out": _by_reason(skipped),
+                          "not_selected": {c.feature["name"]: c.why for c in cut}}}
 
 
-def _left_out(path: str, kind: str, values: list[list], min_coverage: float, vector_fields) -> str | None:
-    """Why a field gets no feature (None: it gets one)."""
-    if kind in ("object", "nested") or kind not in (TEXT, KEYWORD, DATE, BOOLEAN, *NUMBERS, *VECTORS):
-        return f"a {kind} field: no feature is written for this type"
-    if path.endswith(OWN_SUFFIXES):
-        return "the toolkit's own length helper of a text field"
-    if kind in VECTORS:
-        return None if path in vector_fields else (
-            "no encoder is recorded for it: `ltr index vectors --existing --vector-field "
-            f"{path}` records yours")
-    have = sum(1 for vs in values if vs)
-    if not values or have < min_coverage * len(values):
-        share = have / len(values) if values else 0.0
-        return f"in {share:.1%} of the sampled documents (under {min_coverage:.0%})"
-    flat = [str(v) for vs in values for v in vs]
-    one_word = all(len(v.split()) == 1 for v in flat)
-    if (kind == KEYWORD or (kind == TEXT and one_word) or (kind in NUMBERS and ID_NAMES.search(path))) \
-            and have > 20 and len(set(flat)) > 0.9 * have:
-        return "identifies documents (a different value almost every document): no relevance signal"
-    return None
+def _unique(pool: list[Candidate]) -> list[Candidate]:
+    """The pool with one feature a name (the first)."""
+    seen: set = set()
+    return [c for c in pool if not (c.feature["name"] in seen or seen.add(c.feature["name"]))]
+
+
+def _cut_fields(kept, cut, skipped: dict, max_features: int) -> None:
+    """A field whose every feature the cap cut is left out, with that reason."""
+    have = {c.field for c in kept}
+    for c in cut:
+        if c.field not in have and c.field not in skipped:
+            skipped[c.field] = ("over the cap", f"its features rank below the {max_features} kept "
+                                f"(--max-features N, or --all, keeps more)")
+
+
+def _by_reason(skipped: dict) -> dict[str, list[str]]:
+    """{reason: the fields left out for it}, the most common reason first."""
+    out: dict[str, list[str]] = {}
+    for path, (reason, _) in skipped.items():
+        out.setdefault(reason, []).append(path)
+    return dict(sorted(out.items(), key=lambda kv: -len(kv[1])))
+
+
+def _number_stats(conn: Connection, index: str, fields: dict[str, str]) -> dict:
+    """{number field: (min, max)} over the whole index (one ``stats`` aggregation each)."""
+    numbers = sorted(p for p, k in fields.items() if k in NUMBERS)
+    if not numbers:
+        return {}
+    aggs = {f"n{i}": {"stats": {"field": p}} for i, p in enumerate(numbers)}
+    body = request(conn, "POST", f"/{index}/_search", body={"size": 0, "aggs": aggs})
+    got = body.get("aggregations", {})
+    return {p: (got[f"n{i}"]["min"], got[f"n{i}"]["max"]) for i, p in enumerate(numbers)
+            if got.get(f"n{i}", {}).get("count")}
 
 
 def from_index(conn: Connection, index: str, name: str | None = None,
-               sample: int = DEFAULT_SAMPLE, min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
+               sample: int = DEFAULT_SAMPLE, min_coverage: float = DEFAULT_MIN_COVERAGE,
+               queries: list[str] | None = None, max_features: int = DEFAULT_MAX_FEATURES) -> dict:
     """:func:`generate` for a live index: its mapping, a sample of ``sample`` documents
-    (the first by a seeded random order) and the vector fields its ``_meta`` records."""
+    (the first by a seeded random order), each number's min and max over the index and
+    the vector fields its ``_meta`` records."""
     body = request(conn, "GET", f"/{index}/_mapping")
     mapping = next(iter(body.values()))["mappings"]
     hits = request(conn, "POST", f"/{index}/_search", body={
         "size": sample, "query": {"function_score": {"random_score": {"seed": 42, "field": "_seq_no"}}}})
     docs = [h.get("_source", {}) for h in hits["hits"]["hits"]]
     recorded = (mapping.get("_meta") or {}).get("vectors") or {}
-    vector_fields = [recorded["field"]] if recorded.get("field") else []
-    out = generate(mapped_fields(mapping.get("properties", {})), docs, name or index,
-                   detect(conn).vectors, vector_fields, min_coverage,
-                   unsampled=set((mapping.get("_source") or {}).get("excludes") or ()))
+    props = mapping.get("properties", {})
+    fields = mapped_fields(props)
+    out = generate(fields, docs, name or index, detect(conn).vectors,
+                   [recorded["field"]] if recorded.get("field") else [], min_coverage,
+                   unsampled=set((mapping.get("_source") or {}).get("excludes") or ()),
+                   exact=keyword_forms(props), shaped=shaped_text(props),
+                   stats=_number_stats(conn, index, fields), queries=queries, max_features=max_features)
     out["generated"]["index"] = index
     return out
