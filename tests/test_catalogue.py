@@ -318,3 +318,17 @@ def test_a_refusal_is_shown_on_one_line_its_text_escaped():
     assert line.startswith("field a [b] (long) value 'x[red]\\x1b[2Jyy") and len(line) < len(hostile) + 120
     assert describe(rejection({"index": {"_id": "8", "status": 429, "error": {
         "type": "es_rejected_execution_exception", "reason": "queue full"}}})) == "queue full"
+
+
+def test_unique_titles_are_text_to_search_not_identifiers():
+    """A product's title (or a paper's abstract) differs in every document, as an SKU
+    does, but it is text of several words: it gets the main text features, not an exact
+    match, and is not left out; a spaceless code unique per document is an identifier."""
+    mapping = {"title": {"type": "text"}, "code": {"type": "text"}}
+    docs = [{"title": f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7) % len(WORDS)]} model {i}",
+             "code": f"XK{i:05d}"} for i in range(200)]
+    doc = generate(mapped_fields(mapping), docs, "shop", now=NOW)
+    names, skipped = [f["name"] for f in doc["featureset"]["features"]], doc["generated"]["skipped"]
+    assert "title_bm25" in names and "title" not in skipped, (names, skipped)
+    assert not any(n.startswith("title_") and "exact" in n for n in names)
+    assert not any(n.startswith("code_") and "bm25" in n for n in names), names

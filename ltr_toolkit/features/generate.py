@@ -53,7 +53,9 @@ DEFAULT_MIN_COVERAGE = 0.05
 DEFAULT_MAX_FEATURES = 12
 #: a text field in this share of the sample or more is a main one
 MAIN_SHARE = 0.5
-#: a different value in this share of the values (one a document): an identifier
+#: a different value in this share of the values (one a document): an identifier, a SKU,
+#: EAN or URL; in a text field, this share of them also one word (a title or a
+#: description is unique per document too, but it is text to search, not a code)
 IDENTIFIER_SHARE = 0.9
 #: a brand/category/type: at most this share of distinct values, this many words a value
 CATEGORY_SHARE, CATEGORY_WORDS = 0.5, 4
@@ -99,7 +101,10 @@ class Field:
         return sum(len(str(v).split()) for v in self.values) / max(1, len(self.values))
 
     def identifies(self) -> bool:
-        return not self.unsampled and self.have > 20 and self.most == 1 and self.distinct > IDENTIFIER_SHARE * len(self.values)
+        return (not self.unsampled and self.have > 20 and self.most == 1
+                and self.distinct > IDENTIFIER_SHARE * len(self.values)
+                and (self.kind != TEXT or sum(len(str(v).split()) <= 1 for v in self.values)
+                     >= IDENTIFIER_SHARE * len(self.values)))
 
     def categorical(self) -> bool:
         return (self.exact is not None and 1 < self.distinct <= CATEGORY_SHARE * len(self.values)
