@@ -24,70 +24,107 @@ def _matrix(rng, queries=150, per=40, shift=0.0, scale=1.0):
 NAMES = ["bm25", "price", "flag"]
 
 
+def _offsets(X, per):
+    return np.arange(0, len(X) + 1, per)
+
+
 def test_psi_and_ks_are_zero_on_identical_data_and_grow_with_a_shift():
     x = np.random.default_rng(0).normal(size=5000)
-    assert drift.psi(x, x) == pytest.approx(0.0, abs=1e-12)
-    assert drift.ks(x, x) == 0.0
-    small, large = drift.psi(x, x + 0.1), drift.psi(x, x + 1.0)
-    assert 0 < small < large
-    assert 0 < drift.ks(x, x + 0.1) < drift.ks(x, x + 1.0) <= 1.0
+    psi, ks = drift.pair(x, x)
+    assert psi[0] == pytest.approx(0.0, abs=1e-12) and ks[0] == 0.0
+    (small, ks_small), (large, ks_large) = drift.pair(x, x + 0.1), drift.pair(x, x + 1.0)
+    assert 0 < small[0] < large[0]
+    assert 0 < ks_small[0] < ks_large[0] <= 1.0
 
 
-def test_ks_matches_scipy():
+def test_ks_on_the_grid_is_scipys_where_the_grid_holds_every_value():
+    """KS is read at the pooled values' KS_BINS-quantiles: SciPy's exact statistic when
+    there are fewer distinct values than bins, never above it otherwise."""
     scipy_stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(3)
-    a, b = rng.normal(size=700), rng.normal(0.2, 1.3, size=400)
+    a, b = rng.integers(0, 7, 700).astype(float), rng.integers(1, 8, 400).astype(float)
     a[:50] = np.nan
-    assert drift.ks(a, b) == pytest.approx(scipy_stats.ks_2samp(a[~np.isnan(a)], b).statistic)
+    exact = scipy_stats.ks_2samp(a[~np.isnan(a)], b).statistic
+    assert drift.pair(a, b)[1][0] == pytest.approx(exact)
+    c, d = rng.normal(size=700), rng.normal(0.2, 1.3, size=400)
+    assert drift.pair(c, d)[1][0] <= scipy_stats.ks_2samp(c, d).statistic + 1e-12
 
 
 def test_missing_is_its_own_bin():
     x = np.random.default_rng(1).normal(size=4000)
     y = x.copy()
     y[:2000] = np.nan                    # same present values' shape, half of them gone
-    assert drift.psi(x, y) > 0.3
-    assert drift.ks(x, y) < 0.1          # KS reads the present values only
+    psi, ks = drift.pair(x, y)
+    assert psi[0] > 0.3 and ks[0] < 0.1  # KS reads the present values only
 
 
 def test_a_null_resample_is_ok_and_a_shift_is_flagged():
     rng = np.random.default_rng(7)
     ref, new = _matrix(rng), _matrix(rng)
-    found = drift.feature_drift(ref, new, NAMES, 150, 150)
+    off = _offsets(ref, 40)
+    found = drift.feature_drift(ref, new, NAMES, off, off)
     assert [f["flag"] for f in found["features"]] == ["ok"] * 3, found
     shifted = _matrix(rng, scale=1.5)
     shifted[:, 1] *= 100                 # a price re-computed on another scale
-    flags = {f["feature"]: f["flag"] for f in drift.feature_drift(ref, shifted, NAMES, 150, 150)["features"]}
+    flags = {f["feature"]: f["flag"] for f in drift.feature_drift(ref, shifted, NAMES, off, off)["features"]}
     assert flags == {"bm25": "drift", "price": "drift", "flag": "ok"}
 
 
 def test_a_feature_missing_or_constant_everywhere_is_broken():
     rng = np.random.default_rng(2)
     ref, new = _matrix(rng), _matrix(rng)
+    off = _offsets(ref, 40)
     new[:, 0] = np.nan                   # a renamed field: the feature never matches
     new[:, 2] = 1.0                      # one value everywhere
-    rows = drift.feature_drift(ref, new, NAMES, 150, 150)["features"]
+    rows = drift.feature_drift(ref, new, NAMES, off, off)["features"]
     assert [r["flag"] for r in rows] == ["broken", "ok", "broken"]
     assert rows[0]["missing"][1] == 1.0 and "missing on every row" in rows[0]["why"]
     # dead in the reference too: not a change, so not broken
-    assert drift.feature_drift(new, new, NAMES, 150, 150)["features"][0]["flag"] == "ok"
+    assert drift.feature_drift(new, new, NAMES, off, off)["features"][0]["flag"] == "ok"
 
 
-def test_thresholds_shrink_with_the_queries_and_grow_with_the_features():
-    few, many = drift.thresholds(6, 50, 50), drift.thresholds(6, 5000, 5000)
-    assert many.psi < few.psi and many.ks < few.ks
-    wide = drift.thresholds(60, 50, 50)
-    assert wide.level > few.level and wide.psi >= few.psi and wide.ks >= few.ks
+def test_broken_needs_support_in_the_reference():
+    """A sparse feature the reference has on too few rows, or in too few queries, is
+    absent now by chance as often as not: drift at most, never broken."""
+    rng = np.random.default_rng(4)
+    ref, new = _matrix(rng), _matrix(rng)
+    off = _offsets(ref, 40)
+    ref[:, 0], new[:, 0] = np.nan, np.nan
+    ref[5, 0] = 3.0                      # 1 row of 6,000
+    one = drift.feature_drift(ref, new, NAMES, off, off)["features"][0]
+    assert one["flag"] != "broken" and one["support"] == [1, 1] and not one["enough_support"]
+    ref[:120, 0] = 3.0                   # 2% of the rows, but in 3 queries of 150
+    few = drift.feature_drift(ref, new, NAMES, off, off)
+    assert few["features"][0]["flag"] != "broken" and few["features"][0]["support"] == [120, 3]
+    assert few["thresholds"]["min_queries"] > 3
+    ref[::40, 0] = 3.0                   # and once in every query
+    assert drift.feature_drift(ref, new, NAMES, off, off)["features"][0]["flag"] == "broken"
 
 
-def test_the_null_calibration_keeps_a_whole_feature_set_ok():
-    """The benchmark's procedure on synthetic queries: thresholds calibrated on one set of
-    bootstrap pairs keep the whole feature set ok in >= 95% of other pairs."""
-    from benchmarks.monitor_null import calibrate, null_draws, ok_rate
-    rng = np.random.default_rng(11)
-    X = _matrix(rng, queries=80, per=20)
-    offsets = np.arange(0, len(X) + 1, 20)
-    cal, val = null_draws(X, offsets, 60, seed=1), null_draws(X, offsets, 60, seed=2)
-    assert ok_rate(val, calibrate(cal), X.shape[1]) >= 0.9
+def test_the_threshold_is_the_max_statistics_order_statistic_and_refuses_unresolvable_levels():
+    maxima = np.arange(1.0, 401.0)
+    assert drift.max_threshold(maxima, 0.05) == 381.0          # ceil(0.95 x 401)
+    with pytest.raises(ValueError, match="cannot resolve"):
+        drift.max_threshold(np.arange(10.0), 0.05)
+
+
+@pytest.mark.parametrize("shape", [dict(features=120, rows=5, rho=0.6, queries=50),
+                                   dict(features=6, rows=20, rho=0.3, queries=200)])
+def test_the_calibrated_thresholds_keep_an_unchanged_feature_set_ok(shape):
+    """Simulated runs with nothing changed (benchmarks.monitor_sim's populations): the
+    whole set's false alarms stay within the binomial bound of ALPHA (the count below its
+    99.9% quantile at ``runs`` runs)."""
+    from math import comb
+    from benchmarks.monitor_sim import simulate
+    runs, alpha = 60, drift.ALPHA
+    alarms = 0
+    for r in range(runs):
+        rng = np.random.default_rng([r, 59])
+        (a, oa), (b, ob) = simulate(rng, **shape), simulate(rng, **shape)
+        found = drift.feature_drift(a, b, [str(j) for j in range(a.shape[1])], oa, ob, seed=r)
+        alarms += any(f["flag"] != "ok" for f in found["features"])
+    tail = np.cumsum([comb(runs, j) * alpha ** j * (1 - alpha) ** (runs - j) for j in range(runs + 1)])
+    assert alarms <= int(np.searchsorted(tail, 0.999)), alarms
 
 
 # --------------------------------------------------------------------------- decay

@@ -6,7 +6,9 @@ Inputs: two logged files (REFERENCE, NEW), or a job's snapshot folder (``ltr job
 output directory): NEW is its newest snapshot, REFERENCE the one the model artifact was
 trained on (its ``training_data.path`` inside a kept snapshot) or else the oldest kept.
 
-Verdicts, worst first, and their exit codes (docs/scheduling.md):
+Verdicts, worst first, and their exit codes (docs/scheduling.md); with nothing changed,
+any verdict but ``ok`` comes in at most :data:`ALPHA` of runs (the drift check's and the
+decay test's levels, half each):
 
 * ``broken`` (6): a feature missing or constant on every row where it was not;
 * ``degraded`` (5): the model's gain over the first stage fell significantly below the
@@ -31,6 +33,10 @@ from ..jobs.snapshots import snapshots
 from .artifact import check_same_features, load_model
 from .heldout import model_scores, per_query
 
+#: an unchanged index and model raise an alarm (any verdict but ok) in at most ALPHA of
+#: runs: the drift check and the decay test share it, half each
+ALPHA = D.ALPHA
+DRIFT_ALPHA = DECAY_ALPHA = ALPHA / 2
 VERDICTS = ("ok", "drift", "degraded", "broken")
 EXIT_CODES = {"ok": 0, "drift": 4, "degraded": 5, "broken": 6}
 DATA = "features.txt"
@@ -67,7 +73,7 @@ def decay_of(art: dict, model, ds, k: int) -> dict:
         return dict(D.untested({"qids": []}, "no first-stage order in the logged data to "
                                               "compare with"), k=k)
     trained = (art.get("training_data") or {}).get("qids") or ()
-    return dict(D.decay(now, held, trained), k=k)
+    return dict(D.decay(now, held, trained, DECAY_ALPHA), k=k)
 
 
 def monitor(ref_path: Path, new_path: Path, artifact: Path | None = None, k: int = 10,
@@ -83,7 +89,8 @@ def monitor(ref_path: Path, new_path: Path, artifact: Path | None = None, k: int
         raise UserError(f"{ref_path} has {ref.n_features} features, {new_path} {new.n_features}",
                         "log both with the same feature set")
     report = {"reference": str(ref_path), "new": str(new_path), "k": k,
-              "drift": feature_drift(ref.X, new.X, names, ref.n_queries, new.n_queries),
+              "drift": feature_drift(ref.X, new.X, names, ref.offsets, new.offsets,
+                                     DRIFT_ALPHA),
               "decay": None, "model": None, "snapshots": [str(p) for p in series]}
     if artifact is not None:
         art, model = load_model(artifact, scorer=True)
@@ -114,11 +121,13 @@ def summary(report: dict) -> list[str]:
     d = report["drift"]
     th = d["thresholds"]
     lines = [f"{report['verdict']}: {report['new']} vs {report['reference']} "
-             f"({d['queries'][1]} vs {d['queries'][0]} queries; thresholds PSI {th['psi']:.3g}, "
-             f"KS {th['ks']:.3g})"]
+             f"({d['queries'][1]} vs {d['queries'][0]} queries; thresholds calibrated on the "
+             f"reference: {th['draws']} resampled pairs of its queries, a feature drifts past "
+             f"z {th['z']:.3g}, the set's false alarms at {th['alpha']:.1%})"]
     for f in d["features"]:
         miss = f"missing {f['missing'][0]:.0%} -> {f['missing'][1]:.0%}"
-        figures = f"PSI {f['psi']:.3g}, KS {f['ks']:.3g}, {miss}"
+        figures = (f"PSI {f['psi']:.3g} (limit {f['limit'][0]:.3g}), KS {f['ks']:.3g} "
+                   f"(limit {f['limit'][1]:.3g}), {miss}")
         lines.append(f"  {f['flag']:<6} {f['feature']}: {figures}" + (f" ({f['why']})" if f["why"] else ""))
     lines += decay_lines(report["decay"])
     if report.get("live") is not None:
