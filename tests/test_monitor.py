@@ -438,3 +438,15 @@ def test_cross_validation_records_each_fold_models_gains_on_its_own_fold(deploye
         assert np.allclose(np.asarray(held["gains"])[at], pq["model"] - pq["first-stage"])
     kept = from_folds(ds, [arts[0], {"model": None}], where, 10)
     assert all(g == 0.0 for q, g in zip(kept["qids"], kept["gains"]) if where[q] == 1)
+
+
+def test_monitor_judgment_options_go_with_judgments_and_the_help_says_what_is_computed(deployed, capsys):
+    ref = str(deployed / "ref.txt")
+    assert main(["monitor", ref, ref, "--input-format", "trec"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--input-format and --queries go with --judgments" in err and len(err.splitlines()) == 1
+    from typer.testing import CliRunner
+    from ltr_toolkit.cli import app
+    text = " ".join(CliRunner().invoke(app, ["monitor", "--help"], terminal_width=200).output.split())
+    assert "NDCG@K, the one metric the monitor computes" in text and "ERR" not in text
+    assert "--input-format" in text and "--queries" in text

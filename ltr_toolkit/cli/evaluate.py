@@ -157,7 +157,8 @@ def _deploy(conn, report, workdir, featureset, name, store, k, seed, anyway) -> 
         return
     out.print(f"uploaded {done['name']}: {done['algorithm']} trained on all judged queries, "
               f"{describe_choice(done['settings'])}; served as its serving contract says: "
-              f"{describe(Contract.from_dict(done['contract']))}")
+              f"{describe(Contract.from_dict(done['contract']))}; its artifact, with the outer "
+              f"folds' held-out gains for `ltr monitor --artifact`: {done['artifact']}")
 
 
 @evaluate_app.command("interleaving")

@@ -143,7 +143,7 @@ def _show_candidates(info: dict, candidates: int, unjudged) -> None:
 def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training file (with its sidecar when logged).")],
           output: Annotated[Path, typer.Option("-o", "--output", help="Model artifact (JSON).")],
           algo: Annotated[Algo, typer.Option("--algo", help="The model: a network (ranknet-nn, lambdarank-nn), linear, or trees (lambdamart, ranknet-tree).")] = Algo.lambdarank_nn,
-          valid: Annotated[Optional[Path], typer.Option("--valid", help="Validation file: early stopping on its NDCG@k.")] = None,
+          valid: Annotated[Optional[Path], typer.Option("--valid", help="Validation file (other queries than DATA's): early stopping on its NDCG@k, and the model's per-query gains over the first stage there recorded in the artifact, the held-out evidence `ltr monitor` tests decay against.")] = None,
           test: Annotated[Optional[Path], typer.Option("--test", help="Test file: its NDCG@K is reported with the model, never used to fit.")] = None,
           hidden: Annotated[str, typer.Option("--hidden", help="Hidden layer sizes, e.g. 64,16 (networks).")] = "64,16",
           epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the training queries (networks, linear).")] = 50,
@@ -233,33 +233,36 @@ def predict(model: Annotated[Path, typer.Argument(help="A model artifact (`ltr t
     out.print(f"{n} scores written to {output}")
 
 
-ArtifactOpt = Annotated[Optional[Path], typer.Option("--artifact", help="The deployed model's artifact (`ltr train -o`): its NDCG@K against the first stage's, now and at deployment; in a snapshot folder, the snapshot it was trained on is the reference.")]
+ArtifactOpt = Annotated[Optional[Path], typer.Option("--artifact", help="The deployed model's artifact (`ltr train -o`, `ltr evaluate cv --deploy`'s WORKDIR/NAME-vN.json): its gain over the first stage (NDCG@K) on the new snapshot tested against the gains it showed on held-out queries, recorded in the artifact (`ltr train --valid`, cross-validation's outer folds; without them decay is not tested); in a snapshot folder, the snapshot it was trained on is the reference.")]
+MonitorCutoffOpt = Annotated[int, typer.Option("--cutoff", "-k", min=1, help="NDCG@K, the one metric the monitor computes (an artifact's held-out gains are compared at the K they were recorded at).")]
 MonitorHtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write the verdict as a page to open in a browser: the summary, every feature's figures and the flagged features' picture (self-contained HTML).")]
 LiveModelOpt = Annotated[Optional[str], typer.Option("--model", help="The stored model serving the artifact, checked live: its served scores against the artifact's on the same documents (with --artifact, --index and --judgments).")]
 LiveIndexOpt = Annotated[Optional[str], typer.Option("--index", help="The index the live check searches (with --model).")]
-LiveJudgmentsOpt = Annotated[Optional[Path], typer.Option("--judgments", help="Judged queries whose texts the live check serves (with --model; RankLib, TREC qrels, CSV or JSONL).")]
+LiveJudgmentsOpt = Annotated[Optional[Path], typer.Option("--judgments", help="Judged queries whose texts the live check serves (with --model; any judgment file the other commands read: RankLib, TREC qrels with --queries, CSV/TSV, JSONL; see --input-format).")]
 LiveQueriesOpt = Annotated[int, typer.Option("--live-queries", min=1, help="Queries the live check serves (the first N judged).")]
 DriftPlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw each flagged feature's distribution across the snapshots here (PNG; needs matplotlib).")]
 
 
 @app.command("monitor")
 def monitor_cmd(ctx: typer.Context, paths: Annotated[List[Path], typer.Argument(help="REFERENCE NEW (two logged files), or a job's snapshot folder (the newest snapshot against the model's training snapshot, else the oldest kept).")],
-                artifact: ArtifactOpt = None, cutoff: CutoffOpt = 10, json_out: JsonOpt = False,
+                artifact: ArtifactOpt = None, cutoff: MonitorCutoffOpt = 10, json_out: JsonOpt = False,
                 output: ReportOpt = None, plot: DriftPlotOpt = None, html: MonitorHtmlOpt = None,
                 model: LiveModelOpt = None, index: LiveIndexOpt = None,
-                judgments: LiveJudgmentsOpt = None, live_queries: LiveQueriesOpt = 20,
+                judgments: LiveJudgmentsOpt = None, input_format: InputFormatOpt = None,
+                queries: QueriesFileOpt = None, live_queries: LiveQueriesOpt = 20,
                 store: StoreOpt = None):
     """Check a newer logged snapshot against a reference: per feature its missing and
-    zero shares, PSI and KS (thresholds from measured null variation), the model's decay,
-    and with --model its served scores against the artifact's, live.
-    Exit 0 ok, 4 drift, 5 degraded, 6 broken (2 user error)."""
+    zero shares, PSI and KS (thresholds calibrated on this run's queries), the model's
+    decay against its held-out gains, and with --model its served scores against the
+    artifact's, live. Exit 0 ok, 4 drift, 5 degraded, 6 broken (2 user error)."""
     from ..io.atomic import write_json
     from ..pipeline.artifact import read_artifact
     from ..pipeline.monitor import monitor, resolve
     _writable(output, plot, html)
     art = read_artifact(artifact) if artifact is not None else None
     ref, new, series = resolve(paths, art)
-    live = _live(ctx, artifact, model, index, judgments, live_queries, store, cutoff)
+    fmt = input_format.value if input_format else None
+    live = _live(ctx, artifact, model, index, (judgments, fmt, queries), live_queries, store, cutoff)
     report = monitor(ref, new, artifact, cutoff, series, live)
     if plot is not None:
         _plot(report, series, plot)
@@ -274,8 +277,13 @@ def monitor_cmd(ctx: typer.Context, paths: Annotated[List[Path], typer.Argument(
     raise typer.Exit(report["exit_code"])
 
 
-def _live(ctx, artifact, model, index, judgments, n, store, size):
-    """The live check's result, or None without --model."""
+def _live(ctx, artifact, model, index, judged, n, store, size):
+    """The live check's result, or None without --model (``judged``: the judgments file,
+    its format and queries file, read as every command reads them)."""
+    judgments, fmt, queries = judged
+    if (fmt is not None or queries is not None) and judgments is None:
+        raise UserError("--input-format and --queries go with --judgments (the live check's queries)",
+                        "add --judgments FILE, or drop them")
     given = {"--index": index, "--judgments": judgments, "--artifact": artifact}
     if model is None:
         extra = [k for k, v in given.items() if v is not None and k != "--artifact"]
@@ -290,7 +298,7 @@ def _live(ctx, artifact, model, index, judgments, n, store, size):
     from ..data.judgments import load_judgments
     from ..pipeline.monitor import live_check_judged
     return live_check_judged(_ltr_conn(ctx), index, store, model, artifact,
-                             load_judgments(judgments), n, size)
+                             load_judgments(judgments, fmt, queries), n, size)
 
 
 def _html(report: dict, series: list[Path], path: Path, plot: Optional[Path]) -> None:
