@@ -101,3 +101,79 @@ def test_a_jobs_monitor_section_checks_the_model_live(served, tmp_path):
     assert result.get("note") is None, result
     assert result["live"]["agree"] and result["live"]["queries"] + result["live"]["skipped"] == 3
     assert result["verdict"] == "ok"
+
+
+# ------------------------------------------------------------------ issue 59's Why 1, live
+
+@pytest.fixture(scope="module")
+def growing(engine_cluster, engine_cranfield, tmp_path_factory):
+    """A job whose judgment list grows, on an unchanged index: the first snapshot logs
+    half of Cranfield's judged queries, the next one the other half; a LambdaMART trained
+    on two thirds of the first snapshot's queries, the last third its validation split
+    (``ltr train --valid``: its held-out gains recorded)."""
+    conn = engine_cluster.conn()
+    st.init_store(conn, None)
+    fs, _ = st.upload_featureset_versioned(conn, load_featureset(cranfield.LEXICAL_FEATURE_SET))
+    index = engine_cranfield["index"]
+    d = tmp_path_factory.mktemp("grow")
+    jl = cranfield.judgments()
+    qids = jl.judged_qids()
+    half = len(qids) // 2
+    parts = {"train": qids[: 2 * half // 3], "valid": qids[2 * half // 3: half], "new": qids[half:]}
+    serving = Serving(index, FirstStage.from_fields(("title", "abstract")), 30)
+    for name, part in parts.items():
+        serving.log_candidates(conn, jl.subset(part), fs, d / f"{name}.txt")
+    art = train_from_files(d / "train.txt", algo="lambdamart", valid=d / "valid.txt",
+                           output=d / "model.json", trees=50, depth=3, lr=0.1)
+    from ltr_toolkit.data.judgments import save_judgments
+    save_judgments(jl.subset(parts["new"]), d / "new.qrels", "trec")
+    for run, name in (("run-20260101T000000Z", "train"), ("run-20260102T000000Z", "new")):
+        (d / "out" / run).mkdir(parents=True)
+        for suffix in ("", ".json"):
+            (d / "out" / run / f"features.txt{suffix}").write_bytes((d / f"{name}.txt{suffix}").read_bytes())
+        (d / "out" / run / "manifest.json").write_text(json.dumps({"run_id": run}))
+    return d, art, index, conn, fs
+
+
+def test_new_judged_queries_on_an_unchanged_index_are_ok(growing, capsys):
+    """Why 1: nothing changed, the new snapshot judges other queries of the same
+    collection: ok, exit 0; the decay test held the new queries' gains against the
+    held-out ones (the model was trained on neither)."""
+    d, art, *_ = growing
+    assert art["held_out"]["queries"] >= 20 and not art["held_out"]["selected_on"]
+    for args in ([d / "train.txt", d / "new.txt"], [d / "out"]):
+        code = main(["monitor", *map(str, args), "--artifact", str(d / "model.json"), "--json"])
+        report = json.loads(capsys.readouterr().out)
+        assert (code, report["verdict"]) == (0, "ok"), report["summary"]
+        dec = report["decay"]
+        assert dec["verdict"] == "ok" and dec["change"]["test"] == "two-sample"
+        assert dec["change"]["queries"][1] == dec["now"]["queries"] > 50
+        assert [f["feature"] for f in report["drift"]["features"] if f["flag"] != "ok"] == []
+
+
+def test_a_jobs_check_of_the_growing_list_writes_ok_into_the_manifest(growing, tmp_path):
+    """The job's [monitor] check takes the same path (pipeline.monitor.monitor) and writes
+    the same verdict into the manifest."""
+    from ltr_toolkit.jobs.jobfile import load_job
+    from ltr_toolkit.jobs.runner import record_monitor
+    from ltr_toolkit.pipeline.monitor import monitor_snapshot
+    d, _, index, _, fs = growing
+    job_file = d / "job.toml"
+    job_file.write_text(f'[logging]\nfeatureset = "{fs}"\nindex = "{index}"\njudgments = "{d / "new.qrels"}"\n'
+                        f'[output]\ndirectory = "out"\n[monitor]\nartifact = "{d / "model.json"}"\n')
+    newest = d / "out" / "run-20260102T000000Z"
+    result = record_monitor(newest, monitor_snapshot(load_job(job_file), newest))
+    assert result["verdict"] == "ok" and result["model"]["verdict"] == "ok", result["summary"]
+    assert json.loads((newest / "manifest.json").read_text())["monitor"]["verdict"] == "ok"
+
+
+def test_the_live_check_reads_trec_judgments(growing, served, capsys):
+    """--judgments takes what the other commands take: TREC qrels with their queries file."""
+    d, *_ = growing
+    url, index, dd, names = served
+    code = main(["--url", url, "monitor", str(dd / "ref.txt"), str(dd / "ref.txt"), "--artifact",
+                 str(dd / "lambdamart.json"), "--model", names["lambdamart"], "--index", index,
+                 "--judgments", str(d / "new.qrels"), "--input-format", "trec", "--queries",
+                 str(d / "new.qrels.queries"), "--live-queries", "4", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["live"]["agree"] and report["live"]["queries"] >= 3

@@ -121,9 +121,9 @@ def summary(report: dict) -> list[str]:
     d = report["drift"]
     th = d["thresholds"]
     lines = [f"{report['verdict']}: {report['new']} vs {report['reference']} "
-             f"({d['queries'][1]} vs {d['queries'][0]} queries; thresholds calibrated on the "
-             f"reference: {th['draws']} resampled pairs of its queries, a feature drifts past "
-             f"z {th['z']:.3g}, the set's false alarms at {th['alpha']:.1%})"]
+             f"({d['queries'][1]} vs {d['queries'][0]} queries; thresholds calibrated on this "
+             f"run: {th['draws']} random splits of both snapshots' queries, a feature drifts "
+             f"past z {th['z']:.3g}, the set's false alarms at {th['alpha']:.1%})"]
     for f in d["features"]:
         miss = f"missing {f['missing'][0]:.0%} -> {f['missing'][1]:.0%}"
         figures = (f"PSI {f['psi']:.3g} (limit {f['limit'][0]:.3g}), KS {f['ks']:.3g} "
