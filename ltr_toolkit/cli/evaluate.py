@@ -78,17 +78,21 @@ def evaluate_cv(ctx: typer.Context,
                 via: Annotated[Via, typer.Option("--via", help="How the candidates' features are logged: plugin (sltr + ltr_log) or named-queries (each feature's template as a named query: what Elasticsearch's native learning to rank computes). Fold models are served by the plugin either way.")] = Via.plugin,
                 unjudged: Annotated[Unjudged, typer.Option("--unjudged", help="Unjudged candidates: trained on as grade 0, or dropped (judges who graded only some documents per query); every query is still reranked and evaluated live over its whole window.")] = Unjudged.zero,
                 judged_outside: Annotated[JudgedOutside, typer.Option("--judged-outside", help="Judged documents outside the top WINDOW: left out of training, or included.")] = JudgedOutside.exclude,
+                max_ms: Annotated[Optional[float], typer.Option("--max-ms", min=0, help="Serving budget: choose each fold's feature set on its training queries so that the model's served p50 stays under X ms (each feature's cost measured live on this cluster first); the deployed model uses the set chosen on all judged queries, uploaded as a feature set of its own.")] = None,
+                max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=1, help="Serving budget as a multiple of the first stage's measured p50 (e.g. 2.0), as --max-ms.")] = None,
                 input_format: InputFormatOpt = None, queries: QueriesFileOpt = None,
                 output: ReportOpt = None, as_json: JsonOpt = False,
                 plot: PlotOpt = None, html: HtmlOpt = None):
     """Cross-validation, live: every judged query reranked by a fold model that never saw
-    it, its settings chosen without it; the report ends with what to deploy (or: keep
-    the first stage). Exit 3 when some queries failed (named; the others are evaluated)."""
+    it, its settings (and with --max-ms/--max-cost its feature set) chosen without it;
+    the report ends with what to deploy (or: keep the first stage). Exit 3 when some
+    queries failed (named; the others are evaluated)."""
     from ..data.judgments import load_judgments
     from ..pipeline.crossval import cross_validate
     _writable(output, plot, html)
     if deploy_anyway and not deploy:
         raise UserError("--deploy-anyway needs --deploy NAME")
+    budgeted = _budget(max_ms, max_cost)
     jl = load_judgments(judgments, input_format.value if input_format else None, queries)
     stage = _first_stage(fields, first_stage, statistics)
     conn = _ltr_conn(ctx)
@@ -97,12 +101,23 @@ def evaluate_cv(ctx: typer.Context,
                             workdir, folds, cutoff, window, store, stage, seed,
                             log=lambda m: err.print(m), keep_models=keep_fold_models,
                             jobs=jobs, budget=budget, explain=html is not None, via=via.value,
-                            candidates={"unjudged": unjudged.value, "judged_outside": judged_outside.value})
+                            candidates={"unjudged": unjudged.value, "judged_outside": judged_outside.value},
+                            features=budgeted)
     qids = list(next(iter(report["per_query"].values())))
     _finish(conn, index, report, qids, jl, fields, output, as_json, plot, html, cutoff)
     if deploy:
-        _deploy(conn, report, workdir, featureset, deploy, store, cutoff, seed, deploy_anyway)
+        from ..serving.serving import Serving
+        _deploy(conn, report, workdir, featureset, deploy, store, cutoff, seed, deploy_anyway,
+                (Serving(index, stage, window, store), jl))
     _failed_queries(report)
+
+
+def _budget(max_ms: float | None, max_cost: float | None) -> dict | None:
+    """``cross_validate``'s ``features`` of --max-ms / --max-cost (None: no budget)."""
+    if max_ms is not None and max_cost is not None:
+        raise UserError("--max-ms and --max-cost both given", "state the budget once")
+    return {"max_ms": max_ms} if max_ms is not None else \
+        {"max_cost": max_cost} if max_cost is not None else None
 
 
 def _finish(conn, index, report, qids, jl, fields, output, as_json, plot, html, cutoff) -> None:
@@ -118,6 +133,12 @@ def _show_report(report: dict, k: int) -> None:
     """The report's summary line, its table and its recommendation, if any."""
     out.print(f"{report['queries']} queries, k={k}" + (f", {report['evaluation']}" if "evaluation" in report else ""))
     out.print(_report_table(report))
+    if report.get("feature_selection"):
+        from ..pipeline.featurechoice import describe
+        sel = report["feature_selection"]
+        out.print(f"feature sets chosen per fold (budget {sel['limit_ms']:.2f} ms, est. as the first "
+                  "stage + the rescore + each feature's measured ms): " + "; ".join(
+                      f"{f + 1}) {describe(c, sel)}" for f, c in enumerate(sel["folds"])))
     if "recommendation" in report:
         out.print(f"recommendation: {report['recommendation']['reason']}")
 
@@ -140,9 +161,11 @@ def _write_report(conn, index, report, qids, jl, fields, output, plot, html) -> 
         err.print(f"report: {html}")
 
 
-def _deploy(conn, report, workdir, featureset, name, store, k, seed, anyway) -> None:
+def _deploy(conn, report, workdir, featureset, name, store, k, seed, anyway, timed) -> None:
     """``ltr evaluate cv --deploy NAME``: the recommended reranker (or ``anyway``)
-    trained on every judged query and uploaded; nothing uploaded when none is recommended."""
+    trained on every judged query and uploaded; nothing uploaded when none is recommended.
+    With a serving budget, the recommendation again with the uploaded model's served p50
+    measured live (``timed``: the serving and the judged queries to time it on)."""
     from ..pipeline.crossval import deploy_recommended, describe_choice
     from ..stores.contract import Contract, describe
     rec = report["recommendation"]["deploy"]
@@ -159,6 +182,20 @@ def _deploy(conn, report, workdir, featureset, name, store, k, seed, anyway) -> 
               f"{describe_choice(done['settings'])}; served as its serving contract says: "
               f"{describe(Contract.from_dict(done['contract']))}; its artifact, with the outer "
               f"folds' held-out gains for `ltr monitor --artifact`: {done['artifact']}")
+    if done.get("feature_selection"):
+        _served_line(conn, report, done, seed, *timed)
+
+
+def _served_line(conn, report, done, seed, serving, jl) -> None:
+    """The recommendation with the deployed model's served p50 beside its gain."""
+    from ..pipeline.featurechoice import served_cost
+    chosen = done["feature_selection"]
+    t = served_cost(conn, serving, done["name"], jl, seed)
+    out.print(f"recommendation: {report['recommendation']['reason']}; deployed as {done['name']} "
+              f"on {len(chosen['features'])} features (feature set {done['featureset']}): served "
+              f"p50 {t['p50_ms']:.2f} ms, {t['ratio']:.2f}x the first stage's {t['first_p50_ms']:.2f} "
+              f"ms (measured live, {t['queries']} queries x {t['passes']} passes interleaved; "
+              f"estimated {chosen['estimated_ms']:.2f} ms, budget {chosen['limit_ms']:.2f} ms)")
 
 
 @evaluate_app.command("interleaving")

@@ -159,19 +159,18 @@ def featureset_cost(ctx: typer.Context,
                     passes: Annotated[int, typer.Option("--passes", min=1, help="Timed passes over them (after one warm-up pass).")] = 2,
                     workdir: WorkdirOpt = Path("ltr-cost"),
                     input_format: InputFormatOpt = None, queries: QueriesFileOpt = None,
-                    output: ReportOpt = None, as_json: JsonOpt = False,
-                    pruned: Annotated[Optional[Path], typer.Option("--pruned", help="Also write the recommended pruned feature set here: a feature set file for `ltr featureset upload` (named NAME-pruned).")] = None):
+                    output: ReportOpt = None, as_json: JsonOpt = False):
     """What each feature of a stored set costs at serving time (ms added to the request,
     measured live) next to what it brings to NDCG@k (drop-one ablation under
-    cross-validation on the logged candidates: a negative delta means the feature helps),
-    ending in a recommended, pruned set: the features the model does without are left
-    out, least helpful and costliest first. Exit 3 when some queries failed (named; the
-    others are measured)."""
+    cross-validation on the logged candidates: a negative delta means the feature helps).
+    To choose a set under a serving budget, with an honest gain: `ltr evaluate cv
+    --max-cost R` (or --max-ms X) chooses it inside the training folds. Exit 3 when some
+    queries failed (named; the others are measured)."""
     from ..data.judgments import load_judgments
     from ..io.atomic import write_json
     from ..pipeline.featurecost import cost_report
     from ..serving.serving import Serving
-    _writable(output, pruned)
+    _writable(output)
     jl = load_judgments(judgments, input_format.value if input_format else None, queries)
     stage = _first_stage(fields, first_stage, statistics)
     conn = _ltr_conn(ctx)
@@ -182,41 +181,29 @@ def featureset_cost(ctx: typer.Context,
                           progress=lambda done, total: update(done, total))
     if output:
         write_json(output, rep)
-    if pruned:
-        write_json(pruned, rep["selection"]["featureset"])
     if as_json:
         _print_json(rep)
     else:
         out.print(_cost_table(rep))
-        out.print(_selection_line(rep, pruned))
+        out.print(f"to choose a set under a serving budget: `ltr evaluate cv ... --featureset {name} "
+                  "--max-cost R` (or --max-ms X): the set is chosen inside each training fold, by "
+                  "gain per measured ms, so the reported gain is measured on queries the choice "
+                  "never saw")
     _failed_queries(rep)
-
-
-def _selection_line(rep: dict, pruned: Optional[Path]) -> str:
-    sel, k = rep["selection"], rep["k"]
-    t = sel["test"]
-    n, total = len(sel["kept"]), len(sel["kept"]) + len(sel["pruned"])
-    where = f": written to {pruned}" if pruned else " (--pruned FILE writes it)"
-    return (f"recommended set: {n} of {total} features, NDCG@{k} {sel['ndcg_pruned']:.4f} vs "
-            f"{sel['ndcg_all']:.4f} with all (p {t['p_value']:.3f}, W/T/L {t['wins']}/{t['ties']}/"
-            f"{t['losses']}: selected on these folds, so optimistic; `ltr evaluate cv` with it "
-            f"gives the honest figure), {sel['ms_saved']:.2f} ms saved per request{where}")
 
 
 def _cost_table(rep: dict) -> Table:
     from ..evaluation.feature_timing import FEEDBACK
     c = rep["contribution"]
-    gone = {p["feature"]: "pruned" for p in rep["selection"]["pruned"]}
-    kept = dict.fromkeys(rep["selection"]["kept"], "kept")
     table = Table()      # a feature's name is never cut: the figures' columns fold instead
     table.add_column("feature", no_wrap=True, min_width=max(map(len, rep["cost"])))
-    for header in ("ms added (p50)", f"ndcg@{rep['k']} without it", "delta", "p", "set"):
+    for header in ("ms added (p50)", f"ndcg@{rep['k']} without it", "delta", "p"):
         table.add_column(header, overflow="fold", justify="right")
     for row, cost in rep["cost"].items():   # the first request: what the feedback group needs
         ab = c["rows"].get(FEEDBACK if row.startswith("first request") else row)
         table.add_row(row, f"{cost['p50_ms']:.2f}",
                       *((f"{ab['ndcg']:.4f}", f"{ab['delta']:+.4f}", f"{ab['p_value']:.4f}") if ab
-                        else ("", "", "")), gone.get(row) or kept.get(row, ""))
+                        else ("", "", "")))
     table.add_row("(all features, model)", "", f"{c['all']:.4f}", "", "")
     table.add_row("(first stage order)", "", f"{c['first_stage']:.4f}", "", "")
     return table

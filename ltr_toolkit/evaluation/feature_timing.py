@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -158,3 +159,77 @@ def feature_contributions(ds, make, groups: dict[str, list[str]] | None = None, 
             for row, s in scores.items()}
     first = ndcg(-np.arange(ds.n_docs, dtype=np.float64), ds.y, ds.offsets, k)
     return {"all": float(full.mean()), "first_stage": float(first.mean()), "rows": rows}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """A served request's p50 as the sum of its parts, from one :func:`feature_costs`
+    measurement (:func:`cost_model`): the first stage alone (``first_ms``), the rescore's
+    fixed part (``fixed_ms``: the plugin's query, the window's scoring), each feature's
+    own ms (``features``), and the work some features share, paid once if any of them is
+    served (``groups``: [(row, ms, features)]: feedback's first request, the encoder)."""
+
+    first_ms: float
+    fixed_ms: float
+    features: dict
+    groups: tuple = ()
+
+    def of(self, names) -> float:
+        """The estimated served p50 (ms) of a model on the features ``names`` (none: the
+        first stage alone, no rescore)."""
+        names = set(names)
+        if not names:
+            return self.first_ms
+        shared = sum(ms for _, ms, members in self.groups if names & set(members))
+        return self.first_ms + self.fixed_ms + sum(self.features.get(n, 0.0) for n in names) + shared
+
+    def to_dict(self) -> dict:
+        return {"first_ms": self.first_ms, "fixed_ms": self.fixed_ms, "features": dict(self.features),
+                "groups": [[row, ms, list(members)] for row, ms, members in self.groups]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CostModel":
+        return cls(d["first_ms"], d["fixed_ms"], dict(d["features"]),
+                   tuple((row, ms, tuple(m)) for row, ms, m in d.get("groups", ())))
+
+
+def cost_model(cost: dict, names: list[str], param_names: dict) -> CostModel:
+    """The :class:`CostModel` of a :func:`feature_costs` result. A one-feature row is
+    the rescore's fixed part plus the feature's own; the ``all features`` row is the fixed
+    part plus all of them: with n features, fixed = (sum of the rows - all) / (n - 1),
+    each feature's own ms = its row - fixed (at least 0), so the model of the whole set is
+    its measured row (up to what the clipping at 0 adds)."""
+    rows = [max(cost[n]["p50_ms"], 0.0) for n in names]
+    whole = max(cost["all features"]["p50_ms"], 0.0)
+    fixed = (sum(rows) - whole) / (len(rows) - 1) if len(rows) > 1 else 0.0
+    fixed = min(max(fixed, 0.0), min(rows)) if rows else 0.0
+    feedback = [n for n in names if derived_depth(param_names.get(n) or [])]
+    vector = [n for n in names if uses_vector(param_names.get(n) or [])]
+    groups = tuple((row, max(cost[row]["p50_ms"], 0.0), tuple(members))
+                   for row, members in ((next((r for r in cost if r.startswith("first request")),
+                                               None), feedback), (ENCODER, vector))
+                   if row in cost and members)
+    return CostModel(cost["plain request"]["p50_ms"], fixed,
+                     {n: r - fixed for n, r in zip(names, rows)}, groups)
+
+
+def served_p50(conn, first, served, param_list: list[dict], passes: int = 2,
+               seed: int = 0) -> dict:
+    """{"first_p50_ms", "p50_ms", "ratio", "queries"}: the first stage alone (``first``,
+    a Serving without a model) and the model served (``served``) timed as users call
+    them (``Serving.search``, top 10), both for each query back to back in a random
+    order, after a warm-up pass; p50 over queries and passes."""
+    times: dict = {"first": [], "served": []}
+    rng = random.Random(seed)
+    for rep in range(passes + 1):
+        for params in param_list:
+            order = [("first", first), ("served", served)]
+            rng.shuffle(order)
+            for key, serving in order:
+                t0 = time.perf_counter()
+                serving.search(conn, params, 10)
+                if rep:
+                    times[key].append((time.perf_counter() - t0) * 1e3)
+    a, b = float(np.median(times["first"])), float(np.median(times["served"]))
+    return {"first_p50_ms": a, "p50_ms": b, "ratio": b / a if a > 0 else float("inf"),
+            "queries": len(param_list), "passes": passes}

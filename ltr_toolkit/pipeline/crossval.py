@@ -14,6 +14,9 @@ settings chosen without it, and a recommendation of what to deploy.
 3. The report pools all queries: the first stage vs each algorithm (paired randomisation
    test, wins/ties/losses, per-query values), the settings each fold chose, and the
    recommendation (``evaluation.report.recommend``).
+   With a serving budget (``features``: ``max_ms`` or ``max_cost``), each fold's
+   feature set is chosen on its training queries first (:mod:`.featurechoice`), and
+   its models are trained and served on that set alone.
 4. The pipeline (``tuning.PIPELINE``, "chosen per fold"), when settings are chosen:
    in each fold, among the first stage and every candidate of every algorithm, the best
    mean inner NDCG (``tuning.pipeline_choice``; no inner gate: an algorithm's model the
@@ -49,6 +52,7 @@ from ..evaluation.report import compare, per_query_json, pipeline_test, recommen
 from ..models import warmup
 from ..models.export import plugin_scores
 from ..io.atomic import write_json
+from . import featurechoice
 from .heldout import from_folds
 from .parallel import default_jobs, run_all
 from .tuning import PIPELINE, blend_beta, pipeline_choice, select, ungated
@@ -180,7 +184,8 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    log=lambda msg: None, keep_models: bool = False,
                    evaluate_on: JudgmentList | None = None, jobs: int | None = None,
                    selection: dict | None = None, budget: float | None = None,
-                   explain: bool = False, via: str = "plugin", candidates: dict | None = None) -> dict:
+                   explain: bool = False, via: str = "plugin", candidates: dict | None = None,
+                   features: dict | None = None) -> dict:
     """Returns the pooled report (see the module docstring). ``algos``: algorithm ->
     fixed ``train_model`` settings, or None to choose them by inner cross-validation.
     Fold models are named ``{name_prefix}-{algo}-f{fold}-vN``. ``evaluate_on``: train on
@@ -195,7 +200,8 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
     are logged (``featurelog``: the plugin, or named queries); fold models are served by
     the plugin either way. ``candidates``: which candidates are trained on
     (``features.candidates``: ``unjudged`` "zero" | "drop", ``judged_outside`` "exclude" |
-    "include"); every query is evaluated over its whole window whatever they say."""
+    "include"); every query is evaluated over its whole window whatever they say.
+    ``features``: ``{"max_ms": X}`` or ``{"max_cost": R}`` (:mod:`.featurechoice`)."""
     _check_settings(folds, algos)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -209,6 +215,8 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                    folds, name_prefix, str(workdir), selection, budget, explain,
                    first_col=first_stage_column(side), first_ids=first)
         _check_first_stage_again(run, qids, failed)
+        if features:
+            run.choose_features(jl, side, features, log)
         per_query = {baseline_name: run_metrics(run.first, qids, truth, k)}
         try:
             ranked = run.rankings(algos, jobs, log, warm)
@@ -290,6 +298,8 @@ def _report(run: "_Run", per_query: dict, ranked: dict, baseline_name: str, jl: 
     })
     if explain:
         report["explanations"] = run.explanations
+    if run.feature_plan:
+        report["feature_selection"] = dict(run.feature_plan, folds=run.feature_sets)
     if PIPELINE in per_query:
         key = f"ndcg@{run.k}"
         report["pipeline"] = {"name": PIPELINE, "algorithms": run.pipeline_algos, "test": {
@@ -324,6 +334,19 @@ class _Run:
         self.pipeline_algos: list[str] = []     # the algorithms the pipeline chooses among
         self.fallbacks: dict[str, list[str]] = {}
         self.explain, self.explanations = explain, {"systems": {}}
+        self.feature_plan, self.feature_sets = None, None
+
+    def choose_features(self, jl, side: dict, features: dict, log) -> None:
+        """Measure each feature's served cost live, then choose each fold's feature set
+        on its training queries under the budget (:mod:`.featurechoice`)."""
+        first = side.get("first_stage_feature")
+        keep = [first] if first in (self.ds.feature_names or []) else []
+        self.feature_plan = featurechoice.measure(self.conn, self.serving, jl, self.featureset,
+                                                  features.get("max_ms"), features.get("max_cost"),
+                                                  keep, log, self.seed)
+        self.feature_sets = featurechoice.choose_in_folds(self.ds, self.qids, self.where,
+                                                          self.folds, self.feature_plan, self.k,
+                                                          self.seed, log, every)
 
     def rankings(self, algos: dict[str, dict | None], jobs: int | None, log,
                  warm: warmup.Warmup | None = None) -> dict:
@@ -340,7 +363,8 @@ class _Run:
             options["budget"] = self.budget * min(jobs, n_tasks) / n_tasks
         self.options = options                  # recorded: the deployment chooses alike
         tasks = [(algo, f, frozenset(q for q in self.qids if self.where[q] != f), self.k,
-                  self.seed + f, algos[algo], self.source, self.first_col, options)
+                  self.seed + f, algos[algo], self.source, self.first_col, options,
+                  self.feature_sets[f]["features"] if self.feature_sets else None)
                  for algo in sorted(algos, key=_cost_rank) for f in range(self.folds)]
         ranked = {algo: [list(ids) for ids in self.first] for algo in algos}
         self.models = {algo: [] for algo in algos}
@@ -402,8 +426,8 @@ class _Run:
         ``{prefix}-{algo}-f{f}-pipeline``)."""
         system = system or algo
         base = f"{self.name_prefix}-{algo}-f{f}" + ("-pipeline" if system != algo else "")
-        name = upload(self.conn, art, model_from_artifact(art), base, self.featureset,
-                      self.serving.store)["name"]
+        art, fs = featurechoice.featureset_for(self.conn, art, self.featureset, self.serving.store)
+        name = upload(self.conn, art, model_from_artifact(art), base, fs, self.serving.store)["name"]
         self.models.setdefault(system, []).append(name)
         idx = [i for i, q in enumerate(self.qids) if self.where[q] == f]
         fell: dict[int, str] = {}
@@ -434,12 +458,17 @@ def _cost_rank(algo: str) -> int:
     return 0 if algo in TREE_ALGOS else 2 if algo == "linear" else 1
 
 
-def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col, selection=None):
+def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col, selection=None,
+              features=None):
     """One outer fold's fit (in a worker process): the artifact (as :func:`fit_chosen`),
     its seconds, and the artifact of the :func:`.tuning.ungated` choice when that is a
-    model the inner gate kept out (for the pipeline; else None)."""
+    model the inner gate kept out (for the pipeline; else None). ``features``: the
+    fold's chosen feature set (None: all)."""
     t = time.monotonic()
     train = _subset(ds, keep)
+    if features:
+        train = featurechoice.columns(train, features)
+        first_col = first_stage_column(train.meta["sidecar"])
     chosen = select(train, algo, k, seed, first_col=first_col, **(selection or {})) \
         if fixed is None else None
     art = fit_choice(train, algo, k, seed, chosen, source, first_col, fixed)
@@ -511,11 +540,13 @@ def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,
     art, fixed = deploy_artifact(report, workdir, algo, k, seed)
     if art["model"] is None:
         return {"name": None, "algorithm": algo, "settings": None, "contract": None}
+    art, featureset = featurechoice.featureset_for(conn, art, featureset, store)
     done = upload(conn, art, model_from_artifact(art), name, featureset, store)
     path = Path(workdir) / f"{done['name']}.json"      # what ltr monitor --artifact reads
     write_json(path, art)
     return dict(done, algorithm=art.get("algorithm", algo), settings=_summary(art, fixed),
-                contract=of_artifact(art).to_dict(), artifact=str(path))
+                contract=of_artifact(art).to_dict(), artifact=str(path), featureset=featureset,
+                feature_selection=art.get("feature_selection"))
 
 
 def deploy_artifact(report: dict, workdir, algo: str, k: int | None = None,
@@ -527,12 +558,17 @@ def deploy_artifact(report: dict, workdir, algo: str, k: int | None = None,
     ds = load_logged(data)
     seed = report.get("seed", 42) if seed is None else seed
     k = report.get("k", 10) if k is None else k
+    chosen = None
+    if report.get("feature_selection"):         # chosen on all judged queries, as per fold
+        chosen = featurechoice.choose(ds, report["feature_selection"], k, seed)
+        ds = featurechoice.columns(ds, chosen["features"])
     first_col = first_stage_column(ds.meta["sidecar"])
     fixed = report.get("fixed_settings", {}).get(algo)     # None: chosen, as in the folds
     art = pipeline_artifact(ds, report, k, seed, str(data), first_col) if algo == PIPELINE \
         else fit_chosen(ds, algo, k, seed, fixed, str(data), first_col, report.get("selection_options"))
     if art.get("model") is not None:        # the outer folds' gains: ltr monitor's evidence
         art["held_out"] = (report.get("held_out") or {}).get(algo)
+        art["feature_selection"] = chosen
         art["training_data"]["qids"] = [str(q) for q in ds.qids]
     return art, None if algo == PIPELINE else fixed
 

@@ -1,6 +1,9 @@
 """``ltr featureset cost``: log a feature set's candidates for the judged queries, then
 measure what each feature costs at serving time and brings to NDCG@k
-(:mod:`ltr_toolkit.evaluation.feature_timing`)."""
+(:mod:`ltr_toolkit.evaluation.feature_timing`). Choosing a set is not done here:
+``ltr evaluate cv --max-cost R`` (or ``--max-ms``) chooses it inside the training folds,
+under a serving budget, with the same live measure of each feature's cost
+(:func:`measure_costs`), so that its gain is measured on queries the choice never saw."""
 
 from __future__ import annotations
 
@@ -10,7 +13,6 @@ from pathlib import Path
 from ..stores.params import DERIVED, featureset_info
 from ..data.svmlight import load_logged
 from ..errors import UserError
-from ..evaluation.feature_selection import prune, pruned_featureset
 from ..evaluation.feature_timing import FEEDBACK, ablation_scores, feature_contributions, feature_costs
 from .tuning import grid
 from .train import make_estimator
@@ -29,16 +31,28 @@ def ablation_settings(algo: str, n_queries: int) -> dict:
     return chosen
 
 
+def measure_costs(conn, serving, jl, featureset: str, info: dict, timing_queries: int = 100,
+                  passes: int = 2, seed: int = 42) -> dict:
+    """:func:`.feature_timing.feature_costs` of ``featureset`` (``info``: its
+    ``featureset_info``) on the first ``timing_queries`` judged queries of ``jl``,
+    served by ``serving`` (its term budget measured already). The timed queries' plan (that
+    budget, the set's parameters, the encoder, the shards) and their parameters (vectors,
+    first-stage ids) are made here, once."""
+    uses = {f["name"]: list(f.get("params") or []) for f in info["features"]}
+    raw = [jl.query_params(q) for q in jl.judged_qids()[:timing_queries]]
+    plan = serving.query_plan(conn, [p for ps in uses.values() for p in ps])
+    tops = [ids or [] for ids in plan.first_ids(conn, raw, plan.window)]
+    prepared = plan.params(conn, raw, first_ids=tops)              # as serving prepares them
+    return feature_costs(conn, plan, featureset, info["feature_names"], uses,
+                         list(zip(raw, prepared, tops)), passes, seed)
+
+
 def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambdamart",
                 folds: int = 5, timing_queries: int = 100, passes: int = 2, k: int = 10,
                 seed: int = 42, log=lambda msg: None, progress=None) -> dict:
-    """{"cost": feature_costs(...), "contribution": feature_contributions(...),
-    "selection": feature_selection.prune(...) with the pruned set's file, ...}. The
-    term budget is measured once, by the logging of the candidates (recorded in their
-    sidecar); the timed queries' plan (that budget, the set's parameters, the encoder, the
-    shards) and their parameters (vectors, first-stage ids) are made here, once, and
-    handed to :func:`feature_costs`. ``progress(done, total)``: after each model fit of
-    the ablation, then of the pruning (counted again from 1)."""
+    """{"cost": feature_costs(...), "contribution": feature_contributions(...), ...}.
+    The term budget is measured once, by the logging of the candidates (recorded in their
+    sidecar). ``progress(done, total)``: after each model fit of the ablation."""
     info = featureset_info(conn, featureset, serving.store)
     qids = jl.judged_qids()
     if len(qids) < folds:
@@ -57,19 +71,10 @@ def cost_report(conn, serving, jl, featureset: str, workdir, algo: str = "lambda
     make = partial(make_estimator, algo, k=k, seed=seed, **settings)
     scores = ablation_scores(ds, make, {FEEDBACK: feedback}, folds, k, seed, progress)
     contribution = feature_contributions(ds, make, k=k, scores=scores)
-    raw = [jl.query_params(q) for q in qids[:timing_queries]]
-    log(f"timing {len(raw)} queries x {passes} passes")
-    plan = serving.query_plan(conn, [p for ps in uses.values() for p in ps])
-    tops = [ids or [] for ids in plan.first_ids(conn, raw, plan.window)]
-    prepared = plan.params(conn, raw, first_ids=tops)              # as serving prepares them
-    cost = feature_costs(conn, plan, featureset, info["feature_names"], uses,
-                         list(zip(raw, prepared, tops)), passes, seed)
-    log("pruning: each feature the model does without, least helpful first")
-    selection = prune(ds, make, contribution, cost, scores[0], scores[1], k, log, progress)
-    selection["featureset"] = pruned_featureset(info["features"], selection["kept"],
-                                                f"{featureset}-pruned")
+    log(f"timing {min(timing_queries, len(qids))} queries x {passes} passes")
+    cost = measure_costs(conn, serving, jl, featureset, info, timing_queries, passes, seed)
     return {"featureset": featureset, "index": serving.index, "window": serving.depth,
-            "queries": len(qids), "timed_queries": len(raw), "passes": passes,
-            "algo": algo, "settings": settings, "folds": folds, "k": k,
+            "queries": len(qids), "timed_queries": min(timing_queries, len(qids)),
+            "passes": passes, "algo": algo, "settings": settings, "folds": folds, "k": k,
             "feedback_features": feedback, "cost": cost, "contribution": contribution,
-            "selection": selection, "failed_queries": side.get("failed_queries", [])}
+            "failed_queries": side.get("failed_queries", [])}

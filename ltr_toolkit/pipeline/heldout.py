@@ -28,9 +28,13 @@ from .artifact import load_model
 
 def model_scores(art: dict, model, X: np.ndarray, names: list[str]) -> np.ndarray:
     """What the model ranks a window by, as served: the model's score, blended with the
-    first stage's when its serving contract says so."""
+    first stage's when its serving contract says so. A model on some of the logged
+    features (a feature set chosen under a budget) reads its own columns."""
     contract = of_artifact(art)
-    s = plugin_scores(art, model, X)
+    own = list(art.get("feature_names") or [])
+    cols = X if own == list(names) or not set(own) <= set(names) else \
+        X[:, [names.index(n) for n in own]]
+    s = plugin_scores(art, model, cols)
     qw, rw = contract.weights
     feature = contract.first_stage_feature
     if float(qw) and feature in names:
