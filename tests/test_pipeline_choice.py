@@ -131,11 +131,13 @@ def test_the_pipeline_serves_each_folds_pick():
     run.selected = {"linear": [_selected(0.4, 0.5, True), _selected(0.4, 0.3, False)],
                     "lambdamart": [_selected(0.4, 0.45, True), _selected(0.4, 0.35, False)]}
     run.runners = {"linear": [None, None], "lambdamart": [None, None]}
+    run.arts = {"linear": ["lin-0", "lin-1"], "lambdamart": ["mart-0", "mart-1"]}
     run.chosen = {"linear": [{"settings": {"l2": 0.0}, "blend": 1.0}] * 2,
                   "lambdamart": [{"settings": {"depth": 2}, "blend": None}] * 2}
     ranked = {"linear": [["lin"]] * 4, "lambdamart": [["mart"]] * 4}
     assert run._pipeline(ranked) == [["lin"], ["f"], ["lin"], ["f"]]
     assert [c["algorithm"] for c in run.chosen[PIPELINE]] == ["linear", None]
+    assert run.arts[PIPELINE] == ["lin-0", None]     # the picked fold model's artifact, or none
     assert crossval.describe_choice(run.chosen[PIPELINE][0]).startswith("linear: ")
     assert crossval.describe_choice(run.chosen[PIPELINE][1]) == "first stage kept"
 
