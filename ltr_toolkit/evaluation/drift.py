@@ -220,10 +220,13 @@ def feature_drift(ref: np.ndarray, new: np.ndarray, names: list[str], ref_offset
     psi, ks = statistics(_counts(c[:len(ref)]), _counts(c[len(ref):]))     # as the null's
     offsets = np.concatenate([ref_offsets, len(ref) + np.asarray(new_offsets)[1:]])
     null_psi, null_ks = null_statistics(c, offsets, q_ref, draws, seed)
-    z_max = max_threshold(np.maximum(standardise(null_psi, null_psi),
-                                     standardise(null_ks, null_ks)).max(axis=1), alpha)
-    z_psi, z_ks = standardise(psi, null_psi), standardise(ks, null_ks)
-    limit = {"psi": _raw(z_max, null_psi), "ks": _raw(z_max, null_ks)}
+    # standardised by the spread of all the splits, the real one among them: symmetric,
+    # so the real split's rank among them is uniform when nothing changed
+    all_psi, all_ks = np.vstack([psi, null_psi]), np.vstack([ks, null_ks])
+    z = np.maximum(standardise(all_psi, all_psi), standardise(all_ks, all_ks))
+    z_max = max_threshold(z[1:].max(axis=1), alpha)
+    z_psi, z_ks = standardise(psi, all_psi), standardise(ks, all_ks)
+    limit = {"psi": _raw(z_max, all_psi), "ks": _raw(z_max, all_ks)}
     r, n = _shares(ref), _shares(new)
     sup = support(ref, new, ref_offsets, q_new, alpha)
     out = []
