@@ -332,3 +332,22 @@ def test_unique_titles_are_text_to_search_not_identifiers():
     assert "title_bm25" in names and "title" not in skipped, (names, skipped)
     assert not any(n.startswith("title_") and "exact" in n for n in names)
     assert not any(n.startswith("code_") and "bm25" in n for n in names), names
+
+
+def test_many_main_text_fields_leave_room_for_numbers_and_exact_matches():
+    """Seven main text fields (as MSRD's movies have) do not fill the default cap with
+    their BM25 and phrase variants: the combined match, the three most covered fields'
+    BM25, the brand's exact match and four of the five numbers are kept."""
+    texts = [f"t{i}" for i in range(7)]
+    numbers = ["price", "popularity", "rating", "votes", "weight"]
+    mapping = {**{t: {"type": "text"} for t in texts}, "brand": {"type": "keyword"},
+               **{n: {"type": "float"} for n in numbers}}
+    rng = random.Random(1)
+    docs = [{**{t: " ".join(rng.sample(WORDS, 3)) for t in texts}, "brand": rng.choice(BRANDS),
+             **{n: round(rng.uniform(1, 500), 2) for n in numbers}} for _ in range(300)]
+    doc = generate(mapped_fields(mapping), docs, "shop", now=NOW)
+    names = [f["name"] for f in doc["featureset"]["features"]]
+    assert len(names) == 12
+    assert "brand_is_query" in names and sum(n in numbers for n in names) == 4, names
+    assert sum(n.endswith("_bm25") and n[:-5] in texts for n in names) >= 3
+    assert any(n.endswith("_phrase") for n in names) and not any(n.endswith("_all_terms") for n in names)

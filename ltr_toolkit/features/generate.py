@@ -17,14 +17,14 @@ Per field, by its mapped type and its sampled values (templates: :mod:`.template
 
 Numbers that are codes (named ``*_id`` and the like), fields few sampled documents
 have, constant ones, the toolkit's own helper fields and nested objects are left out,
-each with its reason; so is every feature past ``max_features`` (ranked: the main text
-and the semantic feature, then phrases, exact matches, numbers and dates, then the
-other text). The default cap, :data:`DEFAULT_MAX_FEATURES`, is the serving cost: the
-plugin renders, parses and builds every feature's query on each request, ~0.35 ms a
-feature whatever the window (benchmarks/results/latency_breakdown.md: six features add
-2.5 ms, the rescore itself 0.6 ms; the issue's 120 generated features cost 6.1x the
-first stage), so 12 add ~4.8 ms: a model over them serves within twice a catalogue
-first stage of 5 ms or more (9 ms on the 19,000-product catalogue of issue 58).
+each with its reason; so is every feature past ``max_features`` (ranked: the combined
+match, the semantic feature and the BM25 of the three main fields that most documents
+have (or most judged queries' words reach); exact matches; four numbers and dates;
+two main fields' phrases; then the other text -- :data:`QUOTAS`). The default cap,
+:data:`DEFAULT_MAX_FEATURES`, is the serving cost: each feature's query runs for every
+rescored hit on each request (benchmarks/results/catalogue_features.md: 0.07-0.34 ms a
+feature on MSRD, 12 adding 0.69 ms to a 1.7 ms first stage; latency_breakdown.md: six
+add 1.9 ms on Cranfield; the issue's 120 generated features cost 6.1x the first stage).
 
 The file says what its values mean: ``generated`` holds each feature's why, each
 left-out field's reason, the reference date, the cap and what a missing value is."""
@@ -64,7 +64,12 @@ COMBINED_FIELDS = 8
 MISSING = ("a feature with no value for a document is missing (absent), as ltr_log "
            "reports it and ltr predict reads it; no template fills in a default")
 #: ranking tiers of the pool (lower first)
-CORE, VARIANT, EXACT, VALUE, OTHER_TEXT, EXTRA = range(6)
+CORE, EXACT, VALUE, VARIANT, OTHER_TEXT, EXTRA = range(6)
+#: how many features of a kind keep their tier, and the tier the others rank with: the
+#: main fields' BM25 (beside the combined match and the semantic feature), the numbers
+#: and dates, the main fields' phrases -- so that a catalogue of many main text fields
+#: still gets its exact matches and its numbers and dates under the cap
+QUOTAS = {"main": (3, OTHER_TEXT), "value": (4, EXTRA), "phrase": (2, EXTRA)}
 
 
 @dataclass
@@ -74,6 +79,7 @@ class Candidate:
     field: str
     tier: int
     score: float = 1.0
+    quota: str | None = None    # a key of QUOTAS
 
 
 @dataclass
@@ -220,9 +226,9 @@ def _text_candidates(f: Field) -> list[Candidate]:
         return [Candidate(*T.identifier(f.path, f.exact), f.path, EXACT, 1.0 + f.coverage)]
     out = [Candidate(*T.is_query(f.path, f.exact), f.path, EXACT, lean)] if f.categorical() else []
     if _main(f):
-        out += [Candidate(*T.bm25(f.path), f.path, CORE, f.coverage),
-                Candidate(*T.phrase(f.path), f.path, VARIANT, f.coverage),
-                Candidate(*T.all_terms(f.path), f.path, EXTRA, f.coverage)]
+        out += [Candidate(*T.bm25(f.path), f.path, CORE, lean, "main"),
+                Candidate(*T.phrase(f.path), f.path, VARIANT, lean, "phrase"),
+                Candidate(*T.all_terms(f.path), f.path, EXTRA, lean)]
     elif f.kind == TEXT:
         out += [Candidate(*T.bm25(f.path), f.path, OTHER_TEXT, lean),
                 Candidate(*T.phrase(f.path), f.path, EXTRA, lean / 2),
@@ -246,8 +252,9 @@ def _candidates(f: Field, stats: dict, reference: _dt.date, vectors: VectorKind 
         made = T.flag(f.path)
     elif f.kind in VECTORS and vectors is not None:
         made = T.cosine(f.path, vectors)
-    tier = CORE if f.kind in VECTORS else VALUE
-    return [Candidate(*made, f.path, tier, f.coverage)] if made else []
+    if f.kind in VECTORS:
+        return [Candidate(*made, f.path, CORE, f.coverage)] if made else []
+    return [Candidate(*made, f.path, VALUE, f.coverage, "value")] if made else []
 
 
 def _combined(pool: list[Candidate], fields: dict[str, Field]) -> list[Candidate]:
@@ -261,8 +268,17 @@ def _combined(pool: list[Candidate], fields: dict[str, Field]) -> list[Candidate
 
 
 def _select(pool: list[Candidate], max_features: int) -> tuple[list[Candidate], list[Candidate]]:
-    """(kept, cut): the pool ranked by tier, then score; the first ``max_features`` (0: all)."""
-    ranked = sorted(pool, key=lambda c: (c.tier, -c.score, c.feature["name"]))
+    """(kept, cut): the pool ranked by tier, then score, past each kind's quota
+    (:data:`QUOTAS`) with the tier it names; the first ``max_features`` (0: all)."""
+    def key(c):
+        return c.tier, -c.score, c.feature["name"]
+    used: dict[str, int] = {}
+    for c in sorted(pool, key=key):
+        if c.quota:
+            used[c.quota] = used.get(c.quota, 0) + 1
+            limit, overflow = QUOTAS[c.quota]
+            c.tier = c.tier if used[c.quota] <= limit else overflow
+    ranked = sorted(pool, key=key)
     n = len(ranked) if max_features <= 0 else max_features
     return ranked[:n], ranked[n:]
 
