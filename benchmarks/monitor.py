@@ -35,7 +35,7 @@ from benchmarks._report import RESULTS
 from benchmarks.monitor_null import INDEX, ensure_index, featureset, log
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
-from ltr_toolkit.pipeline.heldout import from_valid
+from ltr_toolkit.pipeline.evidence import from_valid
 from ltr_toolkit.pipeline.train import train_model
 
 

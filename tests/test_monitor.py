@@ -419,11 +419,11 @@ def test_the_monitor_page_shows_hostile_names_as_text_in_a_real_browser(deployed
 
 
 def test_cross_validation_records_each_fold_models_gains_on_its_own_fold(deployed):
-    """``ltr evaluate cv``'s evidence (pipeline.heldout.from_folds): fold f's model scores
+    """``ltr evaluate cv``'s evidence (pipeline.evidence.from_folds): fold f's model scores
     fold f's queries only; a fold that kept the first stage has gain 0 there."""
     from ltr_toolkit.data.svmlight import load_logged
     from ltr_toolkit.pipeline.crossval import fold_of
-    from ltr_toolkit.pipeline.heldout import from_folds, per_query
+    from ltr_toolkit.pipeline.evidence import from_folds, per_query
     from ltr_toolkit.pipeline.train import load_model, train_model
     ds = load_logged(deployed / "ref.txt")
     where = fold_of([str(q) for q in ds.qids], 2, seed=0)

@@ -2,7 +2,7 @@
 on a new snapshot's judged queries, tested against the per-query gains it showed on
 queries it was not trained on, recorded in its artifact when it was made (``held_out``:
 ``ltr evaluate cv --deploy``'s outer folds, ``ltr train --valid``'s split;
-``pipeline.heldout``). Its gain on its own training rows says nothing of decay (every
+``pipeline.evidence``). Its gain on its own training rows says nothing of decay (every
 new query would look like one), and two significance results are not a test of a change.
 
 The first stage's ranking is in the logged data: rows logged from the first stage's

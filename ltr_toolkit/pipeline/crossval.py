@@ -53,7 +53,7 @@ from ..models import warmup
 from ..models.export import plugin_scores
 from ..io.atomic import write_json
 from . import featurechoice
-from .heldout import from_folds
+from .evidence import from_folds
 from .parallel import default_jobs, run_all
 from .tuning import PIPELINE, blend_beta, pipeline_choice, select, ungated
 from .train import TREE_ALGOS, check_algorithm, model_from_artifact, train_model

@@ -31,7 +31,7 @@ from ..evaluation import decay as D
 from ..evaluation.drift import feature_drift
 from ..jobs.snapshots import snapshots
 from .artifact import check_same_features, load_model
-from .heldout import model_scores, per_query
+from .evidence import model_scores, per_query
 
 #: an unchanged index and model raise an alarm (any verdict but ok) in at most ALPHA of
 #: runs: the drift check and the decay test share it, half each

@@ -20,7 +20,7 @@ from ..stores.contract import from_sidecar
 # the artifact read back (here too for the callers that import them from here)
 from .artifact import (ARTIFACT_FORMAT, check_same_features, load_model,  # noqa: F401
                        model_from_artifact, predict_file, read_artifact)
-from .heldout import from_valid
+from .evidence import from_valid
 
 ALGORITHMS = sorted([*NEURAL_ALGOS, *TREE_ALGOS])
 
@@ -60,7 +60,7 @@ def train_from_files(data, algo="lambdarank-nn", valid=None, test=None, output=N
         if other is not None:
             check_same_features(data, train.meta["sidecar"], other.source, other.meta["sidecar"])
     artifact = train_model(train, algo, v, t, source=str(data), **params)
-    if v is not None:       # the gains ltr monitor tests decay against (pipeline.heldout)
+    if v is not None:       # the gains ltr monitor tests decay against (pipeline.evidence)
         stopped = algo in NEURAL_ALGOS or params.get("patience") is not None
         artifact["held_out"] = from_valid(artifact, v, params.get("k", 10), stopped)
     if propensity is not None:
