@@ -73,11 +73,29 @@ def _runtime() -> str:
         return ""
 
 
+#: the text whose vector fingerprints how this machine runs the encoder
+PROBE_TEXT = "ltr-toolkit: how this machine encodes"
+_fingerprints: dict = {}
+
+
+def _fingerprint(encoder: Encoder) -> bytes:
+    """The encoder's vector of :data:`PROBE_TEXT` on this machine, as bytes: an int8
+    model's vectors differ across CPUs (the integer kernels onnxruntime picks by the
+    instruction set: cosines of 0.99 between two machines' vectors of one text), so
+    vectors kept or shipped from another machine are used only where it encodes alike."""
+    key = (id(encoder), encoder.sha256)
+    if key not in _fingerprints:
+        _fingerprints[key] = np.asarray(encoder.encode([PROBE_TEXT], kind="document"),
+                                        dtype=np.float32).tobytes()
+    return _fingerprints[key]
+
+
 def vectors_key(encoder: Encoder, texts: list[str]) -> str:
     """What the vectors of ``texts`` by ``encoder`` are kept under: the model's hash, the
     runtime that ran it (an int8 model's vectors differ across onnxruntime versions: the
-    shipped vectors of one version are not another's), and the texts."""
-    h = hashlib.sha256(encoder.sha256.encode() + _runtime().encode())
+    shipped vectors of one version are not another's), how this machine runs it
+    (:func:`_fingerprint`), and the texts."""
+    h = hashlib.sha256(encoder.sha256.encode() + _runtime().encode() + _fingerprint(encoder))
     for t in texts:
         h.update(t.encode() + b"\0")
     return h.hexdigest()[:32]
