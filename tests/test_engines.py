@@ -171,6 +171,7 @@ def test_semantic_feature_value_is_the_engines_transform_of_the_cosine(engine_cl
     conn, index = engine_cluster.conn(), engine_cranfield["index"]
     fs = load_featureset(cranfield.FEATURE_SET)
     name = f"cos-{uuid.uuid4().hex[:6]}"
+    st.init_store(conn, None)           # whichever test runs first on this node
     st.upload_featureset(conn, dict(fs, name=name))
     jl = cranfield.split_judgments("test")
     jl = jl.subset(jl.judged_qids()[:3])
