@@ -49,7 +49,9 @@ def test_wheel_ships_data_and_runs(tmp_path):
     out = elsewhere / "j.txt"
     r = subprocess.run([str(ltr), "judgments", "cranfield", "--split", "test", "-o", str(out)],
                        capture_output=True, text=True, cwd=elsewhere)
-    assert r.returncode == 0 and out.read_text().startswith("# qid:"), r.stderr
+    from ltr_toolkit.data.judgments import JUDGMENTS_MARK       # the toolkit's own file
+    lines = out.read_text().splitlines()
+    assert r.returncode == 0 and lines[0] == JUDGMENTS_MARK and lines[1].startswith("# qid:"), r.stderr
     r = subprocess.run([str(py), "-c", "from ltr_toolkit.datasets import cranfield; "
                         "from ltr_toolkit.data.featuresets import load_featureset; "
                         "print(len(load_featureset(cranfield.FEATURE_SET)['features']))"],
