@@ -143,19 +143,12 @@ def run_cli_here(*args, env=None):
     value; stdout and stderr captured; ``env`` set for the call and restored)."""
     import contextlib
     import io
+    from unittest import mock
     from ltr_toolkit.cli import main
-    saved = {k: os.environ.get(k) for k in (env or {})}
     stdout, stderr = io.StringIO(), io.StringIO()
-    try:
-        os.environ.update(env or {})
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            code = main(list(args))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with mock.patch.dict(os.environ, env or {}), contextlib.redirect_stdout(stdout), \
+            contextlib.redirect_stderr(stderr):
+        code = main(list(args))
     return subprocess.CompletedProcess(["ltr", *args], code, stdout.getvalue(), stderr.getvalue())
 
 
