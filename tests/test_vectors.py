@@ -166,7 +166,7 @@ def test_vectors_added_to_an_existing_index_resume_after_a_kill(ltr_cluster, tmp
         class Killed(Exception):
             pass
 
-        def kill(done):
+        def kill(step, done, total):
             raise Killed
         with pytest.raises(Killed):          # killed after its first batch of 2 documents
             add_vectors(conn, index, ("title", "body"), batch=2, progress=kill)

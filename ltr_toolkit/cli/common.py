@@ -146,6 +146,22 @@ def _progress(label: str, total: int | None = None):
     yield update
 
 
+@contextlib.contextmanager
+def _steps():
+    """Yields ``progress(step, done, total=None)`` for a run of several long steps (the
+    library's indexing functions call it): each step has its own :func:`_progress` line
+    (its rate and ETA from its own start), ended when the next step begins."""
+    with contextlib.ExitStack() as stack:
+        current: list = [None, None]
+
+        def progress(step: str, done: int, total: int | None = None):
+            if step != current[0]:
+                stack.close()
+                current[:] = [step, stack.enter_context(_progress(step, total))]
+            current[1](done, total)
+        yield progress
+
+
 def _bar(label: str, total: int | None):
     """:func:`_progress` on a terminal: a transient rich bar with its rate and ETA."""
     from rich.progress import Progress, ProgressColumn

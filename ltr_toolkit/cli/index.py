@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from .common import _conn, _partial, _progress, err, index_app, out
+from .common import _conn, _partial, _steps, err, index_app, out
 
 
 ShardsOpt = Annotated[int, typer.Option("--shards", min=1, help="Primary shards of the new index.")]
@@ -78,10 +78,11 @@ def index_cranfield(ctx: typer.Context,
     """Load the bundled Cranfield collection (1,400 documents) into INDEX."""
     from ..datasets import cranfield
     from ..indexing.documents import index_documents
-    _indexed(index_documents(_conn(ctx), index, cranfield.documents(), recreate=recreate,
-                             shards=shards, replicas=replicas, expansion=_expansion(neighbours),
-                             vector_fields=_vector_fields(vectors)),
-             index, "the bundled collection")
+    with _steps() as progress:
+        res = index_documents(_conn(ctx), index, cranfield.documents(), recreate=recreate,
+                              shards=shards, replicas=replicas, expansion=_expansion(neighbours),
+                              vector_fields=_vector_fields(vectors), progress=progress)
+    _indexed(res, index, "the bundled collection")
 
 
 @index_app.command("jsonl")
@@ -102,12 +103,13 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
     conn = _conn(ctx)
     analyzer = pick_analyzer(conn)
     t0 = time.monotonic()
-    res = index_documents(conn, index, coll.docs, analyzer, recreate=recreate, fields=coll.text_fields,
-                          meta=f"jsonl:{path.name}", shards=shards, replicas=replicas,
-                          expansion=_expansion(neighbours, coll.text_fields),
-                          vector_fields=coll.text_fields if vectors == MAIN else _vector_fields(vectors),
-                          typed=coll.properties(analyzer),
-                          log=lambda m: err.print(f"[{time.monotonic() - t0:6.1f}s] {m}"))
+    with _steps() as progress:
+        res = index_documents(conn, index, coll.docs, analyzer, recreate=recreate,
+                              fields=coll.text_fields, meta=f"jsonl:{path.name}", shards=shards,
+                              replicas=replicas, expansion=_expansion(neighbours, coll.text_fields),
+                              vector_fields=coll.text_fields if vectors == MAIN else _vector_fields(vectors),
+                              typed=coll.properties(analyzer), progress=progress,
+                              log=lambda m: err.print(f"[{time.monotonic() - t0:6.1f}s] {m}"))
     _field_report(coll.report())
     _indexed(res, f"{index} (main text fields {', '.join(coll.text_fields) or 'none'})", str(path))
 
@@ -147,8 +149,8 @@ def index_vectors_cmd(ctx: typer.Context,
                 if res.get("checked_cosine") is not None else "")
         out.print(f"recorded field {field} of {index} as vectors of {res['encoder']['name']}{note}")
         return
-    with _progress("vectors") as update:
-        res = add_vectors(conn, index, names, progress=lambda n: update(n))
+    with _steps() as progress:
+        res = add_vectors(conn, index, names, progress=progress)
     out.print(f"wrote vectors of {', '.join(res['fields'])} by {res['encoder']['name']} for "
               f"{res['written']} documents of {index}"
               + (f"; {res['no_text']} without text in those fields (no vector)" if res["no_text"] else ""))
@@ -166,7 +168,8 @@ def index_neighbours(ctx: typer.Context,
     changing documents)."""
     from ..indexing.neighbours import Expansion, expand
     spec = Expansion(fields=tuple(f.strip() for f in fields.split(",") if f.strip()), k=k)
-    res = expand(_conn(ctx), index, spec)
+    with _steps() as progress:
+        res = expand(_conn(ctx), index, spec, progress=progress)
     out.print(f"wrote the text of {k} neighbours into {res['field']} for {res['written']} of "
               f"{res['documents']} documents of {index}"
               + (f"; {res['errors']} failed" if res["errors"] else ""))

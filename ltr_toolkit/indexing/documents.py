@@ -9,6 +9,7 @@ each document's nearest neighbours' text in ``neighbours`` (index-time feedback,
 
 from __future__ import annotations
 
+import numpy as np
 from opensearchpy import helpers
 
 from ..encoders import load_encoder
@@ -117,9 +118,15 @@ def corpus_version(conn: Connection, index: str) -> str | None:
     return next(iter(resp.values()), {}).get("mappings", {}).get("_meta", {}).get("corpus", "")
 
 
+#: documents per bulk request (and between two progress reports of a load)
+CHUNK = 500
+
+
 def _load(conn: Connection, index: str, body: dict, docs: list[dict],
-          fields: tuple[str, ...] | None, extra=None) -> tuple[int, list]:
-    """Creates ``index`` with ``body`` and bulk-loads ``docs`` (plus ``extra(doc)``'s fields)."""
+          fields: tuple[str, ...] | None, extra=None,
+          progress=lambda done, total: None) -> tuple[int, list]:
+    """Creates ``index`` with ``body`` and bulk-loads ``docs`` (plus ``extra(doc)``'s
+    fields); ``progress(done, total)`` after each bulk request."""
     c = conn.client()
     names = fields or FIELDS
     # token counts: Cranfield's title_len and abstract_len, a collection's namespaced
@@ -137,9 +144,26 @@ def _load(conn: Connection, index: str, body: dict, docs: list[dict],
     actions = ({"_index": index, "_id": d["id"], "_source": source(d)} for d in docs)
     # one refresh after the load: ``refresh="wait_for"`` on each bulk request waited for
     # the next scheduled refresh (up to a second) once per chunk
-    done = call(conn, helpers.bulk, c, actions, chunk_size=500, raise_on_error=False)
+    done = call(conn, _bulk, c, actions, lambda n: progress(n, len(docs)))
     call(conn, c.indices.refresh, index=index)
     return done
+
+
+def _bulk(client, actions, progress) -> tuple[int, list]:
+    """``helpers.bulk(client, actions, raise_on_error=False)``: (documents loaded, the
+    failed items), with ``progress(done)`` after each :data:`CHUNK`."""
+    loaded, errors = 0, []
+    progress(0)
+    for ok, item in helpers.streaming_bulk(client, actions, chunk_size=CHUNK,
+                                           raise_on_error=False):
+        if ok:
+            loaded += 1
+        else:
+            errors.append(item)
+        if (loaded + len(errors)) % CHUNK == 0:
+            progress(loaded + len(errors))
+    progress(loaded + len(errors))
+    return loaded, errors
 
 
 def _joined(value) -> str:
@@ -153,7 +177,8 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
                     term_vectors: bool = True, merge: bool = True,
                     expansion: Expansion | None = Expansion(),
                     vector_fields: tuple[str, ...] | None = DEFAULT_TEXT_FIELDS,
-                    encoder=None, typed: dict | None = None, log=lambda msg: None) -> dict:
+                    encoder=None, typed: dict | None = None, log=lambda msg: None,
+                    progress=None) -> dict:
     """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
     an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
     fields and mapping. ``term_vectors``: store them (:data:`TERM_VECTORS`; off saves
@@ -168,34 +193,40 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     all its fields when it has none of them) by ``encoder`` (None: ``$LTR_ENCODER`` or the
     default) in :data:`.vectors.FIELD`; None: no vectors. ``typed``: the mapping of the
     collection's other fields (numbers, dates, ...). ``log``: each phase as it starts.
+    ``progress(step, done, total)``: how far each long step is ("vectors", "neighbours
+    (first load)", "neighbours", "loading"), at least after each batch of it.
     Returns a summary: ``errors`` documents the engine refused (the others are loaded),
     each in ``rejected`` (:func:`.rejections.rejection`: id, field, value, why)."""
-    c = conn.client()
+    report = progress or (lambda step, done, total: None)
     analyzer = analyzer or pick_analyzer(conn)
     expansion = expansion and expansion_over(expansion, fields or FIELDS)
     _clear_index(conn, index, recreate)
     vector_fields, no_vectors = _vector_support(conn, vector_fields)
-    if vector_fields:
-        log(f"vectors: encoding {len(docs)} documents")
-    vec_fields, vec_of = _vectors(docs, fields or FIELDS, vector_fields, encoder)
+    vec_fields, vec_of = _vectors(docs, fields or FIELDS, vector_fields, encoder, report, log)
     body = mapping(analyzer, fields, meta, shards, replicas, term_vectors,
                    expansion.field if expansion else None, vec_fields, vector_kind(conn), typed)
-    if expansion:
-        log(f"neighbours: {expansion.k} per document by more_like_this over {', '.join(expansion.fields)}")
-        texts = _neighbour_texts(conn, index, docs, expansion, mapping(
-            analyzer, fields, meta, 1, 0, term_vectors, None, typed=typed), fields)
+    texts = _neighbour_texts(conn, index, docs, expansion, mapping(
+        analyzer, fields, meta, 1, 0, term_vectors, None, typed=typed), fields, report, log)
+
     def extra(d):
         out = {expansion.field: texts.get(str(d["id"]), "")} if expansion else {}
-        vec = vec_of.get(str(d["id"]))
-        return out | ({VECTOR_FIELD: vec} if vec is not None else {})
+        return out | vec_of(str(d["id"]))
     log(f"loading {len(docs)} documents into {index}")
-    ok, errors = _load(conn, index, body, docs, fields, extra)
-    if merge:
-        call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
-        call(conn, c.indices.refresh, index=index)
+    ok, errors = _load(conn, index, body, docs, fields, extra,
+                       progress=lambda done, total: report("loading", done, total))
+    _finish(conn, index, merge, log)
     count = request(conn, "GET", f"/{index}/_count")["count"]
     return {"index": index, "analyzer": analyzer, "indexed": ok, "errors": len(errors), "count": count,
             "rejected": [rejection(e) for e in errors], "vectors": vec_fields, "no_vectors": no_vectors}
+
+
+def _finish(conn: Connection, index: str, merge: bool, log) -> None:
+    """The loaded index force-merged to one segment per shard (``merge``)."""
+    if merge:
+        log(f"merging {index} into one segment per shard")
+        c = conn.client()
+        call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
+        call(conn, c.indices.refresh, index=index)
 
 
 def _clear_index(conn: Connection, index: str, recreate: bool) -> None:
@@ -218,29 +249,42 @@ def _vector_support(conn: Connection, vector_fields):
     return vector_fields, None
 
 
-def _neighbour_texts(conn: Connection, index: str, docs: list[dict], expansion: Expansion,
-                     body: dict, fields) -> dict:
+def _neighbour_texts(conn: Connection, index: str, docs: list[dict], expansion: Expansion | None,
+                     body: dict, fields, progress, log) -> dict:
     """Each document's nearest neighbours' text, found in a first load of ``docs`` into
     ``index`` with ``body`` (one shard), deleted afterwards: more_like_this picks its
     terms from a shard's statistics, so the neighbours are the same whatever the real
-    load's shard count, and the real load writes them (no updated copies left behind)."""
-    _load(conn, index, body, docs, fields)
-    texts = all_neighbour_texts(conn, index, expansion)
+    load's shard count, and the real load writes them (no updated copies left behind).
+    None of them without ``expansion``."""
+    if not expansion:
+        return {}
+    log(f"neighbours: {expansion.k} per document by more_like_this over {', '.join(expansion.fields)}")
+    _load(conn, index, body, docs, fields,
+          progress=lambda done, total: progress("neighbours (first load)", done, total))
+    texts = all_neighbour_texts(conn, index, expansion, progress=progress)
     call(conn, conn.client().indices.delete, index=index)
     return texts
 
 
-def _vectors(docs, fields, vector_fields, encoder) -> tuple[dict | None, dict]:
-    """(the vector field's ``_meta`` entry or None, document id -> vector): documents
-    with no text in the fields get none (their semantic features are missing)."""
+def _vectors(docs, fields, vector_fields, encoder, progress, log):
+    """(the vector field's ``_meta`` entry or None, document id -> ``{field: vector}``,
+    empty for a document with no text in the fields: its semantic features are missing).
+    The vectors stay one float32 array; each is a JSON-ready list (7 decimals) only when
+    its document is loaded. ``progress("vectors", done, total)``: the texts encoded."""
     if not vector_fields:
-        return None, {}
+        return None, lambda doc_id: {}
+    log(f"vectors: encoding {len(docs)} documents")
     encoder = encoder or load_encoder()
     over = tuple(f for f in vector_fields if f in fields) or tuple(fields)
     texts = {str(d["id"]): t for d in docs if (t := document_text(d, over))}
-    vecs = document_vectors(encoder, list(texts.values()))
-    return meta_entry(encoder, over), {i: [round(float(x), 7) for x in v]
-                                       for i, v in zip(texts, vecs)}
+    vecs = document_vectors(encoder, list(texts.values()),
+                            progress=lambda done: progress("vectors", done, len(texts)))
+    row = dict(zip(texts, range(len(texts))))
+
+    def vector_of(doc_id: str) -> dict:
+        i = row.get(doc_id)
+        return {} if i is None else {VECTOR_FIELD: np.round(vecs[i].astype(np.float64), 7).tolist()}
+    return meta_entry(encoder, over), vector_of
 
 
 @dataclass

@@ -92,17 +92,24 @@ def neighbour_texts(conn: Connection, index: str, spec: Expansion, ids: list[str
     return [neighbour_text(item["hits"]["hits"], spec.fields) for item in items]
 
 
-def all_neighbour_texts(conn: Connection, index: str, spec: Expansion, batch: int = 50
-                        ) -> dict[str, str]:
-    """Every document's neighbour text, ``batch`` documents per request."""
+def all_neighbour_texts(conn: Connection, index: str, spec: Expansion, batch: int = 50,
+                        progress=None) -> dict[str, str]:
+    """Every document's neighbour text, ``batch`` documents per request;
+    ``progress("neighbours", done, total)`` after each."""
     ids = _doc_ids(conn, index)
-    return {i: t for start in range(0, len(ids), batch)
-            for i, t in zip(ids[start:start + batch],
-                            neighbour_texts(conn, index, spec, ids[start:start + batch]))}
+    out: dict[str, str] = {}
+    if progress:
+        progress("neighbours", 0, len(ids))
+    for start in range(0, len(ids), batch):
+        chunk = ids[start:start + batch]
+        out.update(zip(chunk, neighbour_texts(conn, index, spec, chunk)))
+        if progress:
+            progress("neighbours", len(out), len(ids))
+    return out
 
 
 def expand(conn: Connection, index: str, spec: Expansion = Expansion(), batch: int = 50,
-           merge: bool = True) -> dict:
+           merge: bool = True, progress=None) -> dict:
     """Writes every document's neighbour text into ``spec.field`` of an existing index
     (recomputed from ``spec.fields`` alone, so running it again is safe), ``batch``
     documents per ``_msearch`` and bulk update. All neighbours are found before the first
@@ -111,17 +118,24 @@ def expand(conn: Connection, index: str, spec: Expansion = Expansion(), batch: i
     texts go through temporary files (memory: one batch). The updated documents' old
     copies stay in the index as soft deletes until OpenSearch's retention lease (12 h by
     default) lets a merge drop them. ``merge``: force-merge to one segment per shard
-    after. Returns a summary."""
+    after. ``progress(step, done, total)``: "neighbours" (found) then "neighbours
+    (writing)", after each batch. Returns a summary."""
     in_source = _ensure_field(conn, index, spec)
+    report = progress or (lambda step, done, total: None)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as ids, \
             tempfile.TemporaryFile("w+", encoding="utf-8") as texts:
         documents = call(conn, _spool_ids, conn, index, ids)
         ids.seek(0)
+        found = 0
+        report("neighbours", found, documents)
         for chunk in _batches(ids, batch, str.strip):           # reads only
             for i, t in zip(chunk, neighbour_texts(conn, index, spec, chunk)):
                 texts.write(json.dumps([i, t]) + "\n")
+            found += len(chunk)
+            report("neighbours", found, documents)
         texts.seek(0)
-        written, failed = _update_all(conn, index, spec, _batches(texts, batch, json.loads))
+        written, failed = _update_all(conn, index, spec, _batches(texts, batch, json.loads),
+                                      lambda done: report("neighbours (writing)", done, documents))
     c = conn.client()
     call(conn, c.indices.refresh, index=index)
     if merge:
@@ -154,8 +168,10 @@ def _batches(lines, size: int, parse):
         yield chunk
 
 
-def _update_all(conn: Connection, index: str, spec: Expansion, batches) -> tuple[int, int]:
-    """Bulk-updates each batch of (id, text); returns (written, failed)."""
+def _update_all(conn: Connection, index: str, spec: Expansion, batches,
+                progress=lambda done: None) -> tuple[int, int]:
+    """Bulk-updates each batch of (id, text); returns (written, failed); ``progress(done)``
+    after each batch."""
     c = conn.client()
     written = failed = 0
     for chunk in batches:
@@ -163,4 +179,5 @@ def _update_all(conn: Connection, index: str, spec: Expansion, batches) -> tuple
                    for i, t in chunk]
         ok, errors = call(conn, helpers.bulk, c, actions, raise_on_error=False)
         written, failed = written + ok, failed + len(errors)
+        progress(written + failed)
     return written, failed

@@ -101,10 +101,17 @@ def vectors_key(encoder: Encoder, texts: list[str]) -> str:
     return h.hexdigest()[:32]
 
 
-def document_vectors(encoder: Encoder, texts: list[str], cache: bool = True) -> np.ndarray:
+#: texts encoded per call between two progress reports (about 3 s of the default encoder
+#: on product texts)
+BATCH = 128
+
+
+def document_vectors(encoder: Encoder, texts: list[str], cache: bool = True,
+                     progress=None) -> np.ndarray:
     """The encoder's document vectors of ``texts``, kept on disk per (encoder, texts):
     re-indexing the same collection (the test suite, ``--recreate``) does not encode it
-    again; the demo's collection ships with its vectors (:data:`SHIPPED`)."""
+    again; the demo's collection ships with its vectors (:data:`SHIPPED`).
+    ``progress(done)``: the texts done, after each :data:`BATCH` encoded."""
     key = vectors_key(encoder, texts)
     path = cache_dir() / "vectors" / f"{key}.npy"
     for found in ([path] if cache else []) + [SHIPPED / f"vectors-{key}.npy"]:
@@ -115,7 +122,13 @@ def document_vectors(encoder: Encoder, texts: list[str], cache: bool = True) -> 
                     return vecs
             except (OSError, ValueError):
                 pass
-    vecs = encoder.encode(texts, kind="document")
+    vecs = np.zeros((len(texts), encoder.dim), dtype=np.float32)
+    for start in range(0, len(texts), BATCH):
+        if progress:
+            progress(start)
+        vecs[start:start + BATCH] = encoder.encode(texts[start:start + BATCH], kind="document")
+    if progress:
+        progress(len(texts))
     if cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -174,7 +187,8 @@ def add_vectors(conn: Connection, index: str, fields, encoder: Encoder | None = 
     """Each document of an existing index without a vector gets one (``fields`` encoded,
     ``batch`` per bulk update). Restartable: a second run writes only the documents still
     without one. Documents with no text in ``fields`` stay without (counted); failed
-    updates are named in ``failed``."""
+    updates are named in ``failed``. ``progress("vectors", done, total)``: the documents
+    without a vector at the start, and those done, after each batch."""
     encoder = encoder or load_encoder()
     _prepare_vector_field(conn, index, fields, encoder)
     written, no_text, failed = _write_missing_vectors(conn, index, fields, encoder, batch,
@@ -216,9 +230,11 @@ def _write_missing_vectors(conn: Connection, index: str, fields, encoder: Encode
                            progress) -> tuple[int, int, list]:
     """The documents without a vector read (scan) and updated ``batch`` at a time:
     (vectors written, documents with no text in ``fields``, [id, reason] of the failed
-    updates); ``progress`` gets the documents done after each batch."""
-    todo = {"query": {"bool": {"must_not": [{"exists": {"field": FIELD}}]}},
-            "_source": list(fields)}
+    updates); ``progress`` gets the documents done after each batch (those without text
+    counted as done)."""
+    missing = {"bool": {"must_not": [{"exists": {"field": FIELD}}]}}
+    todo = {"query": missing, "_source": list(fields)}
+    total = request(conn, "POST", f"/{index}/_count", {"query": missing})["count"]
     written, no_text, failed = 0, 0, []
     c = conn.client()
     pending: list[dict] = []
@@ -232,7 +248,7 @@ def _write_missing_vectors(conn: Connection, index: str, fields, encoder: Encode
         failed.extend(errors)
         pending.clear()
         if progress:
-            progress(written + len(failed))
+            progress("vectors", written + len(failed) + no_text, total)
 
     for hit in call(conn, lambda: helpers.scan(c, index=index, query=todo, size=500)):
         if not document_text(hit.get("_source") or {}, fields):
