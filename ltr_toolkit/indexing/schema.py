@@ -10,8 +10,10 @@ text.
 * strings that are all ISO dates: ``date``, with a format that takes an SQL export's
   ``2025-06-01 10:00:00`` too (:data:`..data.fields.DATE_FORMAT`);
 * identifiers (strings without a space, a different value in at least
-  :data:`IDENTIFIER_SHARE` of the documents: URLs, SKUs, EANs): ``keyword``, matched
-  exactly and kept out of the BM25 text;
+  :data:`IDENTIFIER_SHARE` of the documents: URLs, SKUs, EANs), and arrays of them (each
+  value counted: a product's list of EANs): ``keyword``, matched exactly and kept out of
+  the BM25 text, the vectors and the neighbours (a list of repeated words, tags, stays
+  text);
 * objects: their fields, as dotted paths; nulls and empty arrays: absent.
 
 A field whose values disagree (a number on one line, a string on another) is refused at
@@ -50,24 +52,28 @@ class Field:
     line: int          # where its kind was first seen
     spaced: bool = False                  # a text value with white space seen
     distinct: set | None = None           # text values seen (up to _DISTINCT_CAP)
-    counted: int = 0                      # documents whose value went into ``distinct``
+    counted: int = 0                      # values (an array's each) that went into ``distinct``
+    noted: int = 0                        # documents whose values went into ``distinct``
 
     def note(self, value) -> None:
-        """Remember a text value: whether it has spaces, how many differ."""
-        if self.spaced or not isinstance(value, str):
-            self.spaced = True
-            return
-        if any(c.isspace() for c in value):
+        """Remember a text value, each of an array's (a list of EANs is a list of
+        identifiers): whether it has spaces, how many differ."""
+        values = [v for v in value if v is not None] if isinstance(value, list) else [value]
+        if self.spaced or not all(isinstance(v, str) and not any(c.isspace() for c in v)
+                                  for v in values):
             self.spaced = True
             return
         if self.distinct is None:
             self.distinct = set()
-        if len(self.distinct) < _DISTINCT_CAP:
-            self.distinct.add(value)
+        self.noted += 1
+        for v in values:
+            if len(self.distinct) >= _DISTINCT_CAP:
+                break
+            self.distinct.add(v)
             self.counted += 1
 
     def identifier(self) -> bool:
-        return (self.kind == TEXT and not self.spaced and self.counted > 1
+        return (self.kind == TEXT and not self.spaced and self.noted > 1
                 and len(self.distinct or ()) >= IDENTIFIER_SHARE * self.counted)
 
 
