@@ -223,7 +223,7 @@ def test_the_deployment_chooses_as_the_runs_folds_did(ltr_cluster, cranfield_ind
     cluster's feature set at deploy time: here it is gone). Item 4 in the run itself:
     each query's explanation adds up, with its own fold model's baseline, to the score
     that ranked it."""
-    from ltr_toolkit.pipeline import crossval
+    from ltr_toolkit.pipeline import crossval, deploy
     from ltr_toolkit.data.featuresets import load_featureset
     conn, store = ltr_cluster.conn(), f"deploy{uuid.uuid4().hex[:6]}"
     st.init_store(conn, store)
@@ -241,7 +241,7 @@ def test_the_deployment_chooses_as_the_runs_folds_did(ltr_cluster, cranfield_ind
         real = crossval.select
         monkeypatch.setattr(crossval, "select", lambda *a, **kw: seen.append((a, kw)) or real(*a, **kw))
         with pytest.raises(UserError, match="not found"):
-            crossval.deploy_recommended(conn, report, tmp_path, fs, "deployed", store,
+            deploy.deploy_recommended(conn, report, tmp_path, fs, "deployed", store,
                                         algo="linear")
         (args, kw), = seen
         side = load_logged(tmp_path / "candidates.txt").meta["sidecar"]

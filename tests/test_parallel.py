@@ -196,3 +196,26 @@ def test_ctrl_c_stops_the_running_fits_at_once(tmp_path):
         os.kill(int(pid_file.read_text()), 0)
     lines = [ln for ln in err.splitlines() if "parallel fits" in ln]
     assert len(lines) == 1 and "stopped on Ctrl-C" in lines[0], err
+
+
+def _reports_halfway(_shared, seconds, before=0.0):
+    import time
+    time.sleep(before)
+    parallel.report(1, 2)
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_long_silence_ticks_with_the_share_the_running_tasks_report(monkeypatch):
+    """No fit ends for longer than the heartbeat: ``on_tick`` hears where the work stands,
+    the running tasks' reported halves counted, with an ETA at that pace."""
+    monkeypatch.setattr(parallel, "HEARTBEAT", 0.5)
+    ticks = []
+    parallel.run_all(_reports_halfway, [(3.0,), (3.0,)], jobs=2, on_tick=ticks.append)
+    assert ticks, "no tick in 3 s of silence"
+    late = ticks[-1]
+    assert late["done"] == 0 and late["total"] == 2
+    assert late["share"] == 0.5 and late["eta"] is not None and late["eta"] > 0
+    here = []
+    parallel.run_all(_reports_halfway, [(0.0, 0.6), (0.0,)], jobs=1, on_tick=here.append)
+    assert [t["share"] for t in here] == [0.25]    # half of the first of two, in this process

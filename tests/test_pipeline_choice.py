@@ -8,7 +8,7 @@ import numpy as np
 
 from ltr_toolkit.data.dataset import RankingDataset
 from ltr_toolkit.evaluation.report import compare, pipeline_test, recommend
-from ltr_toolkit.pipeline import crossval, tuning
+from ltr_toolkit.pipeline import crossval, deploy, tuning
 from ltr_toolkit.pipeline.tuning import PIPELINE
 
 K = 10
@@ -158,14 +158,14 @@ def test_the_pipeline_is_trained_on_all_queries_as_in_each_fold():
     """deploy: the algorithm the pipeline picks on all queries, with its ungated choice."""
     ds = _learnable()
     report = {"pipeline": {"algorithms": ["linear"]}, "selection_options": {}}
-    art = crossval.pipeline_artifact(ds, report, K, 3, "test", 0)
+    art = deploy.pipeline_artifact(ds, report, K, 3, "test", 0)
     chosen = tuning.select(ds, "linear", K, 3, first_col=0)
     assert tuning.pipeline_choice({"linear": chosen}) == "linear"   # the signal is learnt
     assert art["algorithm"] == "linear" and art["model"] is not None
     assert {k: art["selection"][k] for k in ("params", "blend")} == \
         {k: tuning.ungated(chosen)[k] for k in ("params", "blend")}
     flat = RankingDataset(ds.X, np.zeros_like(ds.y), ds.offsets, ds.qids)
-    none = crossval.pipeline_artifact(flat, report, K, 3, "test", 0)
+    none = deploy.pipeline_artifact(flat, report, K, 3, "test", 0)
     assert none["model"] is None and none["algorithm"] == PIPELINE
 
 

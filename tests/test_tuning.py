@@ -148,3 +148,15 @@ def test_many_queries_choose_on_a_seeded_sample(mslr_paths, monkeypatch):
     a = tuning.select(ds, "linear", k=10, seed=3)
     assert a["queries"] == 15 and a == tuning.select(ds, "linear", k=10, seed=3)
     assert a["first_stage_inner_ndcg"] != tuning.select(ds, "linear", k=10, seed=4)["first_stage_inner_ndcg"]
+
+
+def test_selection_progress_adds_up_to_its_planned_work(mslr_paths):
+    """The units ``select`` reports as its inner fits end sum to what :func:`tuning.work`
+    plans for it (so a progress line reaches 100% as the choice ends, not before)."""
+    ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(30)))
+    for algo in ("lambdamart", "linear"):
+        seen = []
+        tuning.select(ds, algo, k=10, seed=1, first_col=0, progress=seen.append)
+        plan = tuning.work(ds, algo)
+        assert abs(sum(seen) - plan["select"]) < 1e-6 * plan["select"], algo
+        assert abs(plan["round"] * plan["rounds"] - ds.n_queries * (tuning.TREE_COUNTS[-1] if algo == "lambdamart" else 1)) < 1e-9

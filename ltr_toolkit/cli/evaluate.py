@@ -22,7 +22,7 @@ from .common import (Algo, BudgetOpt, ClicksAsOpt, CutoffOpt, DaysOpt, EventsInd
                      QueriesIndexOpt, QueryWeightOpt, ReportOpt, RescoreWeightOpt, SeedOpt,
                      ServedStatsOpt, Settings, SinceOpt, Statistics, StatsOpt, StoreOpt,
                      TemplateOpt, Unjudged, UntilOpt, Via, WindowOpt, WorkdirOpt, _conn, _event_log,
-                     _failed_queries, _first_stage, _given_first_stage, _ltr_conn, _print_json,
+                     _failed_queries, _first_stage, _given_first_stage, _ltr_conn, _print_json, _progress,
                      _report_table, _weights, _writable, err, evaluate_app, out)
 
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the per-query NDCG deltas here (PNG; needs matplotlib).")]
@@ -166,14 +166,17 @@ def _deploy(conn, report, workdir, featureset, name, store, k, seed, anyway, tim
     trained on every judged query and uploaded; nothing uploaded when none is recommended.
     With a serving budget, the recommendation again with the uploaded model's served p50
     measured live (``timed``: the serving and the judged queries to time it on)."""
-    from ..pipeline.crossval import deploy_recommended, describe_choice
+    from ..pipeline.crossval import describe_choice
+    from ..pipeline.deploy import deploy_recommended
     from ..stores.contract import Contract, describe
     rec = report["recommendation"]["deploy"]
     if rec is None and anyway is None:
         out.print("nothing uploaded: keep the first stage (--deploy-anyway ALGO overrides)")
         return
-    done = deploy_recommended(conn, report, workdir, featureset, name, store, k, seed,
-                              algo=anyway.value if anyway else None)
+    with _progress("training the deployed model (% of the work)", 100) as update:
+        done = deploy_recommended(conn, report, workdir, featureset, name, store, k, seed,
+                                  algo=anyway.value if anyway else None,
+                                  progress=lambda d, t: update(int(100 * d / t)))
     if done["name"] is None:
         out.print(f"nothing uploaded: on all judged queries, {done['algorithm']} does not beat "
                   "the first stage in inner cross-validation: keep the first stage")

@@ -34,22 +34,23 @@ def _check_rules(k: int, unjudged: str, judged_outside: str) -> None:
 def candidate_judgments(conn: Connection, index: str, jl: JudgmentList, k: int,
                         first_stage: FirstStage | None = None, unjudged: str = "zero",
                         judged_outside: str = "exclude", batch: int = 50,
-                        max_terms: int | None = None,
-                        first_ids: dict | None = None) -> tuple[JudgmentList, dict]:
+                        max_terms: int | None = None, first_ids: dict | None = None,
+                        progress=None) -> tuple[JudgmentList, dict]:
     """(the candidates as a judgment list; counts for the sidecar). Long queries are
     fitted to ``max_terms`` distinct words (:mod:`ltr_toolkit.data.querytext`); a query
     whose first stage the cluster still rejects has no candidates and is named in
     ``failed_queries``. The counts name the rules they were made by (``unjudged_as``,
     ``judged_outside_as``): the logged file says how its rows were chosen. ``first_ids``:
     filled with each query's first-stage top ``k`` ids in order, whatever ``unjudged``
-    keeps (a query that failed: none)."""
+    keeps (a query that failed: none). ``progress(done, total)``: queries searched, after
+    each round trip."""
     _check_rules(k, unjudged, judged_outside)
     first_stage = first_stage or FirstStage.from_fields()
     first_stage.check(conn, index)
     qids = jl.judged_qids()
     failures: dict[int, str] = {}
     ranked = msearch_ids(conn, index, [jl.query_params(q) for q in qids], first_stage, k,
-                         batch=batch, max_terms=max_terms, failures=failures)
+                         batch=batch, max_terms=max_terms, failures=failures, progress=progress)
     by_q = jl.by_query()
     out = JudgmentList(source=jl.source, params=dict(jl.params))
     counts = {"judged": 0, "unjudged": 0, "judged_outside": 0, "queries": len(qids),
@@ -85,8 +86,8 @@ def judged_candidates(conn: Connection, index: str, jl: JudgmentList, featureset
                       first_stage: FirstStage, store: str | None = None, k: int | None = None,
                       unjudged: str = "zero", judged_outside: str = "exclude",
                       max_terms: int | None = None, budget_of: JudgmentList | None = None,
-                      via: str = "plugin", recorded: bool = False, first_ids: dict | None = None
-                      ) -> tuple[JudgmentList, dict | None, int | None]:
+                      via: str = "plugin", recorded: bool = False, first_ids: dict | None = None,
+                      first_progress=None) -> tuple[JudgmentList, dict | None, int | None]:
     """What a logging run logs, prepared the same way by ``ltr log``, jobs, job parts and
     ``Serving``: the query-term budget measured once (on ``budget_of``, the whole list a
     part belongs to, else ``jl``; or given as ``max_terms``, e.g. a model's), then, with
@@ -97,12 +98,13 @@ def judged_candidates(conn: Connection, index: str, jl: JudgmentList, featureset
     (``featurelog.VIAS``), which the budget is measured with. ``recorded``: ``max_terms``
     is the budget a logged file recorded (None there: no query was cut), used as it is so
     that an increment's candidates are retrieved for the query its features log.
-    ``first_ids``: see :func:`candidate_judgments`."""
+    ``first_ids``, ``first_progress``: see :func:`candidate_judgments` (its ``progress``)."""
     if max_terms is None and not recorded:
         max_terms = featurelog.query_budget(conn, index, budget_of or jl, featureset,
                                             first_stage, store, via)
     info = None
     if k:
         jl, info = candidate_judgments(conn, index, jl, k, first_stage, unjudged, judged_outside,
-                                       max_terms=max_terms, first_ids=first_ids)
+                                       max_terms=max_terms, first_ids=first_ids,
+                                       progress=first_progress)
     return jl, info, max_terms

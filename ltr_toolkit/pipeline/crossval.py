@@ -23,7 +23,7 @@ settings chosen without it, and a recommendation of what to deploy.
    gate kept out is trained and served for it). The recommendation comes from its one
    test against the first stage (one-sided, alpha 0.05, no correction for the algorithms:
    their choice is part of what is tested); the algorithms' rows are for information.
-   Deployed, it is the same choice made on all judged queries (:func:`pipeline_artifact`).
+   Deployed, it is the same choice made on all judged queries (:func:`.deploy.pipeline_artifact`).
    Why (#52): at 100-225 queries the inner gate kept the first stage in many folds, which
    diluted the pooled gain before a second, corrected, two-sided test; see
    benchmarks/results/power.md.
@@ -51,11 +51,11 @@ from ..errors import UserError
 from ..evaluation.report import compare, per_query_json, pipeline_test, recommend, run_metrics
 from ..models import warmup
 from ..models.export import plugin_scores
-from ..io.atomic import write_json
 from . import featurechoice
 from .evidence import from_folds
+from . import parallel
 from .parallel import default_jobs, run_all
-from .tuning import PIPELINE, blend_beta, pipeline_choice, select, ungated
+from .tuning import PIPELINE, Progress, blend_beta, pipeline_choice, select, ungated
 from .train import TREE_ALGOS, check_algorithm, model_from_artifact, train_model
 
 
@@ -71,24 +71,28 @@ def _subset(ds, keep: set[str]):
 
 
 def fit_chosen(ds, algo: str, k: int, seed: int, params: dict | None, source: str,
-               first_col: int | None = None, selection: dict | None = None) -> dict:
+               first_col: int | None = None, selection: dict | None = None,
+               progress=None) -> dict:
     """The model artifact of ``algo`` on ``ds``: with ``params`` as given (served alone),
     else with the choice :func:`.tuning.select` makes on ``ds`` (recorded in the
     artifact's ``selection``); None when that choice is to keep the first stage. The
     artifact's serving contract (``serving``, ``stores.contract``) holds the rescore
     weights it is served with: the model alone, or the blend chosen (:func:`blended`).
     Networks hold a seeded 20% of the queries out for early stopping. ``selection``:
-    more options of :func:`.tuning.select` (e.g. ``{"halving": False}``)."""
-    chosen = select(ds, algo, k, seed, first_col=first_col, **(selection or {})) \
-        if params is None else None
-    return fit_choice(ds, algo, k, seed, chosen, source, first_col, params)
+    more options of :func:`.tuning.select` (e.g. ``{"halving": False}``). ``progress(done,
+    total)``: the units of work (:func:`.tuning.work`) as they end."""
+    done, w = Progress.of(ds, algo, progress, params is None, **(selection or {}))
+    chosen = select(ds, algo, k, seed, first_col=first_col, progress=done.add,
+                    **(selection or {})) if params is None else None
+    return fit_choice(ds, algo, k, seed, chosen, source, first_col, params,
+                      on_round=lambda: done.add(w["round"]))
 
 
 def fit_choice(ds, algo: str, k: int, seed: int, chosen: dict | None, source: str,
-               first_col: int | None = None, params: dict | None = None) -> dict:
+               first_col: int | None = None, params: dict | None = None, on_round=None) -> dict:
     """The artifact of :func:`fit_chosen` for a choice already made (``chosen``: a
     :func:`.tuning.select` result, or :func:`.tuning.ungated` of one; None: the
-    fixed ``params``)."""
+    fixed ``params``). ``on_round()``: after each boosting round or epoch."""
     if chosen is not None and chosen["first_stage"]:
         return {"algorithm": algo, "selection": chosen, "model": None}
     params = chosen["params"] if chosen else params
@@ -98,7 +102,8 @@ def fit_choice(ds, algo: str, k: int, seed: int, chosen: dict | None, source: st
         held = set(rng.choice(ds.n_queries, size=max(1, ds.n_queries // 5), replace=False).tolist())
         train = ds.subset([q for q in range(ds.n_queries) if q not in held])
         valid = ds.subset(sorted(held))
-    art = train_model(train, algo, valid, source=source, k=k, seed=seed, **params)
+    art = train_model(train, algo, valid, source=source, k=k, seed=seed,
+                      on_epoch=(lambda *_: on_round()) if on_round else None, **params)
     if chosen and chosen["blend"] is not None:
         art = blended(art, ds.X, first_col, chosen["blend"])
     if chosen:
@@ -123,7 +128,7 @@ def first_stage_column(side: dict) -> int | None:
     return names.index(feature) if feature in names else None
 
 
-def every(seconds: float, log, what: str):
+def every(seconds: float, log, what: str, unit: str = "rounds"):
     """A progress callback (done, total) that logs at most every ``seconds``, with an ETA
     from the rate since its first call (what ran before it, such as the first stage's
     candidates, is not counted): a long logging run is never silent."""
@@ -139,7 +144,7 @@ def every(seconds: float, log, what: str):
             return
         last = (now, done)
         eta = (now - first[0]) / (done - first[1]) * (total - done)
-        log(f"{what}: {done}/{total} rounds ({100 * done / total:.0f}%), ETA {eta:.0f}s")
+        log(f"{what}: {done}/{total} {unit} ({100 * done / total:.0f}%), ETA {eta:.0f}s")
     return progress
 
 
@@ -157,6 +162,8 @@ def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, wo
     first: dict[str, list[str]] = {}
     side, info = serving.log_candidates(conn, jl, featureset, data, **(candidates or {}),
                                         first_ids=first,
+                                        first_progress=every(15.0, log, "the first stage's candidates",
+                                                             "queries"),
                                         progress=every(15.0, log, "logging candidates"))
     unjudged = (f"{info['unjudged']} unjudged as 0" if info["unjudged_as"] == "zero"
                 else "the unjudged left out")
@@ -378,7 +385,7 @@ class _Run:
             art, seconds, runner = result
             self.selected[algo][f], self.runners[algo][f] = art.get("selection"), runner
             self.arts[algo][f] = art
-            self.chosen[algo][f] = _summary(art, algos[algo])
+            self.chosen[algo][f] = fold_summary(art, algos[algo])
             self.fit_seconds[algo] = round(self.fit_seconds.get(algo, 0.0) + seconds, 2)
             if art["model"] is not None:
                 self._serve(algo, f, art, ranked[algo])
@@ -388,7 +395,7 @@ class _Run:
                 f"ETA {progress['eta']:.0f}s)"
                 + (f"; the budget left out {len(left)}: {'; '.join(left)}" if left else ""))
 
-        run_all(_fit_fold, tasks, jobs, shared=self.ds, on_done=done,
+        run_all(_fit_fold, tasks, jobs, shared=self.ds, on_done=done, on_tick=_ticks(jobs, log),
                 ready=lambda i: _kernels_ready(warm, tasks[i][0], log) if warm else None)
         self.pipeline_algos = sorted(a for a in algos if algos[a] is None)
         if self.pipeline_algos:
@@ -415,7 +422,7 @@ class _Run:
                     out[i] = list(ranked[pick][i])
             else:
                 self._serve(pick, f, runner, out, system=PIPELINE)
-            summary = self.chosen[pick][f] if runner is None else _summary(runner, None)
+            summary = self.chosen[pick][f] if runner is None else fold_summary(runner, None)
             self.chosen[PIPELINE].append({"algorithm": pick, **summary})
         return out
 
@@ -453,6 +460,15 @@ def _first_ranking(conn, serving, params: list[dict], qids: list[str], depth: in
     return [ids or [] for ids in serving.first_ids(conn, params, depth=depth, failures=failed)]
 
 
+def _ticks(jobs: int, log):
+    """The line logged while no fold fit has ended for a while (``parallel.run_all``)."""
+    def tick(p):
+        eta = "ETA unknown yet" if p["eta"] is None else f"ETA {p['eta']:.0f}s"
+        log(f"fitting: {p['done']}/{p['total']} fold fits done, {100 * p['share']:.0f}% of "
+            f"the work after {p['elapsed']:.0f}s ({jobs} at a time); {eta}")
+    return tick
+
+
 def _cost_rank(algo: str) -> int:
     """Trees first, then networks, linear last: the longest fits start first."""
     return 0 if algo in TREE_ALGOS else 2 if algo == "linear" else 1
@@ -469,16 +485,18 @@ def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col, selection
     if features:
         train = featurechoice.columns(train, features)
         first_col = first_stage_column(train.meta["sidecar"])
-    chosen = select(train, algo, k, seed, first_col=first_col, **(selection or {})) \
-        if fixed is None else None
-    art = fit_choice(train, algo, k, seed, chosen, source, first_col, fixed)
+    done, w = Progress.of(train, algo, parallel.report, fixed is None, **(selection or {}))
+    chosen = select(train, algo, k, seed, first_col=first_col, progress=done.add,
+                    **(selection or {})) if fixed is None else None
+    art = fit_choice(train, algo, k, seed, chosen, source, first_col, fixed,
+                     on_round=lambda: done.add(w["round"]))
     free = None if chosen is None else ungated(chosen)
     runner = fit_choice(train, algo, k, seed, free, source, first_col) \
         if free is not None and chosen["first_stage"] and not free["first_stage"] else None
     return art, time.monotonic() - t, runner
 
 
-def _summary(art: dict, fixed) -> dict:
+def fold_summary(art: dict, fixed) -> dict:
     """What a fold serves: the first stage kept, or a model's settings and blend."""
     sel = art.get("selection")
     if sel is None:
@@ -523,66 +541,3 @@ def _setting(name: str, value) -> str:
     elif isinstance(value, float):
         value = f"{value:.3g}"
     return f"{value} trees" if name == "trees" else f"{name} {value}"
-
-
-def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,
-                       store: str | None = None, k: int | None = None, seed: int | None = None,
-                       algo: str | None = None) -> dict:
-    """Train ``algo`` (default: the report's recommendation) on every judged query's
-    candidates, with settings chosen on all of them as the run's folds chose theirs (its
-    ``selection_options``, its seed and k unless given, the first stage's column as the
-    candidates' sidecar records it), and upload it as ``name-vN`` with its serving
-    contract. Returns the upload's answer plus the artifact's settings and contract."""
-    algo = algo or report["recommendation"]["deploy"]
-    if not algo:
-        raise UserError("the cross-validation recommends keeping the first stage: no reranker "
-                        "was better with p < 0.05", "pass --deploy-anyway ALGO to upload one anyway")
-    art, fixed = deploy_artifact(report, workdir, algo, k, seed)
-    if art["model"] is None:
-        return {"name": None, "algorithm": algo, "settings": None, "contract": None}
-    art, featureset = featurechoice.featureset_for(conn, art, featureset, store)
-    done = upload(conn, art, model_from_artifact(art), name, featureset, store)
-    path = Path(workdir) / f"{done['name']}.json"      # what ltr monitor --artifact reads
-    write_json(path, art)
-    return dict(done, algorithm=art.get("algorithm", algo), settings=_summary(art, fixed),
-                contract=of_artifact(art).to_dict(), artifact=str(path), featureset=featureset,
-                feature_selection=art.get("feature_selection"))
-
-
-def deploy_artifact(report: dict, workdir, algo: str, k: int | None = None,
-                    seed: int | None = None) -> tuple[dict, dict | None]:
-    """(the artifact :func:`deploy_recommended` uploads, the fixed settings it used).
-    ``algo`` :data:`.tuning.PIPELINE`: the pipeline's choice on all the queries
-    (:func:`pipeline_artifact`)."""
-    data = Path(workdir) / "candidates.txt"
-    ds = load_logged(data)
-    seed = report.get("seed", 42) if seed is None else seed
-    k = report.get("k", 10) if k is None else k
-    chosen = None
-    if report.get("feature_selection"):         # chosen on all judged queries, as per fold
-        chosen = featurechoice.choose(ds, report["feature_selection"], k, seed)
-        ds = featurechoice.columns(ds, chosen["features"])
-    first_col = first_stage_column(ds.meta["sidecar"])
-    fixed = report.get("fixed_settings", {}).get(algo)     # None: chosen, as in the folds
-    art = pipeline_artifact(ds, report, k, seed, str(data), first_col) if algo == PIPELINE \
-        else fit_chosen(ds, algo, k, seed, fixed, str(data), first_col, report.get("selection_options"))
-    if art.get("model") is not None:        # the outer folds' gains: ltr monitor's evidence
-        art["held_out"] = (report.get("held_out") or {}).get(algo)
-        art["feature_selection"] = chosen
-        art["training_data"]["qids"] = [str(q) for q in ds.qids]
-    return art, None if algo == PIPELINE else fixed
-
-
-def pipeline_artifact(ds, report: dict, k: int, seed: int, source: str,
-                      first_col: int | None) -> dict:
-    """The pipeline applied to every judged query, as in each fold: each of its
-    algorithms' settings chosen on ``ds`` (the run's selection options), the best by mean
-    inner NDCG (:func:`.tuning.pipeline_choice`) trained; ``model`` None (algorithm
-    :data:`.tuning.PIPELINE`) when no model's mean beats the first stage's."""
-    algos = report["pipeline"]["algorithms"]
-    chosen = {a: select(ds, a, k, seed, first_col=first_col, **(report.get("selection_options") or {}))
-              for a in algos}
-    pick = pipeline_choice(chosen)
-    if pick is None:
-        return {"algorithm": PIPELINE, "selection": None, "model": None}
-    return fit_choice(ds, pick, k, seed, ungated(chosen[pick]), source, first_col)

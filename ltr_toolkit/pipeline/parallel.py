@@ -79,20 +79,48 @@ def _capped_threads(threads: int):
 
 
 _SHARED = None
+#: per task, the share of its work done (workers write their own slot: :func:`report`)
+_SLOTS = None
+_SLOT = 0
+#: seconds without a finished task after which the parent logs where the work stands
+HEARTBEAT = 15.0
 
 
-def _receive(shared) -> None:
-    global _SHARED
-    _SHARED = shared
+def _receive(shared, slots=None) -> None:
+    global _SHARED, _SLOTS
+    _SHARED, _SLOTS = shared, slots
 
 
-def _call(fn, task):
+def _call(fn, i, task):
+    global _SLOT
+    _SLOT = i
     return fn(_SHARED, *task)
+
+
+def report(done: float, total: float) -> None:
+    """Called from inside a task (in a worker, or here with ``jobs`` 1): ``done`` of its
+    ``total`` units of work are done. The parent reads every running task's share for its
+    progress lines (:func:`run_all`'s ``on_tick``); outside :func:`run_all`, nothing."""
+    if _SLOTS is not None and total > 0:
+        _SLOTS[_SLOT] = min(1.0, float(done) / float(total))
+        if _ON_REPORT is not None:
+            _ON_REPORT()
+
+
+_ON_REPORT = None
+
+
+def _standing(slots, finished: int, total: int, elapsed: float) -> dict:
+    """Where the work stands: ``share`` of it done (finished tasks, and the running
+    ones' reported shares), and the ETA at the pace so far (None before any share)."""
+    share = sum(slots) / max(1, total)
+    eta = elapsed * (1 - share) / share if share > 0.01 else None
+    return {"done": finished, "total": total, "elapsed": elapsed, "share": share, "eta": eta}
 
 
 def run_all(fn, tasks: list, jobs: int, shared=None,
             on_done=lambda i, result, progress: None, log=None,
-            ready=lambda i: None) -> list:
+            ready=lambda i: None, on_tick=None) -> list:
     """``[fn(shared, *task) for task in tasks]`` in ``jobs`` worker processes (in order,
     here, when ``jobs`` is 1). ``shared`` (e.g. the logged data set) is sent to each
     worker once; tasks stay small. ``on_done(i, result, progress)`` runs in this process
@@ -103,31 +131,33 @@ def run_all(fn, tasks: list, jobs: int, shared=None,
     function of an importable module (not the main script); tasks are best given longest
     first. An error (in a fit or in ``on_done``) or Ctrl-C stops the fits at once: those
     not started are dropped, the running ones' workers terminated, and one line to
-    ``log`` (default: standard error) says so before the error goes on."""
+    ``log`` (default: standard error) says so before the error goes on. ``on_tick``: see
+    :func:`_ticker` (tasks that call :func:`report` count their part of the work)."""
     start = time.monotonic()
     results: list = [None] * len(tasks)
     done = [0]
+    ctx = multiprocessing.get_context("spawn")
+    spread = jobs > 1 and len(tasks) > 1
+    slots = ctx.Array("d", len(tasks), lock=False) if spread else [0.0] * len(tasks)
 
     def finished(i, result):
         results[i] = result
         done[0] += 1
+        slots[i] = 1.0
         elapsed = time.monotonic() - start
         on_done(i, result, {"done": done[0], "total": len(tasks), "elapsed": elapsed,
                             "eta": elapsed / done[0] * (len(tasks) - done[0])})
-
-    if jobs <= 1 or len(tasks) <= 1:
-        for i, task in enumerate(tasks):
-            ready(i)
-            finished(i, fn(shared, *task))
-        return results
+    tick = _ticker(on_tick, slots, done, len(tasks), start)
+    if not spread:
+        return _in_order(fn, tasks, shared, slots, ready, finished, tick, results)
     jobs = min(jobs, len(tasks))
     with _capped_threads(max(1, cores() // jobs)), _main_left_alone():
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_receive, initargs=(shared,))
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,
+                                   initializer=_receive, initargs=(shared, slots))
         pending: dict = {}
         try:
             _hand_out(pool, [(i, fn, task) for i, task in enumerate(tasks)], jobs, ready,
-                      pending, finished)
+                      pending, finished, tick)
         except BrokenProcessPool:
             raise UserError("a worker process of the parallel fits died (out of memory?)",
                             "run with LTR_JOBS=1, or fewer, to fit one fold at a time") from None
@@ -139,8 +169,42 @@ def run_all(fn, tasks: list, jobs: int, shared=None,
     return results
 
 
+def _ticker(on_tick, slots, done: list, total: int, start: float):
+    """A function that calls ``on_tick(progress)`` when no task has finished for
+    :data:`HEARTBEAT` seconds, and again every as long: ``progress`` (:func:`_standing`)
+    has the ``share`` of all the work done and its ``eta`` at that pace (None before any
+    share is known). ``on_tick`` None: nothing to do."""
+    if on_tick is None:
+        return lambda: None
+    last = [start, done[0]]
+
+    def tick():
+        now = time.monotonic()
+        if done[0] != last[1]:
+            last[:] = [now, done[0]]
+        elif now - last[0] >= HEARTBEAT:
+            last[0] = now
+            on_tick(_standing(slots, done[0], total, now - start))
+    return tick
+
+
+def _in_order(fn, tasks, shared, slots, ready, finished, tick, results) -> list:
+    """:func:`run_all` in this process: each task in order, its reports ticking here."""
+    global _SLOTS, _SLOT, _ON_REPORT
+    saved = (_SLOTS, _SLOT, _ON_REPORT)
+    _SLOTS, _ON_REPORT = slots, tick
+    try:
+        for i, task in enumerate(tasks):
+            ready(i)
+            _SLOT = i
+            finished(i, fn(shared, *task))
+    finally:
+        _SLOTS, _SLOT, _ON_REPORT = saved
+    return results
+
+
 def _hand_out(pool: ProcessPoolExecutor, calls: list, jobs: int, ready, pending: dict,
-              finished) -> None:
+              finished, tick=lambda: None) -> None:
     """``calls`` (i, fn, task) to the pool in order, ``jobs`` at a time, each after
     ``ready(i)``; ``finished(i, result)`` as each ends, once the next is handed out (a
     worker does not wait for this process's work on the last result). ``pending``: the
@@ -151,12 +215,13 @@ def _hand_out(pool: ProcessPoolExecutor, calls: list, jobs: int, ready, pending:
         call = next(left, None)
         if call is not None:
             ready(call[0])
-            pending[pool.submit(_call, *call[1:])] = call[0]
+            pending[pool.submit(_call, call[1], call[0], call[2])] = call[0]
 
     for _ in range(jobs):
         hand_next()
     while pending:
-        ended, _ = wait(pending, return_when=FIRST_COMPLETED)
+        ended, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+        tick()
         for fut in ended:
             i = pending.pop(fut)
             result = fut.result()

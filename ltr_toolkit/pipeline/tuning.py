@@ -96,6 +96,58 @@ SELECTION_QUERIES = 2000
 HALVING = 2
 
 
+#: a network's epochs at most (``train.make_estimator``'s default): the final fit's rounds
+NETWORK_EPOCHS = 50
+
+
+def work(ds, algo: str, chosen: bool = True, folds: int = 3, halving: bool = True) -> dict:
+    """The work of one fit, for progress lines, in units of one query's rows through one
+    boosting round (networks and linear models: one fit): ``select``, the inner fits of
+    :func:`select` on ``ds`` (0 when the settings are given: ``chosen`` False), and
+    ``round``, one round of the final fit on all of ``ds`` (``rounds`` of them at most)."""
+    useful = min(SELECTION_QUERIES, len(_graded(ds)))
+    inner = useful * (folds - 1) / folds
+    trials = len(grid(algo, useful))
+    if algo in TREE_ALGOS:
+        alive, before, units = trials, 0, 0.0
+        for t in TREE_COUNTS:
+            units += alive * folds * (t - before) * inner
+            before, alive = t, (-(-alive // HALVING) if halving else alive)
+        return {"select": units if chosen else 0.0, "round": float(ds.n_queries),
+                "rounds": max(TREE_COUNTS)}
+    # a network's fit (its epochs, early stopped or not) on m queries: m units
+    return {"select": trials * folds * inner if chosen else 0.0,
+            "round": ds.n_queries / NETWORK_EPOCHS, "rounds": NETWORK_EPOCHS}
+
+
+def _graded(ds) -> np.ndarray:
+    """The queries of ``ds`` whose documents have more than one grade (the others teach
+    a ranker nothing)."""
+    sizes = np.diff(ds.offsets)
+    rows = ds.offsets[:-1][sizes > 0]
+    if not len(rows):
+        return np.empty(0, np.int64)
+    spread = np.maximum.reduceat(ds.y, rows) > np.minimum.reduceat(ds.y, rows)
+    return np.flatnonzero(sizes > 0)[spread]
+
+
+class Progress:
+    """Units of work done (:func:`work`) passed on as (done, total) to ``report``."""
+
+    def __init__(self, report, total: float):
+        self.report, self.total, self.done = report, max(1.0, float(total)), 0.0
+
+    def add(self, units: float) -> None:
+        self.done += units
+        if self.report is not None:
+            self.report(min(self.done, self.total), self.total)
+
+    @classmethod
+    def of(cls, ds, algo: str, report, chosen: bool = True, **options) -> tuple["Progress", dict]:
+        w = work(ds, algo, chosen, halving=options.get("halving", True))
+        return cls(report, w["select"] + w["round"] * w["rounds"]), w
+
+
 def _blends(algo, t, s, s_train, tr, va, first_col):
     """{(tree count or 0, blend step or None): validation scores} of one model's scores."""
     out = {(t, None): s}
@@ -111,7 +163,7 @@ def _add(per, i, cands, va, k) -> None:
         per.setdefault((i, t, a), []).append(ndcg(s, va.y, va.offsets, k))
 
 
-def _network_trials(algo, trials, sets, k, seed, first_col, per, over) -> list[str]:
+def _network_trials(algo, trials, sets, k, seed, first_col, per, over, tick) -> list[str]:
     """Every setting on every inner fold (networks stop early on the inner fold), in the
     grid's order until ``over()`` (the budget spent; the first setting always runs).
     Returns the settings left out."""
@@ -123,10 +175,12 @@ def _network_trials(algo, trials, sets, k, seed, first_col, per, over) -> list[s
             model.fit(tr, va)
             _add(per, i, _blends(algo, 0, model.predict(va.X), model.predict(tr.X), tr, va,
                                  first_col), va, k)
+            tick(tr.n_queries)
     return []
 
 
-def _tree_trials(algo, trials, sets, k, seed, first_col, per, halving: bool, over) -> list[str]:
+def _tree_trials(algo, trials, sets, k, seed, first_col, per, halving: bool, over,
+                 tick) -> list[str]:
     """Every tree setting grown on every inner fold to each count of :data:`TREE_COUNTS`
     in turn (warm start: the trees of the smaller count are kept) and scored there; with
     ``halving``, only the better settings grow on to the next count (successive halving,
@@ -135,6 +189,7 @@ def _tree_trials(algo, trials, sets, k, seed, first_col, per, halving: bool, ove
     grows: returns what was left out."""
     models: dict = {}
     alive = list(range(len(trials)))
+    before = 0
     for rung, t in enumerate(TREE_COUNTS):
         for n, i in enumerate(alive):
             if (rung or n) and over():
@@ -149,11 +204,13 @@ def _tree_trials(algo, trials, sets, k, seed, first_col, per, halving: bool, ove
                 m = models[i, f].set_params(n_estimators=t).fit(tr)
                 _add(per, i, _blends(algo, t, m.predict(va.X), m.predict(tr.X), tr, va, first_col),
                      va, k)
+                tick((t - before) * tr.n_queries)
         if halving and rung < len(TREE_COUNTS) - 1:
             best = {i: max(float(np.concatenate(v).mean()) for key, v in per.items()
                            if key != FIRST_STAGE and key[:2] == (i, t)) for i in alive}
             alive = sorted(alive, key=lambda i: -best[i])[: -(-len(alive) // HALVING)]
             models = {key: m for key, m in models.items() if key[0] in alive}
+        before = t
     return []
 
 
@@ -197,7 +254,7 @@ def _choice(trials, key) -> dict:
 
 def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
            first_col: int | None = None, halving: bool = True,
-           budget: float | None = None) -> dict:
+           budget: float | None = None, progress=None) -> dict:
     """Inner cross-validation on ``ds`` (logged candidates, rows in first-stage order) of
     each setting of :func:`grid` alone and, when ``first_col`` (the column of the first
     stage's score) is given, blended with the first stage (:data:`BLEND_STEPS`). The best
@@ -210,13 +267,15 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
     queries: the choice is made on a seeded sample of that many. Returns ``{"first_stage",
     "params", "blend", "inner_ndcg", "first_stage_inner_ndcg", "best_model",
     "best_model_inner_ndcg", "inner_p_value", "tried", "left_out", "queries"}``
-    (queries: how many the choice was made on)."""
+    (queries: how many the choice was made on). ``progress(units)``: each inner fit's
+    units of :func:`work` as it ends."""
+    tick = progress or (lambda units: None)
     deadline = None if budget is None else time.monotonic() + float(budget)
 
     def over() -> bool:
         return deadline is not None and time.monotonic() > deadline
 
-    useful = [q for q in range(ds.n_queries) if np.ptp(ds.y[ds.query(q)]) > 0]
+    useful = _graded(ds).tolist()
     if len(useful) > SELECTION_QUERIES:
         pick = np.random.default_rng(seed).choice(len(useful), SELECTION_QUERIES, replace=False)
         useful = [useful[i] for i in np.sort(pick)]
@@ -231,9 +290,9 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
     per: dict = {FIRST_STAGE: [ndcg(-np.arange(va.n_docs, dtype=np.float64), va.y, va.offsets, k)
                                for _, va in sets]}             # the first stage's ranks
     if algo in TREE_ALGOS:
-        left_out = _tree_trials(algo, trials, sets, k, seed, first_col, per, halving, over)
+        left_out = _tree_trials(algo, trials, sets, k, seed, first_col, per, halving, over, tick)
     else:
-        left_out = _network_trials(algo, trials, sets, k, seed, first_col, per, over)
+        left_out = _network_trials(algo, trials, sets, k, seed, first_col, per, over, tick)
     best_model, p = gate(per, seed, halving and algo in TREE_ALGOS)
     means = {key: float(np.concatenate(v).mean()) for key, v in per.items()}
     better = means[best_model] > means[FIRST_STAGE] and p < ALPHA

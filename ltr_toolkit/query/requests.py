@@ -132,9 +132,11 @@ def tie_ordered(hits: list[dict], size: int, window: int,
 
 def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int,
              concurrency: int | None = None, failures: dict | None = None,
-             search_type: str | None = None, stats: dict | None = None) -> list[dict | None]:
+             search_type: str | None = None, stats: dict | None = None,
+             progress=None) -> list[dict | None]:
     """Responses in order; a failed item raises, or with ``failures`` is recorded there
-    (position -> reason) and answered None."""
+    (position -> reason) and answered None. ``progress(done, total)``: after each round
+    trip."""
     out: list[dict | None] = []
     for start in range(0, len(bodies), batch):
         items = msearch_items(conn, index, bodies[start:start + batch], concurrency=concurrency,
@@ -148,6 +150,8 @@ def _msearch(conn: Connection, index: str, bodies: list[dict], store, batch: int
                 failures[i] = str(exc)
                 r = None
             out.append(r)
+        if progress:
+            progress(len(out), len(bodies))
     return out
 
 
@@ -156,13 +160,14 @@ def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stag
                 model_param_list: list[dict] | None = None,
                 first_ids: list[list[str]] | None = None, restrict: bool = False,
                 max_terms: int | None = None, failures: dict | None = None,
-                batch: int = 50, stats: dict | None = None) -> list[list[str] | None]:
+                batch: int = 50, stats: dict | None = None,
+                progress=None) -> list[list[str] | None]:
     """Ranked doc ids for many queries, ``batch`` queries per ``_msearch`` round trip (run
     one at a time by the node for models that are not thread-safe in the plugin).
     ``max_terms``: long queries fitted to the cluster's clause budget
     (:mod:`ltr_toolkit.data.querytext`); ``model_param_list``: the model's parameters,
     prepared (``query.prepare.QueryPlan.params``). ``failures``: see :func:`_msearch`;
-    ``stats``: see ``msearch_items``. With ``rescore``: ``first_ids`` (each query's first-stage order, at least its window) break
+    ``stats``: see ``msearch_items``; ``progress``: see :func:`_msearch` (the first pass). With ``rescore``: ``first_ids`` (each query's first-stage order, at least its window) break
     the model's ties (:func:`tie_ordered`; a tie across the cut fetches that query's
     window); ``restrict``: exactly the first ``window`` of them are reranked."""
     store = rescore.store if rescore else store
@@ -170,7 +175,7 @@ def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stag
     wsize = rescore.window_size if rescore else 0
     windows = [len(first_ids[i][:wsize]) if restrict else wsize for i in range(n)]
 
-    def send(rows, depth):
+    def send(rows, depth, progress=None):
         bodies = [search_body(first_stage, fit_params(param_list[i], max_terms),
                               depth(i), rescore, source=None,
                               model_params=model_param_list[i] if model_param_list else None,
@@ -179,11 +184,11 @@ def msearch_ids(conn: Connection, index: str, param_list: list[dict], first_stag
         concurrency = None if not rescore or thread_safe(conn, rescore.model, store) else 1
         failed = None if failures is None else {}
         resp = _msearch(conn, index, bodies, store, batch, concurrency, failed,
-                        first_stage.search_type, stats)
+                        first_stage.search_type, stats, progress)
         if failed:
             failures.update({rows[j]: why for j, why in failed.items()})
         return resp
-    out = send(range(n), lambda i: size + 1 if 0 < size < windows[i] else size)
+    out = send(range(n), lambda i: size + 1 if 0 < size < windows[i] else size, progress)
     if not rescore:
         return [None if r is None else [h["_id"] for h in r["hits"]["hits"]] for r in out]
     ranks = [{d: r for r, d in enumerate(ids)} for ids in first_ids] if first_ids else [None] * n

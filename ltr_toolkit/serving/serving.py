@@ -133,8 +133,9 @@ class Serving:
         """The first stage's top ``window`` per judged query, labelled from ``jl`` and
         logged with ``featureset`` into ``out``: (sidecar, candidates info). ``kw``: more
         ``candidate_judgments`` / ``log_features`` options (unjudged, judged_outside,
-        first_ids, batch)."""
-        picks = {k: kw.pop(k) for k in ("unjudged", "judged_outside", "first_ids") if k in kw}
+        first_ids, first_progress, batch)."""
+        picks = {k: kw.pop(k) for k in ("unjudged", "judged_outside", "first_ids", "first_progress")
+                 if k in kw}
         cands, info, budget = judged_candidates(conn, self.index, jl, featureset, self.stage,
                                                 self.store, self.depth, max_terms=self.max_terms,
                                                 via=self.via, **picks)
