@@ -87,3 +87,40 @@ def test_the_subset_file_keeps_the_stored_order_and_definitions():
     fs = subset_featureset(feats, ["c", "a"], "set-2f")
     assert fs["name"] == "set-2f" and [f["name"] for f in fs["features"]] == ["a", "c"]
     assert fs["features"][0] is feats[0]
+
+
+def test_ties_at_top_reads_equal_scores_in_the_top_k_plus_one_and_at_the_cut():
+    P = np.array([[3.0, 1.0], [2.0, 1.0], [2.0, 0.5], [1.0, 0.2],     # query 0
+                  [5.0, 9.0], [4.0, 8.0], [3.0, 7.0]])                 # query 1
+    got = FS.ties_at_top(P, np.array([0, 4, 7]), k=2)
+    assert got.shape == (2, 2, 2)
+    assert got[0, 0].tolist() == [True, False]      # column 0: query 0 ties 2.0 twice
+    assert got[0, 1].tolist() == [True, False]      # ... at ranks 2 and 3: at the cut
+    assert got[1, 0].tolist() == [True, False]      # column 1: 1.0 twice, ranks 1-2
+    assert got[1, 1].tolist() == [False, False]     # not at the cut
+
+
+def _coarse(seed: int = 5, queries: int = 200, docs: int = 30) -> RankingDataset:
+    """Grades follow a flag (two values: a model on it alone ties nearly every query)
+    and, less, a fine score that breaks those ties."""
+    rng = np.random.default_rng(seed)
+    n = queries * docs
+    flag, fine = (rng.random(n) < 0.3).astype(float), rng.normal(size=n)
+    grade = np.clip(np.round(2 * flag + 0.5 * fine + rng.normal(scale=0.3, size=n)), 0, 3)
+    return RankingDataset(X=np.c_[flag, fine], y=grade, offsets=np.arange(0, n + 1, docs),
+                          qids=[str(q) for q in range(queries)], feature_names=["flag", "fine"])
+
+
+def test_a_set_that_ties_costs_its_extra_requests_and_a_tie_breaker_can_fit_the_budget():
+    """Served, ties cost a second request (and a deeper fetch at the cut): the flag
+    alone is estimated with them; under a budget the flag alone would exceed with its
+    ties, the fine score is added, which makes the set cheaper to serve."""
+    ds = _coarse()
+    cost = CostModel(first_ms=1.0, fixed_ms=0.1, features={"flag": 0.1, "fine": 0.1})
+    alone = forward_select(_only(ds, ["flag"]), cost, 10.0, keep=("flag",))
+    assert alone["tie_rates"][0] > 0.9
+    assert alone["estimated_ms"] == pytest.approx(FS.tie_cost(cost, ["flag"], alone["tie_rates"]))
+    assert alone["estimated_ms"] > cost.of(["flag"]) + 0.9 * cost.first_ms
+    both = forward_select(ds, cost, 1.5, keep=("flag",))
+    assert both["features"] == ["flag", "fine"] and both["tie_rates"] == [0.0, 0.0]
+    assert both["estimated_ms"] == pytest.approx(cost.of(["flag", "fine"])) and both["estimated_ms"] <= 1.5

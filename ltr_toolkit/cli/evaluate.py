@@ -137,7 +137,7 @@ def _show_report(report: dict, k: int) -> None:
         from ..pipeline.featurechoice import describe
         sel = report["feature_selection"]
         out.print(f"feature sets chosen per fold (budget {sel['limit_ms']:.2f} ms, est. as the first "
-                  "stage + the rescore + each feature's measured ms): " + "; ".join(
+                  "stage + the rescore + each feature's measured ms + the requests its ties cost): " + "; ".join(
                       f"{f + 1}) {describe(c, sel)}" for f, c in enumerate(sel["folds"])))
     if "recommendation" in report:
         out.print(f"recommendation: {report['recommendation']['reason']}")
@@ -198,7 +198,9 @@ def _served_line(conn, report, done, seed, serving, jl) -> None:
               f"on {len(chosen['features'])} features (feature set {done['featureset']}): served "
               f"p50 {t['p50_ms']:.2f} ms, {t['ratio']:.2f}x the first stage's {t['first_p50_ms']:.2f} "
               f"ms (measured live, {t['queries']} queries x {t['passes']} passes interleaved; "
-              f"estimated {chosen['estimated_ms']:.2f} ms, budget {chosen['limit_ms']:.2f} ms)")
+              f"estimated {chosen['estimated_ms']:.2f} ms, budget {chosen['limit_ms']:.2f} ms)"
+              + ("; OVER THE BUDGET as measured: allow more (--max-ms/--max-cost), or review the "
+                 "set" if t["p50_ms"] > chosen["limit_ms"] else ""))
 
 
 @evaluate_app.command("interleaving")

@@ -23,6 +23,14 @@ On logged candidates (rows in the first stage's order):
    noise lands, so noise is not chosen for being the luckiest of many),
    add the best gain per ms, the gain discounted for redundancy: x (1 - REDUNDANCY x the
    largest |correlation| with a feature already chosen). Stop when none is left.
+4. Ties cost requests: served, a query whose model ties some of its top ``k + 1`` hits
+   needs a second, small request (the first stage's order of the tied hits), and one
+   tied at the cut a deeper fetch too (``serving.rerank``). Few features, or coarse ones
+   (flags, exact matches), tie often: on MSRD two BM25 features tied on 60% of queries and
+   served at 2.4x the first stage where twelve served at 1.8x. Each set's cost is its
+   estimate plus its tie rate among the held-out queries of the cheap model (equal
+   scores: equal feature values) times a first-stage request, and its rate of ties at the
+   cut times a served request more; so a feature that breaks ties can lower the cost.
 
 With more than :data:`QUERIES` useful queries the choice is made on a seeded sample of
 that many. Used inside each outer fold of ``ltr evaluate cv`` (nested: the fold's own
@@ -82,23 +90,51 @@ class _Inner:
             first = ndcg(-np.arange(int(va.sum()), dtype=np.float64), sub.y[va], off, k)
             self.sets.append((Z[tr].T @ Z[tr], Z[tr].T @ y, Z[va], sub.y[va], off, first))
 
-    def utilities(self, chosen: list[int], cands: list[int]) -> np.ndarray:
-        """[len(cands), n]: each query's utility (module docstring, 1) with the cheap
-        model on ``chosen`` + one candidate, every query scored by its inner fold's."""
-        out = []
+    def utilities(self, chosen: list[int], cands: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """([len(cands), n] each query's utility (module docstring, 1) with the cheap
+        model on ``chosen`` + one candidate, every query scored by its inner fold's;
+        [len(cands), 2] the shares of the queries it ties in the top k + 1, and at the
+        cut: :func:`ties_at_top`)."""
+        out, ties = [], []
         for a in range(0, len(cands), BATCH):
             part = cands[a:a + BATCH]
-            out.append(np.concatenate([self._fold(s, chosen, part) for s in self.sets], axis=1))
-        return np.concatenate(out, axis=0)
+            got = [self._fold(s, chosen, part) for s in self.sets]
+            out.append(np.concatenate([u for u, _ in got], axis=1))
+            ties.append(np.concatenate([t for _, t in got], axis=2).mean(axis=2))
+        return np.concatenate(out, axis=0), np.concatenate(ties, axis=0)
 
-    def _fold(self, fold, chosen, cands) -> np.ndarray:
+    def _fold(self, fold, chosen, cands) -> tuple[np.ndarray, np.ndarray]:
         G, b, Z, y, off, first = fold
         idx = np.array([chosen + [c] for c in cands], dtype=np.int64)
         A = G[idx[:, :, None], idx[:, None, :]] + RIDGE * np.eye(idx.shape[1])
         W = np.linalg.solve(A, b[idx][..., None])[..., 0]
         P = Z[:, cands] * W[:, -1] + (Z[:, chosen] @ W[:, :-1].T if chosen else 0.0)
         d = np.stack([ndcg(P[:, j], y, off, self.k) for j in range(len(cands))]) - first
-        return d - RISK * np.maximum(0.0, -d)
+        return d - RISK * np.maximum(0.0, -d), ties_at_top(P, off, self.k)
+
+
+def ties_at_top(P: np.ndarray, off: np.ndarray, k: int) -> np.ndarray:
+    """[columns of P, 2, queries] (bool): per column of scores ``P`` ([rows, columns],
+    queries at ``off``), whether the top ``k + 1`` by score hold two equal scores, and
+    whether the ``k``-th and the next are equal (a tie at the cut)."""
+    sizes = np.diff(off)
+    width = int(max(sizes.max(initial=0), 1))
+    q = np.repeat(np.arange(len(sizes)), sizes)
+    pos = np.arange(len(q)) - off[q]
+    pad = np.full((P.shape[1], len(sizes), width), -np.inf)
+    pad[:, q, pos] = P.T
+    top = -np.sort(-pad, axis=2)[:, :, :k + 1]
+    same = (top[:, :, 1:] == top[:, :, :-1]) & np.isfinite(top[:, :, 1:])
+    cut = same[:, :, k - 1] if k >= 1 and same.shape[2] >= k else np.zeros(same.shape[:2], bool)
+    return np.stack([same.any(axis=2), cut], axis=1)
+
+
+def tie_cost(cost: CostModel, names, rates) -> float:
+    """The estimated served p50 of a model on ``names`` with its tie ``rates`` (any tie
+    in the top k + 1, a tie at the cut): a first-stage request for the one, a served
+    request more for the other (module docstring, 4)."""
+    base = cost.of(names)
+    return base + float(rates[0]) * cost.first_ms + float(rates[1]) * base
 
 
 def forward_select(ds, cost: CostModel, limit_ms: float, k: int = 10, seed: int = 42,
@@ -113,49 +149,56 @@ def forward_select(ds, cost: CostModel, limit_ms: float, k: int = 10, seed: int 
     names = list(ds.feature_names)
     inner = _Inner(ds, k, seed, folds)
     chosen = [names.index(n) for n in keep if n in names]
-    base = inner.utilities(chosen[:-1], chosen[-1:])[0] if chosen else np.zeros(inner.n)
+    base, rates = np.zeros(inner.n), np.zeros(2)
+    if chosen and inner.n:
+        U, T = inner.utilities(chosen[:-1], chosen[-1:])
+        base, rates = U[0], T[0]
     total = _most_steps(cost, names, chosen, limit_ms, inner.alive)
     steps, stopped = [], "every feature is chosen"
     while inner.n >= 2:
         now = [names[i] for i in chosen]
         cands = [c for c in range(len(names)) if c not in chosen and inner.alive[c]
                  and cost.of(now + [names[c]]) <= limit_ms]
-        if not cands:
-            stopped = "the budget affords no other feature" if len(chosen) < inner.alive.sum() \
-                else stopped
-            break
-        j, step = _best(inner, chosen, cands, base, cost, now, names)
+        j, step = _best(inner, chosen, cands, (base, rates), cost, now, names, limit_ms) \
+            if cands else (None, {"stopped": "the budget affords no other feature"})
         if j is None:
-            stopped = "no other feature raises the inner utility beyond its noise"
+            stopped = step["stopped"] if len(chosen) < inner.alive.sum() else stopped
             break
         chosen.append(cands[j])
-        base = step.pop("u")
+        base, rates = step.pop("u"), step.pop("rates")
         steps.append(step)
         if progress is not None:
             progress(len(steps), max(total, len(steps)))
     feats = [n for i, n in enumerate(names) if i in set(chosen)]
     return {"features": feats, "steps": steps, "stopped": stopped,
             "utility": float(base.mean()) if inner.n else 0.0,
-            "estimated_ms": cost.of(feats), "limit_ms": float(limit_ms), "queries": inner.n,
+            "estimated_ms": tie_cost(cost, feats, rates), "tie_rates": [float(r) for r in rates],
+            "limit_ms": float(limit_ms), "queries": inner.n,
             "seconds": round(time.monotonic() - t, 2)}
 
 
-def _best(inner: _Inner, chosen, cands, base, cost: CostModel, now, names):
+def _best(inner: _Inner, chosen, cands, now_state, cost: CostModel, now, names, limit_ms):
     """(index in ``cands`` of the feature to add, its step record with its utilities
-    ``u``), or (None, None) when no candidate's gain is above its noise."""
-    U = inner.utilities(chosen, cands)
+    ``u`` and tie ``rates``), or (None, {"stopped": why}) when no candidate's gain is
+    above its noise within the budget (``now_state``: the chosen set's utilities and tie
+    rates)."""
+    base, rates = now_state
+    U, T = inner.utilities(chosen, cands)
     d = U - base
     gain = d.mean(axis=1)
     noise = d.std(axis=1, ddof=1) / np.sqrt(inner.n)
     red = inner.corr[np.ix_(cands, chosen)].max(axis=1) if chosen else np.zeros(len(cands))
-    ms = np.array([cost.of(now + [names[c]]) - cost.of(now) for c in cands])
+    est = np.array([tie_cost(cost, now + [names[c]], T[j]) for j, c in enumerate(cands)])
+    ms = est - tie_cost(cost, now, rates)
     score = gain * (1.0 - REDUNDANCY * red) / np.maximum(ms, MIN_MS)
     ok = (gain > 0) & (gain > max(NOISE, np.sqrt(2 * np.log(len(cands)))) * noise)
-    if not ok.any():
-        return None, None
-    j = int(np.argmax(np.where(ok, score, -np.inf)))
+    if not (ok & (est <= limit_ms)).any():
+        why = "the budget affords no other feature that raises the inner utility beyond its noise" \
+            if ok.any() else "no other feature raises the inner utility beyond its noise"
+        return None, {"stopped": why}
+    j = int(np.argmax(np.where(ok & (est <= limit_ms), score, -np.inf)))
     return j, {"feature": names[cands[j]], "gain": float(gain[j]), "noise": float(noise[j]),
-               "ms": float(ms[j]), "u": U[j]}
+               "ms": float(ms[j]), "ties": [float(r) for r in T[j]], "u": U[j], "rates": T[j]}
 
 
 def _most_steps(cost: CostModel, names, chosen, limit_ms, alive) -> int:

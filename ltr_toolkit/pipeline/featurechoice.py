@@ -5,8 +5,9 @@ training folds, under a serving budget measured live on the user's cluster.
    measure_costs``: the first stage alone and a rescore computing one feature, over a
    sample of the judged queries, interleaved, p50) and read as a cost model: served p50 =
    first stage + the rescore's fixed part + the chosen features' own ms
-   (:class:`..evaluation.feature_timing.CostModel`). The budget: X ms, or R x the first
-   stage's measured p50.
+   (:class:`..evaluation.feature_timing.CostModel`), plus the requests a set's ties
+   cost (``feature_selection.tie_cost``). The budget: X ms, or R x the first stage's
+   measured p50.
 2. In each outer fold, the set is chosen on the fold's training queries alone
    (:func:`..evaluation.feature_selection.forward_select`; the first stage's feature is
    always kept: a blend needs it), before the fold's settings are chosen on the same
