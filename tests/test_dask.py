@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from ltr_toolkit.data.svmlight import load_svmlight, save_svmlight
+from ltr_toolkit.data.svmlight import load_logged, load_svmlight, save_svmlight
 from ltr_toolkit.distributed import connect, ranges
 from ltr_toolkit.errors import UserError
 from ltr_toolkit.pipeline.dask_train import train_from_files_dask
@@ -125,3 +125,26 @@ def test_ranknet_trees_on_dask_equal_one_process(mslr_split, scheduler):
     assert b["algorithm"] == "ranknet-tree" and b["hyper_parameters"] == a["hyper_parameters"]
     for split in ("train", "test"):
         assert abs(b["metrics"][split]["ndcg@10"] - a["metrics"][split]["ndcg@10"]) <= 0.002
+
+
+def test_dask_training_records_the_held_out_evidence_a_single_process_would(tmp_path, mslr_paths,
+                                                                              scheduler):
+    """``--dask --valid`` on files whose sidecar names the first stage's feature: the
+    artifact's ``held_out`` (what ``ltr monitor`` tests decay against) holds the model's
+    per-query gains on the validation queries, computed on the workers, equal to those
+    ``ltr train --valid`` computes in one process for the same artifact."""
+    from ltr_toolkit.pipeline.evidence import from_valid
+    ds = load_svmlight(mslr_paths[0], n_features=136)
+    side = {"feature_names": [f"f{j + 1}" for j in range(136)], "first_stage_feature": "f110"}
+    cut = int(ds.n_queries * 0.7)
+    for name, rows in (("train", np.arange(cut)), ("valid", np.arange(cut, ds.n_queries))):
+        save_svmlight(ds.subset(rows), tmp_path / f"{name}.txt")
+        (tmp_path / f"{name}.txt.json").write_text(json.dumps(side))
+    art = train_from_files_dask(tmp_path / "train.txt", scheduler, algo="lambdamart",
+                                valid=tmp_path / "valid.txt", trees=20, k=10)
+    held = art["held_out"]
+    valid = load_logged(tmp_path / "valid.txt")
+    here = from_valid(art, valid, 10, early_stopped=False)
+    assert held is not None and held["queries"] == here["queries"] >= 5
+    assert held["qids"] == here["qids"]
+    np.testing.assert_allclose(held["gains"], here["gains"], atol=1e-12)

@@ -450,3 +450,16 @@ def test_monitor_judgment_options_go_with_judgments_and_the_help_says_what_is_co
     text = " ".join(CliRunner().invoke(app, ["monitor", "--help"], terminal_width=200).output.split())
     assert "NDCG@K, the one metric the monitor computes" in text and "ERR" not in text
     assert "--input-format" in text and "--queries" in text
+
+
+def test_train_says_what_held_out_evidence_it_recorded(deployed, capsys, tmp_path):
+    """``ltr train`` ends with the gain the artifact records for ``ltr monitor`` to test
+    decay against, or why there is none."""
+    args = ["train", str(deployed / "ref.txt"), "--algo", "lambdamart", "--trees", "20", "--depth", "3"]
+    assert main([*args, "--valid", str(deployed / "valid.txt"), "-o", str(tmp_path / "a.json")]) == 0
+    art = json.loads((tmp_path / "a.json").read_text())
+    said = capsys.readouterr().out
+    assert (f"held-out evidence for `ltr monitor`: {art['held_out']['gain']:+.4f} NDCG@10 over the "
+            "first stage on 100 validation queries") in " ".join(said.split())
+    assert main([*args, "-o", str(tmp_path / "b.json")]) == 0
+    assert "no held-out evidence recorded (no --valid)" in capsys.readouterr().out

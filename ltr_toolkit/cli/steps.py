@@ -190,6 +190,19 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
         table.add_row(split, f"{m[f'ndcg@{k}']:.4f}", str(m["queries"]))
     out.print(table)
     out.print(f"model written to {output}")
+    out.print(_evidence_line(artifact.get("held_out"), valid))
+
+
+def _evidence_line(held: dict | None, valid) -> str:
+    """What ``ltr monitor --artifact`` will have to test decay against."""
+    if held:
+        chosen = "; it also chose the model's length (early stopping): slightly optimistic" \
+            if held.get("selected_on") else ""
+        return (f"held-out evidence for `ltr monitor`: {held['gain']:+.4f} NDCG@{held['k']} over "
+                f"the first stage on {held['queries']} validation queries{chosen}")
+    why = "no --valid" if valid is None else "the validation file records no first-stage order"
+    return (f"no held-out evidence recorded ({why}): `ltr monitor --artifact` will check drift "
+            "and served scores, not decay; pass --valid with logged candidates of other queries")
 
 
 def _fitter(dask: Optional[str]):

@@ -9,11 +9,14 @@ from __future__ import annotations
 import time
 
 from ..errors import UserError
+from ..evaluation import decay as D
 from ..io.atomic import check_writable, write_json
 from ..models.trees import ALGOS as TREE_ALGOS
 from .train import (check_algorithm, check_same_features, grade_variation, make_estimator,
                     model_artifact)
 from ..distributed import connect, dask_trees, local_workers, ranges, require
+from .artifact import load_model
+from .evidence import evidence, per_query
 
 
 def train_from_files_dask(data, address: str, algo="lambdamart", valid=None, test=None,
@@ -76,6 +79,38 @@ def _train_on(client, model, algo, files, side, on_epoch, say, output) -> dict:
         training_data={"path": source, "sha256": tr.sha256(), "sha256_of": "parts",
                        "rows": tr.rows, "queries": tr.queries,
                        "dask": {"workers": workers, "parts": len(tr.parts)}})
+    if "valid" in loaded:   # the gains ltr monitor tests decay against (pipeline.evidence)
+        artifact["held_out"] = _held_out(client, artifact, loaded["valid"],
+                                         ranges.sidecar(files["valid"]), model.k,
+                                         ",".join(str(f) for f in files["valid"]),
+                                         model.early_stopping_rounds is not None)
     if output:
         write_json(output, artifact)
     return artifact
+
+
+def _part_gains(data: dict, art: dict, side: dict, k: int) -> dict | None:
+    """(on a worker) :func:`.evidence.per_query` of the artifact's model (as served) on
+    one loaded part (its missing values as logged: NaN)."""
+    import numpy as np
+    from ..data.dataset import RankingDataset
+    from ..models.trees import MISSING_AS
+    X = np.where(data["X"] == MISSING_AS, np.nan, data["X"])
+    ds = RankingDataset(X=X, y=data["y"], offsets=data["offsets"], qids=data["qids"],
+                        meta={"sidecar": side})
+    art, model = load_model("the artifact", art, scorer=True)
+    return per_query(art, model, ds, k)
+
+
+def _held_out(client, art: dict, valid, side: dict, k: int, source: str,
+              early_stopped: bool) -> dict | None:
+    """``ltr train --dask --valid``'s evidence, as ``train_from_files`` records it: the
+    model's per-query gains on the validation parts, computed on the workers."""
+    import numpy as np
+    parts = [p for p in client.gather(client.map(_part_gains, valid.futures, art=art, side=side,
+                                                 k=k, pure=False)) if p is not None]
+    if not parts:
+        return None
+    pq = {"qids": [q for p in parts for q in p["qids"]],
+          **{key: np.concatenate([p[key] for p in parts]) for key in (D.MODEL, D.FIRST)}}
+    return evidence(pq, k, f"validation split {source}", selected_on=early_stopped)
