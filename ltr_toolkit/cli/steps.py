@@ -183,6 +183,12 @@ def train(data: Annotated[Path, typer.Argument(help="SVMlight/RankLib training f
             seed=seed, on_epoch=on_epoch, trees=trees, depth=depth,
             truncation=_truncation(truncation), **({} if max_bin is None else {"max_bin": max_bin}),
             **clicks)
+    _show_trained(artifact, k, output, valid)
+
+
+def _show_trained(artifact: dict, k: int, output, valid) -> None:
+    """``ltr train``'s summary: warnings, each split's NDCG, where the model went, and
+    the held-out evidence recorded."""
     for w in artifact.get("warnings", []):
         err.print(f"warning: {w}")
     table = Table("split", f"NDCG@{k}", "queries")
