@@ -18,6 +18,7 @@ from ..transport.engine import VectorKind, vector_kind
 from ..transport.lookups import forget
 from .neighbours import Expansion, all_neighbour_texts
 from .rejections import rejection
+from .unfinished import check_finished, finished, marked, unfinished
 from .vectors import DEFAULT_TEXT_FIELDS, FIELD as VECTOR_FIELD, document_text, \
     document_vectors, field_mapping, meta_entry
 from opensearchpy import exceptions as E
@@ -110,12 +111,15 @@ def expansion_over(spec: Expansion, fields: tuple[str, ...]) -> Expansion:
 
 
 def corpus_version(conn: Connection, index: str) -> str | None:
-    """The ``_meta.corpus`` of an existing index ("" when it has none), None when absent."""
+    """The ``_meta.corpus`` of an existing index ("" when it has none; with "(incomplete:
+    WHY)" after it when its load did not finish), None when absent."""
     c = conn.client()
     if not call(conn, c.indices.exists, index=index):
         return None
     resp = request(conn, "GET", f"/{index}/_mapping")
-    return next(iter(resp.values()), {}).get("mappings", {}).get("_meta", {}).get("corpus", "")
+    mappings = next(iter(resp.values()), {}).get("mappings", {})
+    why = unfinished(mappings)
+    return mappings.get("_meta", {}).get("corpus", "") + (f" (incomplete: {why})" if why else "")
 
 
 #: documents per bulk request (and between two progress reports of a load)
@@ -139,7 +143,7 @@ def _load(conn: Connection, index: str, body: dict, docs: list[dict],
         # token counts: query-independent length features
         src.update({name: len(_joined(src[f]).split()) for f, name in lengths.items()})
         return src | (extra(d) if extra else {})
-    call(conn, c.indices.create, index=index, body=body)
+    call(conn, c.indices.create, index=index, body=marked(body, len(docs)))
     forget(conn, "vectors", index)      # what this process read of an index deleted before
     actions = ({"_index": index, "_id": d["id"], "_source": source(d)} for d in docs)
     # one refresh after the load: ``refresh="wait_for"`` on each bulk request waited for
@@ -221,20 +225,23 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
 
 
 def _finish(conn: Connection, index: str, merge: bool, log) -> None:
-    """The loaded index force-merged to one segment per shard (``merge``)."""
+    """The loaded index force-merged to one segment per shard (``merge``), then no longer
+    marked as being loaded (:mod:`.unfinished`)."""
     if merge:
         log(f"merging {index} into one segment per shard")
         c = conn.client()
         call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
         call(conn, c.indices.refresh, index=index)
+    finished(conn, index)
 
 
 def _clear_index(conn: Connection, index: str, recreate: bool) -> None:
     """Make room for ``index``: an existing one is an error unless ``recreate`` (then it
-    is deleted)."""
+    is deleted); one whose load did not finish says so."""
     c = conn.client()
     if call(conn, c.indices.exists, index=index):
         if not recreate:
+            check_finished(conn, index)
             raise UserError(f"index {index} already exists on {conn.display_url}",
                             "pass --recreate to delete and re-create it, or choose another --index")
         call(conn, c.indices.delete, index=index)

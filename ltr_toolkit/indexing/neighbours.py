@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..transport.client import Connection, call, item_error, msearch_items, request
 from opensearchpy import helpers
 from ..errors import UserError
+from .unfinished import check_finished
 
 #: The expansion field's name in the toolkit's mappings and feature sets.
 FIELD = "neighbours"
@@ -69,6 +70,7 @@ def _ensure_field(conn: Connection, index: str, spec: Expansion) -> bool:
     """Adds the expansion field (the first source field's analyzer) when the mapping lacks
     it; True when ``_source`` keeps it (an index not made by the toolkit)."""
     resp = next(iter(request(conn, "GET", f"/{index}/_mapping").values()))["mappings"]
+    check_finished(conn, index, resp)
     props = resp.get("properties", {})
     missing = [f for f in spec.fields if f not in props]
     if missing:

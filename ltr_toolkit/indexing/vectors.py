@@ -32,6 +32,7 @@ from ..transport.client import Connection, call, request
 from ..transport.engine import QUERY_VECTOR, VectorKind, require_vectors
 from ..transport.lookups import fact, forget
 from .rejections import describe, rejection
+from .unfinished import check_finished
 from opensearchpy import helpers
 
 #: the vector field's name in the toolkit's mappings and shipped feature sets
@@ -90,53 +91,102 @@ def _fingerprint(encoder: Encoder) -> bytes:
     return _fingerprints[key]
 
 
-def vectors_key(encoder: Encoder, texts: list[str]) -> str:
-    """What the vectors of ``texts`` by ``encoder`` are kept under: the model's hash, the
-    runtime that ran it (an int8 model's vectors differ across onnxruntime versions: the
-    shipped vectors of one version are not another's), how this machine runs it
-    (:func:`_fingerprint`), and the texts."""
-    h = hashlib.sha256(encoder.sha256.encode() + _runtime().encode() + _fingerprint(encoder))
+def _encoder_hash(encoder: Encoder):
+    """The part of a vectors key that names the encoder: the model's hash, the runtime
+    that ran it (an int8 model's vectors differ across onnxruntime versions: the shipped
+    vectors of one version are not another's), how this machine runs it
+    (:func:`_fingerprint`)."""
+    return hashlib.sha256(encoder.sha256.encode() + _runtime().encode() + _fingerprint(encoder))
+
+
+def _texts_key(encoder_hash, texts: list[str]) -> str:
+    h = encoder_hash.copy()
     for t in texts:
         h.update(t.encode() + b"\0")
     return h.hexdigest()[:32]
 
 
-#: texts encoded per call between two progress reports (about 3 s of the default encoder
-#: on product texts)
+def vectors_key(encoder: Encoder, texts: list[str]) -> str:
+    """What the vectors of ``texts`` by ``encoder`` are kept under: the encoder
+    (:func:`_encoder_hash`) and the texts."""
+    return _texts_key(_encoder_hash(encoder), texts)
+
+
+#: texts per batch of vectors kept on disk (and per Dask task): fixed, in document order,
+#: so a batch's texts and key are the same in every run, and a run killed part-way
+#: encodes at most one batch again (about 3 s of the default encoder on product texts)
 BATCH = 128
 
 
+def encode_here(encoder: Encoder, batches):
+    """(start, vectors) of each (start, texts) of ``batches``, encoded in this process,
+    in order."""
+    for start, texts in batches:
+        yield start, encoder.encode(texts, kind="document")
+
+
 def document_vectors(encoder: Encoder, texts: list[str], cache: bool = True,
-                     progress=None) -> np.ndarray:
-    """The encoder's document vectors of ``texts``, kept on disk per (encoder, texts):
-    re-indexing the same collection (the test suite, ``--recreate``) does not encode it
-    again; the demo's collection ships with its vectors (:data:`SHIPPED`).
-    ``progress(done)``: the texts done, after each :data:`BATCH` encoded."""
-    key = vectors_key(encoder, texts)
-    path = cache_dir() / "vectors" / f"{key}.npy"
-    for found in ([path] if cache else []) + [SHIPPED / f"vectors-{key}.npy"]:
-        if found.is_file():
-            try:
-                vecs = np.load(found)
-                if vecs.shape == (len(texts), encoder.dim):
-                    return vecs
-            except (OSError, ValueError):
-                pass
-    vecs = np.zeros((len(texts), encoder.dim), dtype=np.float32)
+                     progress=None, encode_batches=None) -> np.ndarray:
+    """The encoder's document vectors of ``texts``, kept on disk per :data:`BATCH` texts
+    (keyed by the encoder and the batch's texts, each written as soon as encoded): a run
+    killed part-way, run again, encodes only the batches it had not finished; re-indexing
+    the same collection (the test suite, ``--recreate``) encodes nothing. The whole
+    list's vectors are used when kept under its own key (the demo's collection ships with
+    them: :data:`SHIPPED`). ``encode_batches(encoder, [(start, texts), ...])``: yields
+    (start, vectors) of the batches not kept, in any order (default :func:`encode_here`;
+    :mod:`ltr_toolkit.distributed.encoding`: on Dask workers). ``progress(done)``: the
+    texts done, at the start and after each batch."""
+    report = progress or (lambda done: None)
+    base, dim = _encoder_hash(encoder), encoder.dim
+    key = _texts_key(base, texts)
+    whole = _kept(([_cached(key)] if cache else []) + [SHIPPED / f"vectors-{key}.npy"],
+                  (len(texts), dim))
+    if whole is not None:
+        report(len(texts))
+        return whole
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    paths, todo = {}, []
     for start in range(0, len(texts), BATCH):
-        if progress:
-            progress(start)
-        vecs[start:start + BATCH] = encoder.encode(texts[start:start + BATCH], kind="document")
-    if progress:
-        progress(len(texts))
-    if cache:
+        batch = texts[start:start + BATCH]
+        paths[start] = _cached(_texts_key(base, batch))
+        kept = _kept([paths[start]] if cache else [], (len(batch), dim))
+        if kept is None:
+            todo.append((start, batch))
+        else:
+            out[start:start + len(batch)] = kept
+    done = len(texts) - sum(len(b) for _, b in todo)
+    report(done)
+    for start, vecs in (encode_batches or encode_here)(encoder, todo):
+        out[start:start + len(vecs)] = vecs
+        if cache:
+            _keep(paths[start], vecs)
+        done += len(vecs)
+        report(done)
+    return out
+
+
+def _cached(key: str) -> Path:
+    return cache_dir() / "vectors" / f"{key}.npy"
+
+
+def _kept(paths, shape) -> np.ndarray | None:
+    """The vectors of the first of ``paths`` that holds an array of ``shape``."""
+    for path in paths:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_write(path, "wb", encoding=None) as fh:
-                np.save(fh, vecs)
-        except OSError:
-            pass            # a cache only
-    return vecs
+            vecs = np.load(path)
+        except (OSError, ValueError):
+            continue
+        if vecs.shape == shape:
+            return vecs
+    return None
+
+
+def _keep(path: Path, vecs: np.ndarray) -> None:
+    try:
+        with atomic_write(path, "wb", encoding=None) as fh:
+            np.save(fh, vecs)
+    except (OSError, UserError):
+        pass            # a cache only
 
 
 # --------------------------------------------------------------------------- the index's record
@@ -204,6 +254,7 @@ def _prepare_vector_field(conn: Connection, index: str, fields, encoder: Encoder
     vectors already there are of the same encoder and fields, ``_source`` keeps every
     field), then add the vector field and its ``_meta`` record where missing."""
     mappings = _mapping(conn, index)
+    check_finished(conn, index, mappings)
     props = mappings.get("properties", {})
     missing = [f for f in fields if f not in props]
     if missing:
