@@ -17,7 +17,7 @@ import uuid
 import numpy as np
 import pytest
 
-from ltr_toolkit.encoders import Encoder
+from ltr_toolkit.encoders import PROBE_TEXT, Encoder
 from ltr_toolkit.indexing import vectors as vx
 from conftest import ROOT
 
@@ -31,7 +31,7 @@ class Hashed(Encoder):
         self.encoded = 0
 
     def _encode(self, texts, kind):
-        self.encoded += sum(t != vx.PROBE_TEXT for t in texts)
+        self.encoded += sum(t != PROBE_TEXT for t in texts)
         return np.array([np.frombuffer(hashlib.sha256(t.encode()).digest()[:16], np.uint8)
                          for t in texts], dtype=np.float32) - 127.5
 
@@ -126,13 +126,13 @@ def _encoded(tmp_path, name: str) -> int:
     return sum(map(int, log.read_text().split())) if log.exists() else 0
 
 
-def _scores(conn, index) -> dict:
-    """Each document's cosine to a fixed vector (exact k-NN scoring): equal scores, equal
-    vectors."""
+def _scores(conn, index, dim: int = 8) -> dict:
+    """Each document's cosine to a fixed vector of ``dim`` (exact k-NN scoring): equal
+    scores, equal vectors."""
+    query = np.cos(np.arange(dim) * 1.7).tolist()
     body = {"size": 1000, "_source": False, "query": {"script_score": {
         "query": {"match_all": {}}, "script": {"source": "knn_score", "lang": "knn", "params": {
-            "field": "vector", "query_value": [1.0, -2.0, 3.0, 0.5, 1.5, -1.0, 2.0, 0.25],
-            "space_type": "cosinesimil"}}}}}
+            "field": "vector", "query_value": query, "space_type": "cosinesimil"}}}}}
     return {h["_id"]: h["_score"] for h in conn.client().search(index=index, body=body)["hits"]["hits"]}
 
 

@@ -3,6 +3,7 @@ own JSONL), with their vectors and neighbours, or those added to an existing ind
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -28,6 +29,10 @@ VectorsOpt = Annotated[str, typer.Option(
     "(those the collection has; all its fields when none; 'main': a collection's main text "
     "fields), written to a knn_vector field 'vector' for the semantic features (needs the "
     "k-NN plugin); 'none': no vectors.")]
+DaskOpt = Annotated[Optional[str], typer.Option(
+    "--dask", help="Encode the vectors on Dask: a scheduler address (tcp://host:8786) or local:N "
+    "(N local worker processes; 'local': 2), each worker loading the encoder once; the same "
+    "vectors as one process. The neighbours and the load stay on the search cluster.")]
 NeighbourFieldsOpt = Annotated[str, typer.Option(
     "--neighbour-fields", help="Comma-separated text fields more_like_this compares to find a "
     "document's neighbours (best with term vectors).")]
@@ -90,28 +95,47 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
                 index: Annotated[str, typer.Option("--index", help="The index created.")],
                 recreate: Annotated[bool, typer.Option("--recreate", help="Delete INDEX first when it exists.")] = False,
                 shards: ShardsOpt = 1, replicas: ReplicasOpt = 0, neighbours: NeighboursOpt = 3,
-                vectors: VectorsOpt = MAIN):
+                vectors: VectorsOpt = MAIN, dask: DaskOpt = None):
     """Load your own documents into INDEX, each field typed by its values: the main text
     fields (in half the documents or more) analysed for BM25 with FIELD.lmd / FIELD.dfr
     multi-fields and ltr_toolkit__FIELD_len counts, other text with a keyword sub-field, numbers,
     dates, booleans and objects as they are; the neighbours field and the documents'
     vectors, both over the main text fields unless said otherwise (--vector-fields none
-    skips the encoding, the slowest step). Exit 3 when the engine refused some documents
-    (the first few named, with the field, the value and why; the others are indexed)."""
+    skips the encoding, the slowest step; --dask spreads it over a Dask cluster). Each step
+    reports done/total, rate and ETA on stderr. A run stopped part-way resumes: the
+    vectors are kept as they are encoded, and an index whose load did not finish says so
+    (load it again with --recreate). Exit 3 when the engine refused some documents (the
+    first few named, with the field, the value and why; the others are indexed)."""
     from ..indexing.documents import index_documents, pick_analyzer, read_jsonl_documents
     coll = read_jsonl_documents(path)
     conn = _conn(ctx)
     analyzer = pick_analyzer(conn)
     t0 = time.monotonic()
-    with _steps() as progress:
+    with _encoding(dask) as encode_batches, _steps() as progress:
         res = index_documents(conn, index, coll.docs, analyzer, recreate=recreate,
                               fields=coll.text_fields, meta=f"jsonl:{path.name}", shards=shards,
                               replicas=replicas, expansion=_expansion(neighbours, coll.text_fields),
                               vector_fields=coll.text_fields if vectors == MAIN else _vector_fields(vectors),
                               typed=coll.properties(analyzer), progress=progress,
+                              encode_batches=encode_batches,
                               log=lambda m: err.print(f"[{time.monotonic() - t0:6.1f}s] {m}"))
     _field_report(coll.report())
     _indexed(res, f"{index} (main text fields {', '.join(coll.text_fields) or 'none'})", str(path))
+
+
+@contextlib.contextmanager
+def _encoding(address: Optional[str]):
+    """Where the vectors are encoded: here (None), or on the Dask cluster at ``address``
+    (``local:N``: a LocalCluster, stopped at the end)."""
+    if address is None:
+        yield None
+        return
+    from ..distributed import connect
+    from ..distributed.encoding import batches_on
+    with connect(address) as client:
+        err.print(f"vectors: encoded on Dask, {len(client.nthreads())} workers at "
+                  f"{client.scheduler.address}")
+        yield batches_on(client)
 
 
 def _field_report(rows: list[dict]) -> None:

@@ -5,6 +5,8 @@ the files, cut only where the query id changes) that the workers read in paralle
 ``dask_trees``: LambdaMART / RankNet-trees on ``xgboost.dask`` with the toolkit's own
 objective, computed on every worker for the queries it holds (a query is never split, so
 its lambdas are those of one process), the validation NDCG summed over all workers.
+``encoding``: document vectors encoded on the workers (``ltr index jsonl --dask``), the
+encoder loaded once per worker process.
 Dask is an optional dependency (``pip install "ltr-toolkit[dask]"``): nothing here imports
 it before it is asked for.
 """

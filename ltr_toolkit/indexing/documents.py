@@ -182,7 +182,7 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
                     expansion: Expansion | None = Expansion(),
                     vector_fields: tuple[str, ...] | None = DEFAULT_TEXT_FIELDS,
                     encoder=None, typed: dict | None = None, log=lambda msg: None,
-                    progress=None) -> dict:
+                    progress=None, encode_batches=None) -> dict:
     """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
     an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
     fields and mapping. ``term_vectors``: store them (:data:`TERM_VECTORS`; off saves
@@ -195,7 +195,8 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     the real one (no updated copies left behind); None: no expansion field.
     ``vector_fields``: each document's vector of these fields (those the collection has;
     all its fields when it has none of them) by ``encoder`` (None: ``$LTR_ENCODER`` or the
-    default) in :data:`.vectors.FIELD`; None: no vectors. ``typed``: the mapping of the
+    default) in :data:`.vectors.FIELD`; None: no vectors; ``encode_batches``: where the
+    batches are encoded (:func:`.vectors.document_vectors`). ``typed``: the mapping of the
     collection's other fields (numbers, dates, ...). ``log``: each phase as it starts.
     ``progress(step, done, total)``: how far each long step is ("vectors", "neighbours
     (first load)", "neighbours", "loading"), at least after each batch of it.
@@ -206,7 +207,8 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     expansion = expansion and expansion_over(expansion, fields or FIELDS)
     _clear_index(conn, index, recreate)
     vector_fields, no_vectors = _vector_support(conn, vector_fields)
-    vec_fields, vec_of = _vectors(docs, fields or FIELDS, vector_fields, encoder, report, log)
+    vec_fields, vec_of = _vectors(docs, fields or FIELDS, vector_fields, encoder, report, log,
+                                  encode_batches)
     body = mapping(analyzer, fields, meta, shards, replicas, term_vectors,
                    expansion.field if expansion else None, vec_fields, vector_kind(conn), typed)
     texts = _neighbour_texts(conn, index, docs, expansion, mapping(
@@ -273,7 +275,7 @@ def _neighbour_texts(conn: Connection, index: str, docs: list[dict], expansion: 
     return texts
 
 
-def _vectors(docs, fields, vector_fields, encoder, progress, log):
+def _vectors(docs, fields, vector_fields, encoder, progress, log, encode_batches=None):
     """(the vector field's ``_meta`` entry or None, document id -> ``{field: vector}``,
     empty for a document with no text in the fields: its semantic features are missing).
     The vectors stay one float32 array; each is a JSON-ready list (7 decimals) only when
@@ -284,7 +286,7 @@ def _vectors(docs, fields, vector_fields, encoder, progress, log):
     encoder = encoder or load_encoder()
     over = tuple(f for f in vector_fields if f in fields) or tuple(fields)
     texts = {str(d["id"]): t for d in docs if (t := document_text(d, over))}
-    vecs = document_vectors(encoder, list(texts.values()),
+    vecs = document_vectors(encoder, list(texts.values()), encode_batches=encode_batches,
                             progress=lambda done: progress("vectors", done, len(texts)))
     row = dict(zip(texts, range(len(texts))))
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..encoders import Encoder, check_same, load_encoder, query_vectors, same_model
+from ..encoders import Encoder, check_same, fingerprint, load_encoder, query_vectors, same_model
 from ..errors import ClusterError, UserError
 from ..io.atomic import atomic_write
 from ..io.cache import cache_dir
@@ -74,29 +74,12 @@ def _runtime() -> str:
         return ""
 
 
-#: the text whose vector fingerprints how this machine runs the encoder
-PROBE_TEXT = "ltr-toolkit: how this machine encodes"
-_fingerprints: dict = {}
-
-
-def _fingerprint(encoder: Encoder) -> bytes:
-    """The encoder's vector of :data:`PROBE_TEXT` on this machine, as bytes: an int8
-    model's vectors differ across CPUs (the integer kernels onnxruntime picks by the
-    instruction set: cosines of 0.99 between two machines' vectors of one text), so
-    vectors kept or shipped from another machine are used only where it encodes alike."""
-    key = (id(encoder), encoder.sha256)
-    if key not in _fingerprints:
-        _fingerprints[key] = np.asarray(encoder.encode([PROBE_TEXT], kind="document"),
-                                        dtype=np.float32).tobytes()
-    return _fingerprints[key]
-
-
 def _encoder_hash(encoder: Encoder):
     """The part of a vectors key that names the encoder: the model's hash, the runtime
     that ran it (an int8 model's vectors differ across onnxruntime versions: the shipped
     vectors of one version are not another's), how this machine runs it
-    (:func:`_fingerprint`)."""
-    return hashlib.sha256(encoder.sha256.encode() + _runtime().encode() + _fingerprint(encoder))
+    (:func:`ltr_toolkit.encoders.fingerprint`)."""
+    return hashlib.sha256(encoder.sha256.encode() + _runtime().encode() + fingerprint(encoder))
 
 
 def _texts_key(encoder_hash, texts: list[str]) -> str:
