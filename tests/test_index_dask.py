@@ -79,7 +79,7 @@ def test_index_jsonl_dask_local_gives_the_index_of_one_process(ltr_cluster, cli,
         r = cli("--url", conn.url, "index", "jsonl", str(src), "--index", a, "--neighbours", "1",
                 "--dask", "local:2", env={"LTR_CACHE": str(tmp_path / "a")})
         assert r.returncode == 0, r.stderr
-        assert "vectors: encoded on Dask, 2 workers" in r.stderr and "vectors: 200/200 (" in r.stderr
+        assert "Dask: the vectors are encoded by 2 workers" in r.stderr and "vectors: 200/200 (" in r.stderr
         r = cli("--url", conn.url, "index", "jsonl", str(src), "--index", b, "--neighbours", "1",
                 env={"LTR_CACHE": str(tmp_path / "b")})
         assert r.returncode == 0, r.stderr

@@ -111,12 +111,12 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
     conn = _conn(ctx)
     analyzer = pick_analyzer(conn)
     t0 = time.monotonic()
-    with _encoding(dask) as encode_batches, _steps() as progress:
+    encoded = coll.text_fields if vectors == MAIN else _vector_fields(vectors)
+    with _encoding(dask if encoded else None) as encode_batches, _steps() as progress:
         res = index_documents(conn, index, coll.docs, analyzer, recreate=recreate,
                               fields=coll.text_fields, meta=f"jsonl:{path.name}", shards=shards,
                               replicas=replicas, expansion=_expansion(neighbours, coll.text_fields),
-                              vector_fields=coll.text_fields if vectors == MAIN else _vector_fields(vectors),
-                              typed=coll.properties(analyzer), progress=progress,
+                              vector_fields=encoded, typed=coll.properties(analyzer), progress=progress,
                               encode_batches=encode_batches,
                               log=lambda m: err.print(f"[{time.monotonic() - t0:6.1f}s] {m}"))
     _field_report(coll.report())
@@ -133,7 +133,7 @@ def _encoding(address: Optional[str]):
     from ..distributed import connect
     from ..distributed.encoding import batches_on
     with connect(address) as client:
-        err.print(f"vectors: encoded on Dask, {len(client.nthreads())} workers at "
+        err.print(f"Dask: the vectors are encoded by {len(client.nthreads())} workers at "
                   f"{client.scheduler.address}")
         yield batches_on(client)
 
