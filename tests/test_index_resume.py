@@ -190,7 +190,10 @@ def test_an_index_whose_load_stopped_is_incomplete_until_loaded_again(cluster, t
         encoded = _encoded(tmp_path, "c")
         for again in (["index", "jsonl", str(catalogue), "--index", index],
                       ["index", "vectors", "--index", index, "--vector-fields", "title"],
-                      ["index", "neighbours", "--index", index, "--neighbour-fields", "title"]):
+                      ["index", "neighbours", "--index", index, "--neighbour-fields", "title"],
+                      # what reads it: generation samples it, candidates search it
+                      ["featureset", "init", "--index", index, "-o", str(tmp_path / "fs.json")],
+                      ["query", "search", "red shoe", "--index", index, "--fields", "title"]):
             r = cli("--url", cluster.url, *again, env=_env(tmp_path, "c"))
             assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
             assert f"index {index} is incomplete: its load of 600 documents" in r.stderr

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from ..data.fields import NUMBERS, number_of, object_properties, subfields, walk
 from ..data.querytext import STOP_WORDS, distinct_words
 from ..indexing.schema import HELPER_PREFIX
+from ..indexing.unfinished import check_finished
 from ..transport.client import Connection, request
 from ..transport.engine import VectorKind, detect
 from . import templates as T
@@ -365,6 +366,7 @@ def from_index(conn: Connection, index: str, name: str | None = None,
     the vector fields its ``_meta`` records."""
     body = request(conn, "GET", f"/{index}/_mapping")
     mapping = next(iter(body.values()))["mappings"]
+    check_finished(conn, index, mapping)      # a sample of a half-loaded index misleads
     hits = request(conn, "POST", f"/{index}/_search", body={
         "size": sample, "query": {"function_score": {"random_score": {"seed": 42, "field": "_seq_no"}}}})
     docs = [h.get("_source", {}) for h in hits["hits"]["hits"]]

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..data.fields import sub_properties, subfields, walk
 from ..errors import InputError, UserError
+from ..indexing.unfinished import check_finished
 from ..io.text import read_json
 from ..transport.client import request
 
@@ -193,6 +194,7 @@ def index_fields(conn, index: str) -> set[str]:
     resp = request(conn, "GET", f"/{index}/_mapping")
     names: set[str] = set()
     for body in resp.values():
+        check_finished(conn, index, body.get("mappings", {}))   # its documents are not all there
         for path, spec in walk(body.get("mappings", {}).get("properties", {}), sub_properties):
             names.add(path)
             names.update(sub for sub, _ in subfields(path, spec))
