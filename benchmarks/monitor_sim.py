@@ -169,7 +169,7 @@ def _row(case: str, shape: dict | None, hits: list, named: list | None = None) -
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=200, help="simulated runs per shape and per change")
+    ap.add_argument("--runs", type=int, default=1000, help="simulated runs per shape and per change (1,000: a 2.5%% rate's Wilson upper bound stays under 5%%; about 33 min on 2 cores)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     args = ap.parse_args()
     t0 = time.time()
