@@ -47,6 +47,10 @@ def test_cv_chooses_each_folds_set_within_the_budget_and_prints_the_served_cost(
         used = line.split("(feature set ")[1].split(")")[0]       # the chosen features only
         served = [f["name"] for f in st.get_featureset(conn, used, store)["featureset"]["features"]]
         assert served == [n for n in names if n in served] and len(served) < len(names)
+        # the sets made for the fold models went with them: the store holds what it had
+        # and the deployed model's
+        kept = {f.get("name") for f in st.list_featuresets(conn, store)}
+        assert kept == {fs, used}, kept
         assert "choosing features" not in r.stderr or "ETA" in r.stderr
     finally:
         st.drop_store(conn, store)

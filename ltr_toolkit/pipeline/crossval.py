@@ -44,7 +44,7 @@ from ..serving.explain import explain_systems, merge_explanations
 from ..evaluation.live import top_lists
 from ..stores.params import derived_depth, featureset_params
 from ..serving.serving import Serving
-from ..stores.store import get_featureset
+from ..stores.store import delete_featureset, get_featureset
 from ..data.judgments import JudgmentList
 from ..data.svmlight import load_logged
 from ..errors import UserError
@@ -174,13 +174,19 @@ def log_candidates(conn, serving: Serving, jl: JudgmentList, featureset: str, wo
     return load_logged(data), side, serving, dict(side["failed_queries"]), first
 
 
-def _clean_up(conn, models: dict[str, list[str]], store, log) -> list[str]:
-    """Delete the fold models; returns (and logs) those that could not be deleted."""
+def _clean_up(conn, models: dict[str, list[str]], store, log, sets=()) -> list[str]:
+    """Delete the fold models, then the feature sets made for them (``sets``: a fold's
+    chosen features); returns (and logs) the models that could not be deleted."""
     left = delete_models(conn, [n for group in models.values() for n in group], store)
     if left:
         log(f"{len(left)} fold models could not be deleted: "
             + ", ".join(f"{n} ({why})" for n, why in left.items())
             + " (delete them with ltr model delete)")
+    for name in dict.fromkeys(sets):
+        try:
+            delete_featureset(conn, name, store)
+        except Exception as exc:    # noqa: BLE001 - a clean-up goes on; said in one line
+            log(f"feature set {name}, made for a fold model, could not be deleted: {exc}")
     return list(left)
 
 
@@ -231,7 +237,7 @@ def cross_validate(conn, index: str, jl: JudgmentList, featureset: str, algos: d
                 per_query[algo] = run_metrics(ranked[algo], qids, truth, k)
                 log(choices_line(algo, run.chosen[algo]))
         finally:
-            left = [] if keep_models else _clean_up(conn, run.models, store, log)
+            left = [] if keep_models else _clean_up(conn, run.models, store, log, run.fold_sets)
     return _report(run, per_query, ranked, baseline_name, jl, truth, algos, side, failed, left,
                    window=window, keep_models=keep_models, explain=explain)
 
@@ -337,6 +343,7 @@ class _Run:
         self.first = _first_ranking(conn, serving, self.params, qids, depth, first_ids,
                                     self.failed)
         self.models: dict[str, list[str]] = {}
+        self.fold_sets: list[str] = []             # feature sets made for fold models
         self.chosen: dict[str, list[dict]] = {}
         self.pipeline_algos: list[str] = []     # the algorithms the pipeline chooses among
         self.fallbacks: dict[str, list[str]] = {}
@@ -433,7 +440,8 @@ class _Run:
         ``{prefix}-{algo}-f{f}-pipeline``)."""
         system = system or algo
         base = f"{self.name_prefix}-{algo}-f{f}" + ("-pipeline" if system != algo else "")
-        art, fs = featurechoice.featureset_for(self.conn, art, self.featureset, self.serving.store)
+        art, fs = featurechoice.featureset_for(self.conn, art, self.featureset, self.serving.store,
+                                               self.fold_sets)
         name = upload(self.conn, art, model_from_artifact(art), base, fs, self.serving.store)["name"]
         self.models.setdefault(system, []).append(name)
         idx = [i for i, q in enumerate(self.qids) if self.where[q] == f]

@@ -110,17 +110,21 @@ def columns(ds, names: list[str]) -> RankingDataset:
                           meta=dict(ds.meta, sidecar=side), weights=ds.weights)
 
 
-def featureset_for(conn, art: dict, featureset: str, store) -> tuple[dict, str]:
+def featureset_for(conn, art: dict, featureset: str, store,
+                   created: list | None = None) -> tuple[dict, str]:
     """(the artifact, the feature set to upload it with): ``featureset`` when the model
     uses all its features; else a set of the model's features only, uploaded versioned
     (``{featureset}-{n}f``, ``-vN`` when a different one has the name), the artifact
-    naming it."""
+    naming it. ``created``: gets the name of a set this call created (the fold models'
+    sets are deleted with them)."""
     info = featureset_info(conn, featureset, store)
     if list(art["feature_names"]) == info["feature_names"]:
         return art, featureset
     fs = subset_featureset(info["features"], art["feature_names"],
                            f"{featureset}-{len(art['feature_names'])}f")
-    name, _ = upload_featureset_versioned(conn, fs, store)
+    name, how = upload_featureset_versioned(conn, fs, store)
+    if created is not None and how != "unchanged":
+        created.append(name)
     return dict(art, featureset=name,
                 featureset_sha256=featureset_info(conn, name, store)["sha256"]), name
 

@@ -127,6 +127,15 @@ def get_featureset(conn: Connection, name: str, store: str | None = None) -> dic
     return get_document(conn, f"{store_path(store)}/_featureset/{name}", store)
 
 
+def delete_featureset(conn: Connection, name: str, store: str | None = None) -> bool:
+    """False when there is no such feature set. Models trained on it keep their own copy
+    of its features (the plugin stores them with the model)."""
+    if get_featureset(conn, name, store) is None:
+        return False
+    request(conn, "DELETE", f"{store_path(store)}/_featureset/{name}", store=store)
+    return True
+
+
 #: Elements per listing request; the plugin's own default is 20.
 LIST_PAGE = 1000
 #: The store index's result window (OpenSearch's index.max_result_window default).
