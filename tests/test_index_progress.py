@@ -46,10 +46,10 @@ def test_every_long_step_reports_done_total_rate_and_eta(cluster, cli, tmp_path,
         assert r.returncode == 0, r.stderr
         lines = r.stderr.splitlines()
         for step in ("vectors", "neighbours (first load)", "neighbours", "loading"):
-            assert any(re.fullmatch(rf"{re.escape(step)}: 700/700 \([\d.e+]+/s\)", ln) for ln in lines), \
+            assert any(re.fullmatch(rf"{re.escape(step)}: 700/700 \([\d.,]+/s\)", ln) for ln in lines), \
                 (step, r.stderr)
         # the encoding (about 3.5 s) says how long it has left before it ends
-        assert any(re.fullmatch(r"vectors: \d+/700 \([\d.e+]+/s, ETA \d+s\)", ln) for ln in lines), r.stderr
+        assert any(re.fullmatch(r"vectors: \d+/700 \([\d.,]+/s, ETA \d+s\)", ln) for ln in lines), r.stderr
         assert "indexed 700 documents" in r.stdout
     finally:
         cluster.conn().client().indices.delete(index=index, ignore_unavailable=True)

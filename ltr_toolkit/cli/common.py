@@ -189,7 +189,8 @@ def _pace(seconds: float, done: int, upto: int, total: int | None) -> str:
         return ""
     rate = done / seconds
     eta = "" if total is None or upto >= total else f", ETA {_duration((total - upto) / rate)}"
-    return f" ({rate:.3g}/s{eta})"
+    shown = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"        # 3,700/s, not 3.7e+03/s
+    return f" ({shown}/s{eta})"
 
 
 def _duration(seconds: float) -> str:
