@@ -219,3 +219,15 @@ def test_a_long_silence_ticks_with_the_share_the_running_tasks_report(monkeypatc
     here = []
     parallel.run_all(_reports_halfway, [(0.0, 0.6), (0.0,)], jobs=1, on_tick=here.append)
     assert [t["share"] for t in here] == [0.25]    # half of the first of two, in this process
+
+
+def test_every_says_a_step_began_then_logs_its_eta_at_most_every_so_often(monkeypatch):
+    from ltr_toolkit.pipeline import crossval
+    clock = iter([0.0, 5.0, 16.0, 20.0, 40.0])
+    monkeypatch.setattr(crossval.time, "monotonic", lambda: next(clock))
+    said = []
+    progress = crossval.every(15.0, said.append, "logging candidates")
+    for done in (1, 2, 5, 6, 10):
+        progress(done, 10)
+    assert said == ["logging candidates: 1/10 rounds (10%)",
+                    "logging candidates: 5/10 rounds (50%), ETA 20s"]     # 4 s a round since the first

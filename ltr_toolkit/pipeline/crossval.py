@@ -129,9 +129,10 @@ def first_stage_column(side: dict) -> int | None:
 
 
 def every(seconds: float, log, what: str, unit: str = "rounds"):
-    """A progress callback (done, total) that logs at most every ``seconds``, with an ETA
-    from the rate since its first call (what ran before it, such as the first stage's
-    candidates, is not counted): a long logging run is never silent."""
+    """A progress callback (done, total) that logs its first call (the step has begun),
+    then at most every ``seconds``, with an ETA from the rate since its first call (what
+    ran before it, such as the first stage's candidates, is not counted): a long logging
+    run is never silent."""
     first = last = None
 
     def progress(done: int, total: int) -> None:
@@ -139,6 +140,8 @@ def every(seconds: float, log, what: str, unit: str = "rounds"):
         now = time.monotonic()
         if first is None:
             first = last = (now, done)
+            if done < total:
+                log(f"{what}: {done}/{total} {unit} ({100 * done / total:.0f}%)")
             return
         if now - last[0] < seconds or done >= total:
             return
