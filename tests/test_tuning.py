@@ -36,8 +36,12 @@ def _check_choice(got, n_settings):
                                  for t in models if t["inner_ndcg"] == top]
     wins = got["best_model_inner_ndcg"] > got["first_stage_inner_ndcg"] and got["inner_p_value"] < 0.05
     assert got["first_stage"] is (not wins)
-    if wins:
-        assert got["params"] == got["best_model"]["params"]
+    if wins:       # the best's setting and blend; trees: perhaps fewer (tuning.fewest_trees)
+        best = got["best_model"]["params"]
+        assert {k: v for k, v in got["params"].items() if k != "trees"} == \
+            {k: v for k, v in best.items() if k != "trees"}
+        assert got["params"].get("trees", 0) <= best.get("trees", 0)
+        assert got["blend"] == got["best_model"]["blend"]
     else:
         assert got["params"] is None and got["inner_ndcg"] == got["first_stage_inner_ndcg"]
     assert 0 < got["first_stage_inner_ndcg"] < 1
@@ -160,3 +164,24 @@ def test_selection_progress_adds_up_to_its_planned_work(mslr_paths):
         plan = tuning.work(ds, algo)
         assert abs(sum(seen) - plan["select"]) < 1e-6 * plan["select"], algo
         assert abs(plan["round"] * plan["rounds"] - ds.n_queries * (tuning.TREE_COUNTS[-1] if algo == "lambdamart" else 1)) < 1e-9
+
+
+def test_fewer_trees_are_served_when_the_inner_folds_cannot_tell_them_apart():
+    """Of the best setting's tree counts, the fewest within one standard error of the
+    best count's mean is chosen; a count clearly worse is not."""
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.3, 0.7, 300)
+
+    def near(shift, spread):         # per-query NDCG of another count: two inner folds
+        v = base + shift + rng.normal(0, spread, 300)
+        return [v[:150], v[150:]]
+    per = {(0, 200, None): [base[:150], base[150:]], (0, 100, None): near(0.0, 0.05),
+           (0, 50, None): near(-0.05, 0.02)}                 # 100: as good; 50: clearly worse
+    per[(0, 100, None)][0] = per[(0, 100, None)][0] - per[(0, 100, None)][0].mean() + base[:150].mean()
+    per[(0, 100, None)][1] = per[(0, 100, None)][1] - per[(0, 100, None)][1].mean() + base[150:].mean()
+    assert tuning.fewest_trees(per, (0, 200, None)) == (0, 100, None)
+    per[(0, 50, None)] = near(0.0, 0.05)                     # now within its noise too
+    per[(0, 50, None)] = [p - p.mean() + b.mean() for p, b in zip(per[(0, 50, None)], per[(0, 200, None)])]
+    assert tuning.fewest_trees(per, (0, 200, None)) == (0, 50, None)
+    per[(0, 100, None)], per[(0, 50, None)] = near(-0.02, 0.01), near(-0.03, 0.01)
+    assert tuning.fewest_trees(per, (0, 200, None)) == (0, 200, None)
