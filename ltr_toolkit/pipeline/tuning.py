@@ -246,6 +246,14 @@ def _name(params: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in params.items() if k != "trees")
 
 
+def _served(per: dict, means: dict, best_model, p: float, algo: str):
+    """The candidate to serve: the first stage, unless the best beat it at :data:`ALPHA`
+    (then the best, at :func:`fewest_trees` for trees)."""
+    if not (means[best_model] > means[FIRST_STAGE] and p < ALPHA):
+        return FIRST_STAGE
+    return fewest_trees(per, best_model) if algo in TREE_ALGOS else best_model
+
+
 def fewest_trees(per: dict, key: tuple) -> tuple:
     """``key`` (setting, tree count, blend) or the same setting and blend at the fewest
     trees of :data:`TREE_COUNTS` whose mean inner NDCG is within one standard error (of
@@ -317,10 +325,7 @@ def select(ds, algo: str, k: int = 10, seed: int = 42, folds: int = 3,
         left_out = _network_trials(algo, trials, sets, k, seed, first_col, per, over, tick)
     best_model, p = gate(per, seed, halving and algo in TREE_ALGOS)
     means = {key: float(np.concatenate(v).mean()) for key, v in per.items()}
-    better = means[best_model] > means[FIRST_STAGE] and p < ALPHA
-    best_key = best_model if better else FIRST_STAGE
-    if better and algo in TREE_ALGOS:
-        best_key = fewest_trees(per, best_key)
+    best_key = _served(per, means, best_model, p, algo)
     tried = [dict(_choice(trials, key), inner_ndcg=round(m, 5)) for key, m in means.items()]
     return dict(_choice(trials, best_key), inner_ndcg=means[best_key],
                 first_stage_inner_ndcg=means[FIRST_STAGE], best_model=_choice(trials, best_model),
