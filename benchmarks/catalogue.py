@@ -455,7 +455,7 @@ def main(argv=None) -> None:
                     help=f"the feature sets run, comma-separated (default: {','.join(SETS)})")
     ap.add_argument("--queries", type=int, default=None, help="a sample of this many queries (default: all)")
     ap.add_argument("--budget", type=float, default=120.0, help="seconds for choosing settings, per run")
-    ap.add_argument("--latency-queries", type=int, default=1000,
+    ap.add_argument("--latency-queries", type=int, default=2000,
                     help="queries timed, served vs the first stage (generated set)")
     ap.add_argument("--breakdown-queries", type=int, default=200,
                     help="queries timed per feature (where the time goes; 0: not measured)")
