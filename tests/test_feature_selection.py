@@ -124,3 +124,14 @@ def test_a_set_that_ties_costs_its_extra_requests_and_a_tie_breaker_can_fit_the_
     both = forward_select(ds, cost, 1.5, keep=("flag",))
     assert both["features"] == ["flag", "fine"] and both["tie_rates"] == [0.0, 0.0]
     assert both["estimated_ms"] == pytest.approx(cost.of(["flag", "fine"])) and both["estimated_ms"] <= 1.5
+
+
+def test_a_budget_the_ties_break_leaves_the_first_stage_not_a_model_over_it():
+    """The flag fits the budget without its ties and not with them, and nothing breaks
+    them: no feature is served (the first stage alone), never a set over the budget."""
+    ds = _only(_coarse(), ["flag"])
+    cost = CostModel(first_ms=1.0, fixed_ms=0.1, features={"flag": 0.1})
+    sel = forward_select(ds, cost, 1.25)
+    assert sel["features"] == [] and sel["steps"] == []
+    assert sel["estimated_ms"] == pytest.approx(cost.first_ms)
+    assert "ties cost more than the budget" in sel["stopped"]

@@ -231,3 +231,9 @@ def test_every_says_a_step_began_then_logs_its_eta_at_most_every_so_often(monkey
         progress(done, 10)
     assert said == ["logging candidates: 1/10 rounds (10%)",
                     "logging candidates: 5/10 rounds (50%), ETA 20s"]     # 4 s a round since the first
+
+
+def test_a_fold_whose_budget_affords_no_feature_keeps_the_first_stage(mslr_paths):
+    ds = load_svmlight(mslr_paths[0], n_features=136).subset(list(range(6)))
+    art, _, runner = _fit_fold(ds, "linear", 0, frozenset(ds.qids), 10, 1, None, "mslr", 0, None, [])
+    assert art["model"] is None and runner is None

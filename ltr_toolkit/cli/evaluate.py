@@ -178,8 +178,13 @@ def _deploy(conn, report, workdir, featureset, name, store, k, seed, anyway, tim
                                   algo=anyway.value if anyway else None,
                                   progress=lambda d, t: update(int(100 * d / t)))
     if done["name"] is None:
-        out.print(f"nothing uploaded: on all judged queries, {done['algorithm']} does not beat "
-                  "the first stage in inner cross-validation: keep the first stage")
+        sel = done.get("feature_selection")
+        why = (f"within the budget ({sel['limit_ms']:.2f} ms) no feature raises the inner utility "
+               "beyond its noise on all judged queries: keep the first stage, or allow more "
+               "(--max-ms/--max-cost)") if sel is not None and not sel["features"] else \
+            (f"on all judged queries, {done['algorithm']} does not beat the first stage in inner "
+             "cross-validation: keep the first stage")
+        out.print(f"nothing uploaded: {why}")
         return
     out.print(f"uploaded {done['name']}: {done['algorithm']} trained on all judged queries, "
               f"{describe_choice(done['settings'])}; served as its serving contract says: "

@@ -141,47 +141,57 @@ def forward_select(ds, cost: CostModel, limit_ms: float, k: int = 10, seed: int 
                    folds: int = 3, keep: tuple = (), progress=None) -> dict:
     """The features of ``ds`` to serve under ``limit_ms`` (served p50 as ``cost``
     estimates it), chosen as the module docstring says, starting from ``keep`` (names).
+    A step may pass the limit by the requests its ties cost (a feature alone ties what
+    the next one breaks): the set served is the longest run of steps whose estimate,
+    ties included, is within it (none: the first stage alone, ``features`` empty).
     Returns {"features" (in ``ds``'s order), "steps": [{"feature", "gain", "noise",
-    "ms"}], "stopped", "utility" (mean, vs the first stage), "estimated_ms",
-    "limit_ms", "queries", "seconds"}. ``progress(done, total)``: after each step
-    (total: the most steps the budget allows)."""
+    "ms", "ties", "estimated_ms"}], "stopped", "utility" (mean, vs the first stage),
+    "estimated_ms", "tie_rates", "limit_ms", "queries", "seconds"}. ``progress(done,
+    total)``: after each step (total: the most steps the budget allows)."""
     t = time.monotonic()
     names = list(ds.feature_names)
     inner = _Inner(ds, k, seed, folds)
     chosen = [names.index(n) for n in keep if n in names]
-    base, rates = np.zeros(inner.n), np.zeros(2)
+    state = (np.zeros(inner.n), np.zeros(2))
     if chosen and inner.n:
         U, T = inner.utilities(chosen[:-1], chosen[-1:])
-        base, rates = U[0], T[0]
+        state = (U[0], T[0])
     total = _most_steps(cost, names, chosen, limit_ms, inner.alive)
-    steps, stopped = [], "every feature is chosen"
+    steps, stopped, start = [], "every feature is chosen", len(chosen)
+    fits = [(0, state)]          # (steps taken, state) of each set within the limit, ties included
     while inner.n >= 2:
         now = [names[i] for i in chosen]
         cands = [c for c in range(len(names)) if c not in chosen and inner.alive[c]
                  and cost.of(now + [names[c]]) <= limit_ms]
-        j, step = _best(inner, chosen, cands, (base, rates), cost, now, names, limit_ms) \
+        j, step = _best(inner, chosen, cands, state, cost, now, names) \
             if cands else (None, {"stopped": "the budget affords no other feature"})
         if j is None:
             stopped = step["stopped"] if len(chosen) < inner.alive.sum() else stopped
             break
         chosen.append(cands[j])
-        base, rates = step.pop("u"), step.pop("rates")
+        state = (step.pop("u"), step.pop("rates"))
         steps.append(step)
+        if step["estimated_ms"] <= limit_ms:
+            fits.append((len(steps), state))
         if progress is not None:
             progress(len(steps), max(total, len(steps)))
-    feats = [n for i, n in enumerate(names) if i in set(chosen)]
-    return {"features": feats, "steps": steps, "stopped": stopped,
+    taken, (base, rates) = fits[-1]
+    if taken < len(steps):
+        stopped += f"; the last {len(steps) - taken} steps' ties cost more than the budget"
+    kept = set(chosen[:start + taken])
+    feats = [n for i, n in enumerate(names) if i in kept]
+    return {"features": feats, "steps": steps[:taken], "stopped": stopped,
             "utility": float(base.mean()) if inner.n else 0.0,
             "estimated_ms": tie_cost(cost, feats, rates), "tie_rates": [float(r) for r in rates],
             "limit_ms": float(limit_ms), "queries": inner.n,
             "seconds": round(time.monotonic() - t, 2)}
 
 
-def _best(inner: _Inner, chosen, cands, now_state, cost: CostModel, now, names, limit_ms):
+def _best(inner: _Inner, chosen, cands, now_state, cost: CostModel, now, names):
     """(index in ``cands`` of the feature to add, its step record with its utilities
-    ``u`` and tie ``rates``), or (None, {"stopped": why}) when no candidate's gain is
-    above its noise within the budget (``now_state``: the chosen set's utilities and tie
-    rates)."""
+    ``u``, tie ``rates`` and estimate with them), or (None, {"stopped": why}) when no
+    candidate's gain is above its noise (``now_state``: the chosen set's utilities and
+    tie rates). The gain per ms counts the ms the ties add or save."""
     base, rates = now_state
     U, T = inner.utilities(chosen, cands)
     d = U - base
@@ -192,13 +202,12 @@ def _best(inner: _Inner, chosen, cands, now_state, cost: CostModel, now, names, 
     ms = est - tie_cost(cost, now, rates)
     score = gain * (1.0 - REDUNDANCY * red) / np.maximum(ms, MIN_MS)
     ok = (gain > 0) & (gain > max(NOISE, np.sqrt(2 * np.log(len(cands)))) * noise)
-    if not (ok & (est <= limit_ms)).any():
-        why = "the budget affords no other feature that raises the inner utility beyond its noise" \
-            if ok.any() else "no other feature raises the inner utility beyond its noise"
-        return None, {"stopped": why}
-    j = int(np.argmax(np.where(ok & (est <= limit_ms), score, -np.inf)))
+    if not ok.any():
+        return None, {"stopped": "no other feature raises the inner utility beyond its noise"}
+    j = int(np.argmax(np.where(ok, score, -np.inf)))
     return j, {"feature": names[cands[j]], "gain": float(gain[j]), "noise": float(noise[j]),
-               "ms": float(ms[j]), "ties": [float(r) for r in T[j]], "u": U[j], "rates": T[j]}
+               "ms": float(ms[j]), "ties": [float(r) for r in T[j]],
+               "estimated_ms": float(est[j]), "u": U[j], "rates": T[j]}
 
 
 def _most_steps(cost: CostModel, names, chosen, limit_ms, alive) -> int:

@@ -492,6 +492,8 @@ def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col, selection
     model the inner gate kept out (for the pipeline; else None). ``features``: the
     fold's chosen feature set (None: all)."""
     t = time.monotonic()
+    if features is not None and not features:     # the budget affords none: the first stage
+        return {"algorithm": algo, "selection": None, "model": None}, time.monotonic() - t, None
     train = _subset(ds, keep)
     if features:
         train = featurechoice.columns(train, features)

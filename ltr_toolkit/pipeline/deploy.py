@@ -34,7 +34,8 @@ def deploy_recommended(conn, report: dict, workdir, featureset: str, name: str,
                         "was better with p < 0.05", "pass --deploy-anyway ALGO to upload one anyway")
     art, fixed = deploy_artifact(report, workdir, algo, k, seed, progress)
     if art["model"] is None:
-        return {"name": None, "algorithm": algo, "settings": None, "contract": None}
+        return {"name": None, "algorithm": algo, "settings": None, "contract": None,
+                "feature_selection": art.get("feature_selection")}
     art, featureset = featurechoice.featureset_for(conn, art, featureset, store)
     done = upload(conn, art, model_from_artifact(art), name, featureset, store)
     path = Path(workdir) / f"{done['name']}.json"      # what ltr monitor --artifact reads
@@ -56,6 +57,9 @@ def deploy_artifact(report: dict, workdir, algo: str, k: int | None = None,
     chosen = None
     if report.get("feature_selection"):         # chosen on all judged queries, as per fold
         chosen = featurechoice.choose(ds, report["feature_selection"], k, seed)
+        if not chosen["features"]:              # the budget affords none: the first stage
+            return {"algorithm": algo, "selection": None, "model": None,
+                    "feature_selection": chosen}, None
         ds = featurechoice.columns(ds, chosen["features"])
     first_col = first_stage_column(ds.meta["sidecar"])
     fixed = report.get("fixed_settings", {}).get(algo)     # None: chosen, as in the folds
