@@ -146,7 +146,36 @@ def index_run(url: str, source: Path, index: str, env: dict, tmp: Path, dask: st
         raise SystemExit(f"ltr index jsonl failed ({code}):\n" + "\n".join(ln for _, ln in lines[-30:]))
     fields = next((m.group(1) for _, ln in lines if (m := re.search(r"more_like_this over (.+)$", ln))), "?")
     return {"total": total, "steps": steps(lines, total), "load": (load0, os.getloadavg()[0]),
-            "fields": fields}
+            "fields": fields, "eta": eta_errors(lines)}
+
+
+_PROGRESS = re.compile(r"^(?P<step>[a-z][a-z ()]*): (?P<done>\d+)/(?P<total>\d+) \([^)]*?(?:ETA (?P<eta>[\dhms]+))?\)$")
+
+
+def _seconds(text: str) -> float:
+    """``45s``, ``12m05s``, ``2h03m`` (cli.common._duration) in seconds."""
+    parts = dict((u, int(v)) for v, u in re.findall(r"(\d+)([hms])", text))
+    return 3600 * parts.get("h", 0) + 60 * parts.get("m", 0) + parts.get("s", 0)
+
+
+def eta_errors(lines: list[tuple[float, str]]) -> dict:
+    """Per step longer than 15 s: its seconds, and the worst distance between the end an
+    ETA line predicted (its time + its ETA) and the step's real end (its done == total
+    line), as a share of the step's time (issue 60: within 25%)."""
+    seen: dict = {}
+    for t, ln in lines:
+        m = _PROGRESS.match(ln)
+        if m:
+            seen.setdefault(m["step"], []).append((t, int(m["done"]), int(m["total"]), m["eta"]))
+    out = {}
+    for step, rows in seen.items():
+        ends = [t for t, d, n, _ in rows if d >= n]
+        if not ends or ends[-1] - rows[0][0] <= 15.0:
+            continue
+        took = ends[-1] - rows[0][0]
+        worst = max((abs(t + _seconds(e) - ends[-1]) / took for t, _, _, e in rows if e), default=None)
+        out[step] = {"seconds": round(took, 1), "worst_eta_error": worst}
+    return out
 
 
 def steps(lines: list[tuple[float, str]], total: float) -> dict:
@@ -344,6 +373,12 @@ def notes(results: list[dict], model: dict, args) -> list[str]:
         found.append(f"2 workers vs 1 on {args.products} products: {total:.2f}x in all, {vec:.2f}x "
                      f"on the vectors step; issue 60's acceptance (>= 1.7x): "
                      f"{'met' if total >= 1.7 else 'NOT met'}")
+    found.append("ETA (steps over 15 s; the worst distance between an ETA line's predicted end "
+                 "and the step's real end, as a share of the step's time; issue 60: within 25%): "
+                 + "; ".join(f"{r['products']}/{r['workers'] or 'one process'}: " + ", ".join(
+                     f"{step} {v['seconds']:.0f} s, {v['worst_eta_error']:.0%}"
+                     for step, v in r.get("eta", {}).items() if v["worst_eta_error"] is not None)
+                     for r in results))
     found.append("machine: 1-min load average before -> after each run: " + "; ".join(
         f"{r['products']}/{r['workers'] or 'one process'}: {r['load'][0]:.1f} -> {r['load'][1]:.1f}"
         for r in results) + f"; {os.cpu_count()} cores shared by the node, the workers and the client")

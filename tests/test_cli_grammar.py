@@ -170,22 +170,22 @@ def test_old_spelling_names_the_new_one(tmp_path, capsys):
 
 def test_progress_lines_give_the_rate_and_the_time_left(monkeypatch, capsys):
     """Off a terminal (cron, a pipe), a long loop's progress is a line on stderr at most
-    every 2 s: done/total, the rate since its first update, the time left; a loop that
-    counts again from 1 (a new phase) gets its own rate."""
+    every 2 s: done/total, the rate since its first update, and once the loop has run
+    10 s the time left at the pace of its last 5 s; a loop that counts again from 1 (a
+    new phase) gets its own rate."""
     from ltr_toolkit.cli import common
-    clock = iter([100.0, 104.0, 104.5, 107.0, 200.0, 230.0])
+    clock = iter([100.0, 104.0, 104.5, 112.0, 200.0, 230.0])
     monkeypatch.setattr(common.time, "monotonic", lambda: next(clock))
     with common._progress("fits") as update:
         update(1, 10)
-        update(3, 10)      # 2 fits in 4 s
+        update(3, 10)      # 2 fits in 4 s: no ETA yet
         update(4, 10)      # under 2 s after the last line: not shown
-        update(5, 10)
+        update(5, 10)      # 12 s in: 1 fit in the last 7.5 s
         update(1, 4)       # a new phase
         update(4, 4)       # 3 fits in 30 s; the end
     lines = capsys.readouterr().err.splitlines()
-    rate = 2 / 4
-    assert lines[:2] == ["fits: 1/10", f"fits: 3/10 ({rate:.3g}/s, ETA {round(7 / rate)}s)"]
-    assert lines[2] == f"fits: 5/10 ({4 / 7:.3g}/s, ETA {round(5 / (4 / 7))}s)"
+    assert lines[:2] == ["fits: 1/10", f"fits: 3/10 ({2 / 4:.3g}/s)"]
+    assert lines[2] == f"fits: 5/10 ({4 / 12:.3g}/s, ETA {round(5 / (1 / 7.5))}s)"
     assert lines[3:] == ["fits: 1/4", f"fits: 4/4 ({3 / 30:.3g}/s)"]
     assert common._duration(3725) == "1h02m" and common._duration(125) == "2m05s"
 

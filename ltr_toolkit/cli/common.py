@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 from dataclasses import replace
@@ -127,22 +128,32 @@ def _progress(label: str, total: int | None = None):
     time left); otherwise (cron, nohup, a pipe) a plain line on stderr at most every 2 s,
     and at the end: ``LABEL: DONE/TOTAL (RATE/s, ETA 3m05s) NOTE``. The rate counts from
     the first update (the work before it is not the loop's), again when ``done`` starts
-    over (a new phase)."""
+    over (a new phase). The ETA, once the step has run :data:`ETA_AFTER` seconds, reads
+    the pace of the last :data:`RECENT` seconds: a step whose pace grows as caches warm
+    (the neighbours' searches: 74/s at first, 750/s after 10 s) would otherwise predict
+    an end far too late for most of its course."""
     if err.is_terminal:
         yield from _bar(label, total)
         return
-    last, start, seen = [0.0], [None], [0]
+    last, seen = [0.0], collections.deque()
 
     def update(done, total=total, note=""):
         now = time.monotonic()
-        if start[0] is None or done < seen[0]:
-            start[0] = (now, done)
-        seen[0] = done
+        if not seen or done < seen[-1][1]:
+            seen.clear()
+            first[0] = (now, done)
+        seen.append((now, done))
+        while len(seen) > 2 and now - seen[1][0] >= RECENT:
+            seen.popleft()
         if now - last[0] >= 2.0 or (total is not None and done >= total):
             last[0] = now
             of = f"/{total}" if total is not None else ""
-            err.print(f"{label}: {done}{of}{_pace(now - start[0][0], done - start[0][1], done, total)} "
+            recent = (done - seen[0][1]) / (now - seen[0][0]) \
+                if now - first[0][0] >= ETA_AFTER and now > seen[0][0] else 0.0
+            err.print(f"{label}: {done}{of}"
+                      f"{_pace(now - first[0][0], done - first[0][1], done, total, recent)} "
                       f"{note}".rstrip())
+    first = [None]
     yield update
 
 
@@ -182,13 +193,21 @@ def _bar(label: str, total: int | None):
         yield update
 
 
-def _pace(seconds: float, done: int, upto: int, total: int | None) -> str:
-    """`` (RATE/s, ETA T)`` of ``done`` items in ``seconds`` (``upto`` of ``total`` done);
-    empty before there is a rate."""
+#: seconds of progress the ETA's pace is read over, and the step's seconds before an ETA
+RECENT, ETA_AFTER = 5.0, 10.0
+
+
+def _pace(seconds: float, done: int, upto: int, total: int | None,
+          recent: float | None = None) -> str:
+    """`` (RATE/s, ETA T)`` of ``done`` items in ``seconds`` (``upto`` of ``total`` done;
+    the ETA at the ``recent`` pace; None: at the whole rate; 0: no ETA yet); empty before
+    there is a rate."""
     if done <= 0 or seconds <= 0:
         return ""
     rate = done / seconds
-    eta = "" if total is None or upto >= total else f", ETA {_duration((total - upto) / rate)}"
+    pace = rate if recent is None else recent
+    eta = "" if total is None or upto >= total or pace <= 0 else \
+        f", ETA {_duration((total - upto) / pace)}"
     shown = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"        # 3,700/s, not 3.7e+03/s
     return f" ({shown}/s{eta})"
 
