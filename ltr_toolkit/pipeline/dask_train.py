@@ -106,9 +106,13 @@ def _held_out(client, art: dict, valid, side: dict, k: int, source: str,
               early_stopped: bool) -> dict | None:
     """``ltr train --dask --valid``'s evidence, as ``train_from_files`` records it: the
     model's per-query gains on the validation parts, computed on the workers."""
+    import functools
     import numpy as np
-    parts = [p for p in client.gather(client.map(_part_gains, valid.futures, art=art, side=side,
-                                                 k=k, pure=False)) if p is not None]
+    # bound into the function, not passed as map's keywords: dask took the artifact (a
+    # dict) for a graph of its own, keyed 'art', which a second run on the cluster met
+    # while the first's was still there (AssertionError(<TaskState 'art' processing>))
+    gains = functools.partial(_part_gains, art=art, side=side, k=k)
+    parts = [p for p in client.gather(client.map(gains, valid.futures, pure=False)) if p is not None]
     if not parts:
         return None
     pq = {"qids": [q for p in parts for q in p["qids"]],
