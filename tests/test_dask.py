@@ -148,3 +148,19 @@ def test_dask_training_records_the_held_out_evidence_a_single_process_would(tmp_
     assert held is not None and held["queries"] == here["queries"] >= 5
     assert held["qids"] == here["qids"]
     np.testing.assert_allclose(held["gains"], here["gains"], atol=1e-12)
+
+
+def _dies(_):
+    import os
+    os._exit(1)
+
+
+def test_a_worker_that_dies_on_a_task_ends_the_work_in_one_line():
+    """A task that kills its worker (out of memory, SIGKILL) as often as the scheduler
+    allows: a one-line error with the cause and what to do, not KilledWorker's trace."""
+    import dask
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with pytest.raises(UserError) as got:
+            with connect("local:1") as client:
+                client.submit(_dies, 1, pure=False).result()
+    assert "a Dask worker died running" in str(got.value) and "run the command again" in str(got.value)

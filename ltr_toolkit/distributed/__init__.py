@@ -52,8 +52,28 @@ def local_workers(address: str) -> int | None:
 def connect(address: str, threads_per_worker: int | None = None):
     """A ``distributed.Client`` for ``address``: ``local:N`` starts a LocalCluster of N
     worker processes (one thread each unless the machine has cores to spare) and stops
-    it at the end; anything else is a running scheduler's address."""
+    it at the end; anything else is a running scheduler's address. A worker that dies
+    on a task as often as the scheduler allows (out of memory, killed) ends the work in
+    one line (:func:`_worker_died`), not a traceback."""
     _, distributed = require()
+    try:
+        with _client(distributed, address, threads_per_worker) as client:
+            yield client
+    except distributed.KilledWorker as exc:
+        raise _worker_died(exc) from None
+
+
+def _worker_died(exc) -> UserError:
+    task = exc.args[0] if exc.args else "a task"
+    return UserError(f"a Dask worker died running {task} as often as the scheduler allows "
+                     "(out of memory, or killed)",
+                     "give the workers more memory (dask worker --memory-limit) or fewer threads, "
+                     "and run the command again: ltr index resumes at the batches not kept, "
+                     "ltr train starts over")
+
+
+@contextlib.contextmanager
+def _client(distributed, address: str, threads_per_worker: int | None):
     n = local_workers(address)
     if n is None:
         try:
