@@ -94,3 +94,14 @@ class RankingDataset:
         if self.doc_ids is not None:
             h.update("\0".join(map(str, self.doc_ids)).encode())
         return h.hexdigest()
+
+
+def graded(y: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per query (its rows at ``offsets``), whether they hold more than one grade: the
+    queries a ranker can learn from, and whose NDCG a ranking can change."""
+    sizes = np.diff(offsets)
+    out = np.zeros(len(sizes), bool)
+    starts = np.asarray(offsets[:-1])[sizes > 0]          # empty queries have no rows
+    if len(starts):
+        out[sizes > 0] = np.maximum.reduceat(y, starts) > np.minimum.reduceat(y, starts)
+    return out

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.dataset import graded
 from ..rank import metrics as M
 from ..rank import stats
 
@@ -55,10 +56,7 @@ def per_query(model: np.ndarray, first: np.ndarray, y: np.ndarray, offsets: np.n
     """{"qids", MODEL, FIRST}: NDCG@k per query of both rankings, over the queries whose
     rows do not all share one grade."""
     nm, nf = M.ndcg(model, y, offsets, k), M.ndcg(first, y, offsets, k)
-    sizes = np.diff(offsets)
-    starts = np.minimum(offsets[:-1], max(len(y) - 1, 0))
-    useful = (sizes > 0) & (np.maximum.reduceat(y, starts) > np.minimum.reduceat(y, starts)) \
-        if len(y) else np.zeros(len(sizes), bool)
+    useful = graded(y, offsets)
     return {"qids": [str(q) for q, u in zip(qids, useful) if u], MODEL: nm[useful], FIRST: nf[useful]}
 
 

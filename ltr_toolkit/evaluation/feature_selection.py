@@ -43,6 +43,7 @@ import time
 
 import numpy as np
 
+from ..data.dataset import graded
 from ..rank.metrics import ndcg
 from .feature_timing import CostModel
 
@@ -69,7 +70,7 @@ class _Inner:
     the held-out queries' standardised features, grades and first-stage NDCG."""
 
     def __init__(self, ds, k: int, seed: int, folds: int):
-        useful = [q for q in range(ds.n_queries) if np.ptp(ds.y[ds.query(q)]) > 0]
+        useful = np.flatnonzero(graded(ds.y, ds.offsets)).tolist()
         if len(useful) > QUERIES:
             pick = np.random.default_rng(seed).choice(len(useful), QUERIES, replace=False)
             useful = [useful[i] for i in np.sort(pick)]

@@ -43,6 +43,7 @@ import time
 
 import numpy as np
 
+from ..data.dataset import graded
 from ..rank.metrics import ndcg
 from ..rank.stats import ALPHA, N_RESAMPLES, Halving, compare
 from .train import TREE_ALGOS, make_estimator
@@ -123,14 +124,8 @@ def work(ds, algo: str, chosen: bool = True, folds: int = 3, halving: bool = Tru
 
 
 def _graded(ds) -> np.ndarray:
-    """The queries of ``ds`` whose documents have more than one grade (the others teach
-    a ranker nothing)."""
-    sizes = np.diff(ds.offsets)
-    rows = ds.offsets[:-1][sizes > 0]
-    if not len(rows):
-        return np.empty(0, np.int64)
-    spread = np.maximum.reduceat(ds.y, rows) > np.minimum.reduceat(ds.y, rows)
-    return np.flatnonzero(sizes > 0)[spread]
+    """The numbers of the queries of ``ds`` with more than one grade."""
+    return np.flatnonzero(graded(ds.y, ds.offsets))
 
 
 class Progress:
