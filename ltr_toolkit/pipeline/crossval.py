@@ -81,11 +81,18 @@ def fit_chosen(ds, algo: str, k: int, seed: int, params: dict | None, source: st
     Networks hold a seeded 20% of the queries out for early stopping. ``selection``:
     more options of :func:`.tuning.select` (e.g. ``{"halving": False}``). ``progress(done,
     total)``: the units of work (:func:`.tuning.work`) as they end."""
+    return _chosen_and_fitted(ds, algo, k, seed, params, source, first_col, selection, progress)[0]
+
+
+def _chosen_and_fitted(ds, algo, k, seed, params, source, first_col, selection,
+                       progress) -> tuple[dict, dict | None]:
+    """(:func:`fit_chosen`'s artifact, the :func:`.tuning.select` result it was fitted
+    by, None with ``params``)."""
     done, w = Progress.of(ds, algo, progress, params is None, **(selection or {}))
     chosen = select(ds, algo, k, seed, first_col=first_col, progress=done.add,
                     **(selection or {})) if params is None else None
     return fit_choice(ds, algo, k, seed, chosen, source, first_col, params,
-                      on_round=lambda: done.add(w["round"]))
+                      on_round=lambda: done.add(w["round"])), chosen
 
 
 def fit_choice(ds, algo: str, k: int, seed: int, chosen: dict | None, source: str,
@@ -498,11 +505,8 @@ def _fit_fold(ds, algo, fold, keep, k, seed, fixed, source, first_col, selection
     if features:
         train = featurechoice.columns(train, features)
         first_col = first_stage_column(train.meta["sidecar"])
-    done, w = Progress.of(train, algo, parallel.report, fixed is None, **(selection or {}))
-    chosen = select(train, algo, k, seed, first_col=first_col, progress=done.add,
-                    **(selection or {})) if fixed is None else None
-    art = fit_choice(train, algo, k, seed, chosen, source, first_col, fixed,
-                     on_round=lambda: done.add(w["round"]))
+    art, chosen = _chosen_and_fitted(train, algo, k, seed, fixed, source, first_col, selection,
+                                     parallel.report)
     free = None if chosen is None else ungated(chosen)
     runner = fit_choice(train, algo, k, seed, free, source, first_col) \
         if free is not None and chosen["first_stage"] and not free["first_stage"] else None
