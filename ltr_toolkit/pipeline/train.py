@@ -77,7 +77,11 @@ def check_algorithm(algo: str) -> None:
         raise UserError(f"unknown algorithm {algo!r}", f"choose one of {', '.join(ALGORITHMS)}")
 
 
-def make_estimator(algo: str, hidden=(64, 16), epochs=50, lr=None, optimizer="adam",
+#: a network's epochs unless given (early stopping may end it sooner)
+EPOCHS = 50
+
+
+def make_estimator(algo: str, hidden=(64, 16), epochs=EPOCHS, lr=None, optimizer="adam",
                    sigma=1.0, k=10, patience=None, seed=42, trees=300, depth=6,
                    truncation="default", hessian_scale=None, min_child_weight=None, l2=None,
                    max_bin=None):

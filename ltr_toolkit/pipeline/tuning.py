@@ -46,7 +46,7 @@ import numpy as np
 from ..data.dataset import graded
 from ..rank.metrics import ndcg
 from ..rank.stats import ALPHA, N_RESAMPLES, Halving, compare
-from .train import TREE_ALGOS, make_estimator
+from .train import EPOCHS, TREE_ALGOS, make_estimator
 
 #: tree counts read off one model's rounds (at learning rate 0.1: the tree count and the
 #: learning rate trade off, so the grid varies the count and keeps one rate)
@@ -99,10 +99,6 @@ SELECTION_QUERIES = 2000
 HALVING = 2
 
 
-#: a network's epochs at most (``train.make_estimator``'s default): the final fit's rounds
-NETWORK_EPOCHS = 50
-
-
 def work(ds, algo: str, chosen: bool = True, folds: int = 3, halving: bool = True) -> dict:
     """The work of one fit, for progress lines, in units of one query's rows through one
     boosting round (networks and linear models: one fit): ``select``, the inner fits of
@@ -120,7 +116,7 @@ def work(ds, algo: str, chosen: bool = True, folds: int = 3, halving: bool = Tru
                 "rounds": max(TREE_COUNTS)}
     # a network's fit (its epochs, early stopped or not) on m queries: m units
     return {"select": trials * folds * inner if chosen else 0.0,
-            "round": ds.n_queries / NETWORK_EPOCHS, "rounds": NETWORK_EPOCHS}
+            "round": ds.n_queries / EPOCHS, "rounds": EPOCHS}
 
 
 def _graded(ds) -> np.ndarray:
