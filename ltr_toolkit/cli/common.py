@@ -135,7 +135,7 @@ def _progress(label: str, total: int | None = None):
     if err.is_terminal:
         yield from _bar(label, total)
         return
-    last, seen = [0.0], collections.deque()
+    last, first, seen = [0.0], [None], collections.deque()
 
     def update(done, total=total, note=""):
         now = time.monotonic()
@@ -153,7 +153,6 @@ def _progress(label: str, total: int | None = None):
             err.print(f"{label}: {done}{of}"
                       f"{_pace(now - first[0][0], done - first[0][1], done, total, recent)} "
                       f"{note}".rstrip())
-    first = [None]
     yield update
 
 
