@@ -37,8 +37,9 @@ def _cacm(conn):
     out = workdir() / "cacm-files"
     subprocess.run([sys.executable, str(ROOT / "docs" / "cacm" / "prepare.py"),
                     str(SHARED / "data" / "cacm"), str(out)], check=True)
-    docs, fields = read_jsonl_documents(out / "docs.jsonl")
-    index_documents(conn, CACM_INDEX, docs, recreate=True, fields=fields, meta="bench-cacm")
+    coll = read_jsonl_documents(out / "docs.jsonl")
+    index_documents(conn, CACM_INDEX, coll.docs, recreate=True, fields=coll.text_fields,
+                    meta="bench-cacm")
     fs, _ = st.upload_featureset_versioned(conn, load_featureset(ROOT / "docs" / "cacm" / "featureset.json"))
     jl = load_judgments(out / "qrels.txt", "trec", out / "queries.tsv")
     return CACM_INDEX, fs, jl
