@@ -56,12 +56,19 @@ def test_every_long_step_reports_done_total_rate_and_eta(cluster, cli, tmp_path,
         cluster.conn().client().indices.delete(index=index, ignore_unavailable=True)
 
 
-def test_the_steps_helper_gives_each_step_its_own_line(monkeypatch):
+@pytest.fixture
+def printed(monkeypatch):
+    """The plain progress lines printed, with a clock of 11 s a call (an ETA from the 2nd)."""
     from ltr_toolkit.cli import common
-    printed, clock = [], iter(range(100, 2000, 11))       # 11 s a call: an ETA from the 2nd
+    lines, clock = [], iter(range(100, 2000, 11))
     monkeypatch.setattr(common.time, "monotonic", lambda: float(next(clock)))
-    monkeypatch.setattr(common.err, "print", lambda text, **k: printed.append(text))
+    monkeypatch.setattr(common.err, "print", lambda text, **k: lines.append(text))
     monkeypatch.setattr(type(common.err), "is_terminal", property(lambda self: False))
+    return lines
+
+
+def test_the_steps_helper_gives_each_step_its_own_line(printed):
+    from ltr_toolkit.cli import common
     with common._steps() as progress:
         progress("vectors", 0, 10)
         progress("vectors", 5, 10)
@@ -72,3 +79,16 @@ def test_the_steps_helper_gives_each_step_its_own_line(monkeypatch):
     assert printed[1].startswith("vectors: 5/10 (") and "ETA" in printed[1]
     assert printed[2].startswith("vectors: 10/10 (") and "ETA" not in printed[2]
     assert printed[3] == "loading: 4/8" and printed[4].startswith("loading: 8/8 (")
+
+
+def test_steps_at_the_same_time_each_keep_their_own_line_and_rate(printed):
+    from ltr_toolkit.cli import common
+    with common._steps() as progress:
+        progress("vectors", 0, 10)
+        progress("neighbours", 0, 8)
+        progress("vectors", 5, 10)
+        progress("neighbours", 8, 8)
+        progress("vectors", 10, 10)
+    assert printed[0] == "vectors: 0/10" and printed[1] == "neighbours: 0/8"
+    assert printed[2].startswith("vectors: 5/10 (") and "ETA" in printed[2]
+    assert printed[3].startswith("neighbours: 8/8 (") and printed[4].startswith("vectors: 10/10 (")

@@ -8,6 +8,7 @@ import contextlib
 import functools
 from dataclasses import replace
 import json
+import threading
 import time
 from pathlib import Path
 from enum import Enum
@@ -158,38 +159,53 @@ def _progress(label: str, total: int | None = None):
 
 @contextlib.contextmanager
 def _steps():
-    """Yields ``progress(step, done, total=None)`` for a run of several long steps (the
-    library's indexing functions call it): each step has its own :func:`_progress` line
-    (its rate and ETA from its own start), ended when the next step begins."""
+    """Yields ``progress(step, done, total=None)`` for a run of long steps (the library's
+    indexing functions call it), from any thread: each step has its own line (plain, as
+    :func:`_progress`: its rate and ETA from its own start) or its own task of one rich
+    bar on a terminal; steps may run at the same time (the vectors encode while the node
+    finds the neighbours)."""
+    lock, lines = threading.Lock(), {}
     with contextlib.ExitStack() as stack:
-        current: list = [None, None]
+        bar = stack.enter_context(_bars()) if err.is_terminal else None
 
         def progress(step: str, done: int, total: int | None = None):
-            if step != current[0]:
-                stack.close()
-                current[:] = [step, stack.enter_context(_progress(step, total))]
-            current[1](done, total)
+            with lock:
+                if step not in lines:
+                    lines[step] = _bar_task(bar, step, total) if bar else \
+                        stack.enter_context(_progress(step, total))
+                update = lines[step]
+            update(done, total)
         yield progress
 
 
-def _bar(label: str, total: int | None):
-    """:func:`_progress` on a terminal: a transient rich bar with its rate and ETA."""
+def _bars():
+    """A transient rich progress display for bars with their rate and ETA."""
     from rich.progress import Progress, ProgressColumn
     from rich.text import Text
 
     class Rate(ProgressColumn):
         def render(self, task):
             return Text(f"{task.speed:.3g}/s" if task.speed else "")
-    with Progress(*Progress.get_default_columns(), Rate(), transient=True, console=err) as bar:
-        task = bar.add_task(label, total=total)
-        seen = [0]
+    return Progress(*Progress.get_default_columns(), Rate(), transient=True, console=err)
 
-        def update(done, total=total, note=""):
-            if done < seen[0]:              # a new phase: its own rate
-                bar.reset(task, total=total)
-            seen[0] = done
-            bar.update(task, completed=done, total=total, description=f"{label} {note}".strip())
-        yield update
+
+def _bar(label: str, total: int | None):
+    """:func:`_progress` on a terminal: a transient rich bar with its rate and ETA."""
+    with _bars() as bar:
+        yield _bar_task(bar, label, total)
+
+
+def _bar_task(bar, label: str, total: int | None):
+    """``update(done, total, note)`` of a new task of ``bar`` (a rich ``Progress``)."""
+    task = bar.add_task(label, total=total)
+    seen = [0]
+
+    def update(done, total=total, note=""):
+        if done < seen[0]:              # a new phase: its own rate
+            bar.reset(task, total=total)
+        seen[0] = done
+        bar.update(task, completed=done, total=total, description=f"{label} {note}".strip())
+    return update
 
 
 #: seconds of progress the ETA's pace is read over, and the step's seconds before an ETA

@@ -110,13 +110,25 @@ def encode_here(encoder: Encoder, batches):
 
 def document_vectors(encoder: Encoder, texts: list[str], cache: bool = True,
                      progress=None, encode_batches=None) -> np.ndarray:
-    """The encoder's document vectors of ``texts``, kept on disk per :data:`BATCH` texts
-    (keyed by the encoder and the batch's texts, each written as soon as encoded): a run
-    killed part-way, run again, encodes only the batches it had not finished; re-indexing
-    the same collection (the test suite, ``--recreate``) encodes nothing. The whole
-    list's vectors are used when kept under its own key (the demo's collection ships with
-    them: :data:`SHIPPED`). ``encode_batches(encoder, [(start, texts), ...])``: yields
-    (start, vectors) of the batches not kept, in any order (default :func:`encode_here`;
+    """The encoder's document vectors of ``texts``: :func:`vector_batches` assembled
+    into one array."""
+    out = np.zeros((len(texts), encoder.dim), dtype=np.float32)
+    for start, vecs in vector_batches(encoder, texts, cache, progress, encode_batches):
+        out[start:start + len(vecs)] = vecs
+    return out
+
+
+def vector_batches(encoder: Encoder, texts: list[str], cache: bool = True,
+                   progress=None, encode_batches=None):
+    """Yields (start, vectors) of ``texts`` by the encoder, the kept batches first (in
+    order), then the others as they are encoded (in any order). Vectors are kept on disk
+    per :data:`BATCH` texts (keyed by the encoder and the batch's texts, each written as
+    soon as encoded): a run killed part-way, run again, encodes only the batches it had
+    not finished; re-indexing the same collection (the test suite, ``--recreate``)
+    encodes nothing. The whole list's vectors are used when kept under its own key (the
+    demo's collection ships with them: :data:`SHIPPED`): one (0, all) then.
+    ``encode_batches(encoder, [(start, texts), ...])``: yields (start, vectors) of the
+    batches not kept, in any order (default :func:`encode_here`;
     :mod:`ltr_toolkit.distributed.encoding`: on Dask workers). ``progress(done)``: the
     texts done, at the start and after each batch."""
     report = progress or (lambda done: None)
@@ -126,26 +138,24 @@ def document_vectors(encoder: Encoder, texts: list[str], cache: bool = True,
                   (len(texts), dim))
     if whole is not None:
         report(len(texts))
-        return whole
-    out = np.zeros((len(texts), dim), dtype=np.float32)
-    paths, todo = {}, []
+        yield 0, whole
+        return
+    paths, todo, kept = {}, [], []
     for start in range(0, len(texts), BATCH):
         batch = texts[start:start + BATCH]
         paths[start] = _cached(_texts_key(base, batch))
-        kept = _kept([paths[start]] if cache else [], (len(batch), dim))
-        if kept is None:
-            todo.append((start, batch))
-        else:
-            out[start:start + len(batch)] = kept
+        vecs = _kept([paths[start]] if cache else [], (len(batch), dim))
+        (todo.append((start, batch)) if vecs is None else kept.append(start))
     done = len(texts) - sum(len(b) for _, b in todo)
     report(done)
+    for start in kept:                  # read again when used: one batch in memory
+        yield start, np.load(paths[start])
     for start, vecs in (encode_batches or encode_here)(encoder, todo):
-        out[start:start + len(vecs)] = vecs
         if cache:
             _keep(paths[start], vecs)
         done += len(vecs)
         report(done)
-    return out
+        yield start, vecs
 
 
 def _cached(key: str) -> Path:
