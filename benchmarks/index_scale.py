@@ -9,7 +9,7 @@ run as a subprocess (the code path a user runs): once in one process, then for e
 ``--workers`` with ``--dask ADDRESS`` on a cluster made as on several machines: a
 ``dask scheduler`` process and W ``dask worker --nthreads 1 --nworkers 1`` processes,
 started for that run and stopped after it. With ``--fit-products M`` (default N/5; 0:
-none) the Dask runs are made again on M products, so the cost model has two sizes.
+none) the runs are made again on M products, so the cost model has two sizes.
 
 Each run has its own vectors cache (``LTR_CACHE``, the derived encoder linked in), so it
 encodes every document. Its stderr lines are stamped as they arrive and cut into the
@@ -20,11 +20,10 @@ are compared with the first run of its size: the batches it kept (every document
 vector, bit for bit) and, in the index, the exact k-NN scores of a sample of documents
 against two fixed vectors. Each index is deleted once compared.
 
-Cost model: ``seconds = a * docs / workers + b * docs + c``, with a and its intercept
-fitted on the Dask runs' vectors step, b and its intercept on every run's other steps
-(the node's work and the client's, which Dask does not spread); c the sum of the two
-intercepts. Its residuals on every Dask run's total, and its predictions for 10M
-products on 1, 2, 8 and 32 workers. Tables (Markdown + CSV: index_scale.*,
+Cost model: ``seconds = max(a * docs / workers + ca, b * docs + cb) + m * docs``: on
+Dask the encoding runs beside the node's path (first load, neighbours, the load
+streaming behind the vectors), then the merge (:func:`fit`). Its residuals on every Dask
+run's total, and its predictions for 10M products on 1, 2, 8 and 32 workers. Tables (Markdown + CSV: index_scale.*,
 index_scale_model.*) and PNG in benchmarks/results/; sizes under the defaults are
 labelled a smoke run under 5,000 products (a smaller measurement says its size).
 """
@@ -48,6 +47,8 @@ import numpy as np
 
 from ltr_toolkit.datasets.synthetic import write_jsonl
 
+from ltr_toolkit.indexing.ahead import IN_MEMORY
+
 from ._live import connect
 from ._report import finish, pyplot, write_table
 
@@ -56,13 +57,16 @@ PREFIX = "bench-scale-"
 PRODUCTS, NEIGHBOURS, SAMPLE = 50_000, 3, 500
 PREDICT_DOCS, PREDICT_WORKERS = 10_000_000, (1, 2, 8, 32)
 ROOT = Path(__file__).resolve().parent.parent
-#: the steps, each starting at the first stderr line matching its pattern
-STEPS = (("vectors", r"^\[\s*[\d.]+s\] vectors: encoding "),
-         ("neighbours (first load)", r"^\[\s*[\d.]+s\] neighbours: \d+ per document"),
-         ("neighbours", r"^neighbours: 0/"),
-         ("loading", r"^\[\s*[\d.]+s\] loading \d+ documents"),
-         ("merge", r"^\[\s*[\d.]+s\] merging "))
-NODE_STEPS = ("start", "neighbours (first load)", "neighbours", "loading", "merge")
+#: the steps: each from the first stderr line matching its start pattern to the last
+#: matching its end pattern (a step's own done == total line), else to the first line of
+#: the step after it in this order; on Dask the vectors run beside the neighbours
+STEPS = (("vectors", r"^\[\s*[\d.]+s\] vectors: encoding ", r"^vectors: (\d+)/\1\b"),
+         ("neighbours (first load)", r"^\[\s*[\d.]+s\] neighbours: \d+ per document", None),
+         ("neighbours", r"^neighbours: 0/", r"^neighbours: (\d+)/\1\b"),
+         ("loading", r"^\[\s*[\d.]+s\] loading \d+ documents", None),
+         ("merge", r"^\[\s*[\d.]+s\] merging ", None))
+#: the node's path (first load, neighbours, load) before the merge
+NODE_STEPS = ("neighbours (first load)", "neighbours", "loading")
 
 
 # --------------------------------------------------------------------------- a Dask cluster of processes
@@ -179,16 +183,19 @@ def eta_errors(lines: list[tuple[float, str]]) -> dict:
 
 
 def steps(lines: list[tuple[float, str]], total: float) -> dict:
-    """{step: seconds} from the stamped stderr lines: each step from its first line to
-    the next step's; "start" before the first."""
-    starts = {}
-    for name, pattern in STEPS:
-        starts[name] = next((t for t, ln in lines if re.search(pattern, ln)), None)
-    found = sorted((t, name) for name, t in starts.items() if t is not None)
-    bounds = [(0.0, "start")] + found + [(total, None)]
-    out = {name: None for name, _ in STEPS}
-    for (begin, name), (end, _) in zip(bounds, bounds[1:]):
-        out[name] = round(end - begin, 3)
+    """{step: seconds} from the stamped stderr lines (:data:`STEPS`; None: not
+    reported), "start" before the first step. Steps may overlap."""
+    found = {name: next((t for t, ln in lines if re.search(start, ln)), None)
+             for name, start, _ in STEPS}
+    out = {"start": min((t for t in found.values() if t is not None), default=total)}
+    for k, (name, _, end) in enumerate(STEPS):
+        begin = found[name]
+        if begin is None:
+            out[name] = None
+            continue
+        ends = [t for t, ln in lines if end and t >= begin and re.search(end, ln)]
+        after = [found[n] for n, _, _ in STEPS[k + 1:] if found[n] is not None and found[n] >= begin]
+        out[name] = round((ends[-1] if ends else min(after, default=total)) - begin, 3)
     return out
 
 
@@ -220,7 +227,7 @@ def plan(products: int, fit_products: int, workers: list[int]) -> list[tuple[int
     what the others of that size are compared with."""
     runs = [(products, 0)] + [(products, w) for w in workers]
     if fit_products and fit_products != products:
-        runs += [(fit_products, w) for w in workers]
+        runs += [(fit_products, w) for w in [0] + workers]
     return runs
 
 
@@ -284,13 +291,19 @@ def _line(x: np.ndarray, y: np.ndarray, intercept: bool = True) -> tuple[float, 
 
 
 def fit(results: list[dict]) -> dict:
-    """a, b, c of ``seconds = a * docs / workers + b * docs + c`` (see the docstring)."""
+    """The cost model ``seconds = max(a * docs / workers + ca, b * docs + cb) + m * docs``:
+    the encoding (a, ca: the Dask runs' vectors step) beside the node's path (b, cb: the
+    first load, the neighbours and the load of the one-process runs, where the node
+    neither waits for vectors nor shares the cores with the encoder), then the merge (m:
+    the one-process runs' merge)."""
     dask = [r for r in results if r["workers"]]
+    single = [r for r in results if not r["workers"]]
     enc = np.array([r["products"] / r["workers"] for r in dask], dtype=float)
     a, ca = _line(enc, np.array([r["steps"]["vectors"] for r in dask]))
-    rest = np.array([r["products"] for r in results], dtype=float)
-    b, cb = _line(rest, np.array([node_seconds(r) for r in results]))
-    return {"a": a, "b": b, "c": ca + cb, "c_encoding": ca, "c_node": cb,
+    docs = np.array([r["products"] for r in single], dtype=float)
+    b, cb = _line(docs, np.array([node_seconds(r) for r in single]))
+    m, _ = _line(docs, np.array([r["steps"]["merge"] or 0.0 for r in single]), intercept=False)
+    return {"a": a, "b": b, "m": m, "c_encoding": ca, "c_node": cb,
             "sizes": sorted({r["products"] for r in results})}
 
 
@@ -298,8 +311,16 @@ def node_seconds(r: dict) -> float:
     return sum(r["steps"][s] or 0.0 for s in NODE_STEPS)
 
 
+def encoding(model: dict, docs: float, workers: int) -> float:
+    return model["a"] * docs / workers + model["c_encoding"]
+
+
+def node(model: dict, docs: float) -> float:
+    return model["b"] * docs + model["c_node"]
+
+
 def predict(model: dict, docs: float, workers: int) -> float:
-    return model["a"] * docs / workers + model["b"] * docs + model["c"]
+    return max(encoding(model, docs, workers), node(model, docs)) + model["m"] * docs
 
 
 # --------------------------------------------------------------------------- report
@@ -311,7 +332,7 @@ def report(results: list[dict], model: dict, args) -> None:
               "residual (s)", "vectors = first run (kept batches)", "vectors = first run (index sample)"]
     write_table(NAME, header, [_row(r, results, model) for r in results], notes(results, model, args))
     write_table(f"{NAME}_model", ["workers", f"predicted seconds for {PREDICT_DOCS:,} products",
-                                  "hours", "encoding (s)", "node and client (s)", "share encoding"],
+                                  "hours", "encoding (s)", "node's path (s)", "merge (s)", "bound by"],
                 [_model_row(model, w) for w in PREDICT_WORKERS], model_notes(model, args))
     plot(results, model)
 
@@ -331,9 +352,9 @@ def _row(r: dict, results: list[dict], model: dict) -> list:
 
 def _model_row(model: dict, workers: int) -> list:
     total = predict(model, PREDICT_DOCS, workers)
-    encoding = model["a"] * PREDICT_DOCS / workers
-    return [workers, round(total), round(total / 3600, 2), round(encoding),
-            round(model["b"] * PREDICT_DOCS + model["c"]), f"{encoding / total:.0%}"]
+    enc, path = encoding(model, PREDICT_DOCS, workers), node(model, PREDICT_DOCS)
+    return [workers, round(total), round(total / 3600, 2), round(enc), round(path),
+            round(model["m"] * PREDICT_DOCS), "the encoding" if enc > path else "the node"]
 
 
 #: below this many products a run only shows that the script works
@@ -360,9 +381,12 @@ def notes(results: list[dict], model: dict, args) -> list[str]:
         "Dask: a `dask scheduler` process and W `dask worker --nthreads 1 --nworkers 1` "
         "processes, started before each run (not timed) and stopped after it; the encoder is "
         "loaded by each worker within the run's vectors step",
-        "steps: seconds between the first stderr line of each step and the next step's, "
-        "stamped as they arrive; start: Python, imports, reading the file, the Dask client; "
-        "merge: the force-merge to the process's end",
+        "steps: from each step's first stderr line to its own last one (done = total), "
+        "else to the next step's first, stamped as they arrive; on Dask the vectors are "
+        "encoded while the node finds the neighbours and the load streams behind them (the "
+        "steps overlap; their sum is not the total); in one process the vectors come first; "
+        "start: Python, imports, reading the file, the Dask client; merge: the force-merge "
+        "to the process's end",
         "vectors = first run: every batch of vectors the run kept (its own empty cache) has "
         f"the same bytes as the first run's of that size; index sample: exact k-NN scores of "
         f"{min(SAMPLE, args.products)} documents against two fixed vectors are equal",
@@ -386,23 +410,27 @@ def notes(results: list[dict], model: dict, args) -> list[str]:
 
 
 def model_notes(model: dict, args) -> list[str]:
-    floor = model["b"] * PREDICT_DOCS + model["c"]
+    floor = node(model, PREDICT_DOCS) + model["m"] * PREDICT_DOCS
     return _smoke(args) + [
-        f"seconds = a * docs / workers + b * docs + c, with a = {model['a'] * 1000:.3f} s per "
-        f"1,000 documents per worker (the vectors step of the Dask runs; intercept "
-        f"{model['c_encoding']:.1f} s), b = {model['b'] * 1000:.3f} s per 1,000 documents (every "
-        f"run's other steps; intercept {model['c_node']:.1f} s), c = {model['c']:.1f} s; fitted "
-        f"on sizes {', '.join(map(str, model['sizes']))}"
+        f"seconds = max(a * docs / workers + ca, b * docs + cb) + m * docs: the encoding on "
+        f"the workers beside the node's path, then the merge; a = {model['a'] * 1000:.3f} s "
+        f"per 1,000 documents per worker, ca = {model['c_encoding']:.1f} s (the Dask runs' "
+        f"vectors step); b = {model['b'] * 1000:.3f} s per 1,000 documents, cb = "
+        f"{model['c_node']:.1f} s (first load, neighbours and load of the one-process runs, "
+        f"after their encoding); m = {model['m'] * 1000:.3f} s per 1,000 documents (their "
+        f"merge); fitted on sizes {', '.join(map(str, model['sizes']))}"
         + ("" if len(model["sizes"]) > 1 else " (one size: the intercepts are taken as 0)"),
-        f"the floor, whatever the workers: b * docs + c = {floor / 3600:.2f} h for "
-        f"{PREDICT_DOCS:,} products (the neighbours and the bulk load run on the search node "
-        "and the client, not on Dask)",
+        f"the floor, whatever the workers: the node's path and the merge, "
+        f"{floor / 3600:.2f} h for {PREDICT_DOCS:,} products (the neighbours' more_like_this "
+        "searches and the bulk load run on the search cluster: more nodes and shards spread "
+        "them, Dask workers do not)",
         "not in the model: more_like_this per document costs more in a larger index (b is "
-        "measured at the sizes above, a lower bound at 10M); the client holds every document "
-        f"and vector in memory ({PREDICT_DOCS:,} x 384 float32 = "
-        f"{PREDICT_DOCS * 384 * 4 / 2**30:.0f} GiB of vectors); the node's cores here are "
-        "shared with the workers",
-        "residuals of every Dask run's total: in benchmarks/results/index_scale.md",
+        "measured at the sizes above, a lower bound at 10M); workers and a node sharing "
+        "cores (here: 2 for all) slow each other, so the Dask runs here take longer than the "
+        "model (their residuals in benchmarks/results/index_scale.md)",
+        "memory: the client holds the documents and the neighbours' text; vectors stream "
+        f"through it (at most {IN_MEMORY} batches in memory, the others in a temporary "
+        "directory until loaded)",
     ]
 
 
@@ -412,18 +440,20 @@ def plot(results: list[dict], model: dict) -> None:
     names = [f"{r['products']}, {('W=' + str(r['workers'])) if r['workers'] else '1 proc'}"
              for r in results]
     left = np.zeros(len(results))
-    for step in ("start",) + tuple(s for s, _ in STEPS):
+    for step in ("start",) + tuple(s for s, _, _ in STEPS):
         secs = np.array([r["steps"][step] or 0.0 for r in results])
         a.barh(names, secs, left=left, label=step)
         left += secs
+    a.scatter([r["total"] for r in results], names, color="black", marker="|", s=200,
+              label="total (steps overlap on Dask)", zorder=3)
     a.invert_yaxis()
     a.set_xlabel("seconds")
     a.legend(fontsize=7)
     a.set_title("ltr index jsonl: seconds per step")
     w = np.array([1, 2, 4, 8, 16, 32, 64])
     b.plot(w, [predict(model, PREDICT_DOCS, k) / 3600 for k in w], "o-", label="model")
-    b.axhline((model["b"] * PREDICT_DOCS + model["c"]) / 3600, color="tab:red", ls="--",
-              label="floor (node and client)")
+    b.axhline((node(model, PREDICT_DOCS) + model["m"] * PREDICT_DOCS) / 3600, color="tab:red",
+              ls="--", label="floor (the node's path and merge)")
     b.set_xscale("log", base=2)
     b.set_xlabel("Dask workers (one thread each)")
     b.set_ylabel(f"hours for {PREDICT_DOCS:,} products")
