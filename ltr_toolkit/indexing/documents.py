@@ -22,6 +22,7 @@ from .neighbours import Expansion, all_neighbour_texts
 from .rejections import rejection
 from .unfinished import check_finished, finished, marked, unfinished
 from .ahead import VectorsAhead
+from .merge import force_merge
 from .vectors import DEFAULT_TEXT_FIELDS, FIELD as VECTOR_FIELD, document_text, \
     field_mapping, meta_entry, vector_batches
 from opensearchpy import exceptions as E
@@ -234,9 +235,7 @@ def _finish(conn: Connection, index: str, merge: bool, log) -> None:
     marked as being loaded (:mod:`.unfinished`)."""
     if merge:
         log(f"merging {index} into one segment per shard")
-        c = conn.client()
-        call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
-        call(conn, c.indices.refresh, index=index)
+        force_merge(conn, index, log)
     finished(conn, index)
 
 

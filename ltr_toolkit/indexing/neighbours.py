@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..transport.client import Connection, call, item_error, msearch_items, request
 from opensearchpy import helpers
 from ..errors import UserError
+from .merge import force_merge
 from .unfinished import check_finished
 
 #: The expansion field's name in the toolkit's mappings and feature sets.
@@ -138,11 +139,9 @@ def expand(conn: Connection, index: str, spec: Expansion = Expansion(), batch: i
         texts.seek(0)
         written, failed = _update_all(conn, index, spec, _batches(texts, batch, json.loads),
                                       lambda done: report("neighbours (writing)", done, documents))
-    c = conn.client()
-    call(conn, c.indices.refresh, index=index)
+    call(conn, conn.client().indices.refresh, index=index)
     if merge:
-        call(conn, c.indices.forcemerge, index=index, max_num_segments=1)
-        call(conn, c.indices.refresh, index=index)
+        force_merge(conn, index)
     return {"index": index, "field": spec.field, "k": spec.k, "fields": list(spec.fields),
             "documents": documents, "written": written, "errors": failed, "in_source": in_source}
 
