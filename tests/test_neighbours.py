@@ -99,10 +99,10 @@ def test_expand_finds_every_neighbour_before_the_first_update(monkeypatch):
     monkeypatch.setattr(nb, "_spool_ids", spool)
     monkeypatch.setattr(nb, "neighbour_texts", texts)
     monkeypatch.setattr(nb, "call", fake_call)
-    stub = SimpleNamespace(client=lambda: SimpleNamespace(indices=SimpleNamespace(
-        refresh=None, forcemerge=None)))
+    monkeypatch.setattr(nb, "force_merge", lambda conn, index: events.append(("merge", index)))
+    stub = SimpleNamespace(client=lambda: SimpleNamespace(indices=SimpleNamespace(refresh=None)))
     got = nb.expand(stub, "idx", batch=3)
     kinds = [k for k, _ in events]
-    assert kinds == ["read"] * 3 + ["write"] * 3, events
+    assert kinds == ["read"] * 3 + ["write"] * 3 + ["merge"], events
     assert [ids for k, ids in events if k == "write"] == [["d0", "d1", "d2"], ["d3", "d4", "d5"], ["d6"]]
     assert (got["documents"], got["written"], got["errors"]) == (7, 7, 0)
