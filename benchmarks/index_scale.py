@@ -382,9 +382,10 @@ def notes(results: list[dict], model: dict, args) -> list[str]:
         "processes, started before each run (not timed) and stopped after it; the encoder is "
         "loaded by each worker within the run's vectors step",
         "steps: from each step's first stderr line to its own last one (done = total), "
-        "else to the next step's first, stamped as they arrive; on Dask the vectors are "
-        "encoded while the node finds the neighbours and the load streams behind them (the "
-        "steps overlap; their sum is not the total); in one process the vectors come first; "
+        "else to the next step's first, stamped as they arrive; the vectors are encoded "
+        "while the node finds the neighbours, the load streaming behind them, where the "
+        "workers leave the node cores (here: 1 worker; the steps overlap, their sum is not "
+        "the total), else first (one process, 2 workers on these 2 cores); "
         "start: Python, imports, reading the file, the Dask client; merge: the force-merge "
         "to the process's end",
         "vectors = first run: every batch of vectors the run kept (its own empty cache) has "

@@ -95,3 +95,20 @@ def test_a_malformed_dask_address_is_one_line(cli, tmp_path):
     src.write_text(json.dumps({"id": "1", "title": "x"}) + "\n")
     r = cli("index", "jsonl", str(src), "--index", "x", "--dask", "local:0")
     assert r.returncode == 2 and "local:N with N >= 1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_encoding_runs_beside_the_node_only_where_the_workers_leave_it_cores(monkeypatch):
+    from types import SimpleNamespace
+
+    from ltr_toolkit.distributed import encoding
+    monkeypatch.setattr(encoding.os, "cpu_count", lambda: 2)
+
+    def client(*addresses):
+        return SimpleNamespace(nthreads=lambda: {a: 1 for a in addresses})
+    local = "http://127.0.0.1:9200"
+    assert encoding.leaves_node_cores(client("tcp://127.0.0.1:4001"), local)
+    assert not encoding.leaves_node_cores(client("tcp://127.0.0.1:4001", "tcp://localhost:4002"), local)
+    assert encoding.leaves_node_cores(client("tcp://10.255.0.7:4001", "tcp://10.255.0.8:4001"), local)
+    assert not encoding.leaves_node_cores(client("inproc://10.0.0.1/1/1", "tcp://127.0.0.1:2"), local)
+    assert encoding.leaves_node_cores(client("tcp://127.0.0.1:1", "tcp://127.0.0.1:2"),
+                                      "https://search.example.invalid:9200")

@@ -124,21 +124,24 @@ def _one_line_warnings(*categories: str):
 
 
 @contextlib.contextmanager
-def _progress(label: str, total: int | None = None):
-    """Yields ``update(done, total=None, note="")``: a rich bar on a terminal (its rate and
-    time left); otherwise (cron, nohup, a pipe) a plain line on stderr at most every 2 s,
-    and at the end: ``LABEL: DONE/TOTAL (RATE/s, ETA 3m05s) NOTE``. The rate counts from
-    the first update (the work before it is not the loop's), again when ``done`` starts
-    over (a new phase). The ETA, once the step has run :data:`ETA_AFTER` seconds, reads
-    the pace of the last :data:`RECENT` seconds: a step whose pace grows as caches warm
-    (the neighbours' searches: 74/s at first, 750/s after 10 s) would otherwise predict
-    an end far too late for most of its course."""
+def _progress(label: str, total: int | None = None, ends: dict | None = None):
+    """Yields ``update(done, total=None, note="", after=None)``: a rich bar on a terminal
+    (its rate and time left); otherwise (cron, nohup, a pipe) a plain line on stderr at
+    most every 2 s, and at the end: ``LABEL: DONE/TOTAL (RATE/s, ETA 3m05s) NOTE``. The
+    rate counts from the first update (the work before it is not the loop's), again when
+    ``done`` starts over (a new phase). The ETA, once the step has run :data:`ETA_AFTER`
+    seconds, reads the pace of the last :data:`RECENT` seconds: a step whose pace grows as
+    caches warm (the neighbours' searches: 74/s at first, 750/s after 10 s) would
+    otherwise predict an end far too late for most of its course. ``ends``: each step's
+    predicted end (``time.monotonic()``), shared by steps that run at the same time;
+    ``after``: a step this one cannot end before (a load streaming behind the vectors,
+    fast while it catches up with those already encoded): its ETA is at least that one's."""
     if err.is_terminal:
         yield from _bar(label, total)
         return
-    last, first, seen = [0.0], [None], collections.deque()
+    last, first, seen, ends = [0.0], [None], collections.deque(), {} if ends is None else ends
 
-    def update(done, total=total, note=""):
+    def update(done, total=total, note="", after=None):
         now = time.monotonic()
         if not seen or done < seen[-1][1]:
             seen.clear()
@@ -151,30 +154,31 @@ def _progress(label: str, total: int | None = None):
             of = f"/{total}" if total is not None else ""
             recent = (done - seen[0][1]) / (now - seen[0][0]) \
                 if now - first[0][0] >= ETA_AFTER and now > seen[0][0] else 0.0
-            err.print(f"{label}: {done}{of}"
-                      f"{_pace(now - first[0][0], done - first[0][1], done, total, recent)} "
-                      f"{note}".rstrip())
+            floor = ends[after] - now if after in ends else None
+            line, eta = _pace(now - first[0][0], done - first[0][1], done, total, recent, floor)
+            ends[label] = now + (eta or 0.0)
+            err.print(f"{label}: {done}{of}{line} {note}".rstrip())
     yield update
 
 
 @contextlib.contextmanager
 def _steps():
-    """Yields ``progress(step, done, total=None)`` for a run of long steps (the library's
-    indexing functions call it), from any thread: each step has its own line (plain, as
-    :func:`_progress`: its rate and ETA from its own start) or its own task of one rich
-    bar on a terminal; steps may run at the same time (the vectors encode while the node
-    finds the neighbours)."""
-    lock, lines = threading.Lock(), {}
+    """Yields ``progress(step, done, total=None, after=None)`` for a run of long steps
+    (the library's indexing functions call it), from any thread: each step has its own
+    line (plain, as :func:`_progress`: its rate and ETA from its own start; ``after``: a
+    step it cannot end before) or its own task of one rich bar on a terminal; steps may
+    run at the same time (the vectors encode while the node finds the neighbours)."""
+    lock, lines, ends = threading.Lock(), {}, {}
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(_bars()) if err.is_terminal else None
 
-        def progress(step: str, done: int, total: int | None = None):
+        def progress(step: str, done: int, total: int | None = None, after: str | None = None):
             with lock:
                 if step not in lines:
                     lines[step] = _bar_task(bar, step, total) if bar else \
-                        stack.enter_context(_progress(step, total))
+                        stack.enter_context(_progress(step, total, ends))
                 update = lines[step]
-            update(done, total)
+            update(done, total, after=after)
         yield progress
 
 
@@ -200,7 +204,7 @@ def _bar_task(bar, label: str, total: int | None):
     task = bar.add_task(label, total=total)
     seen = [0]
 
-    def update(done, total=total, note=""):
+    def update(done, total=total, note="", after=None):
         if done < seen[0]:              # a new phase: its own rate
             bar.reset(task, total=total)
         seen[0] = done
@@ -213,18 +217,19 @@ RECENT, ETA_AFTER = 5.0, 10.0
 
 
 def _pace(seconds: float, done: int, upto: int, total: int | None,
-          recent: float | None = None) -> str:
-    """`` (RATE/s, ETA T)`` of ``done`` items in ``seconds`` (``upto`` of ``total`` done;
-    the ETA at the ``recent`` pace; None: at the whole rate; 0: no ETA yet); empty before
-    there is a rate."""
+          recent: float | None = None, floor: float | None = None) -> tuple[str, float | None]:
+    """(`` (RATE/s, ETA T)``, the ETA's seconds or None) of ``done`` items in ``seconds``
+    (``upto`` of ``total`` done; the ETA at the ``recent`` pace; None: at the whole rate;
+    0: no ETA yet; at least ``floor`` seconds); empty before there is a rate."""
     if done <= 0 or seconds <= 0:
-        return ""
+        return "", None
     rate = done / seconds
     pace = rate if recent is None else recent
-    eta = "" if total is None or upto >= total or pace <= 0 else \
-        f", ETA {_duration((total - upto) / pace)}"
+    left = None if total is None or upto >= total or pace <= 0 else \
+        max((total - upto) / pace, floor or 0.0)
+    eta = "" if left is None else f", ETA {_duration(left)}"
     shown = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"        # 3,700/s, not 3.7e+03/s
-    return f" ({shown}/s{eta})"
+    return f" ({shown}/s{eta})", left
 
 
 def _duration(seconds: float) -> str:

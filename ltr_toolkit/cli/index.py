@@ -112,30 +112,34 @@ def index_jsonl(ctx: typer.Context, path: Annotated[Path, typer.Argument(help="O
     analyzer = pick_analyzer(conn)
     t0 = time.monotonic()
     encoded = coll.text_fields if vectors == MAIN else _vector_fields(vectors)
-    with _encoding(dask if encoded else None) as encode_batches, _steps() as progress:
+    with _encoding(dask if encoded else None, conn.display_url) as (encode_batches, beside), \
+            _steps() as progress:
         res = index_documents(conn, index, coll.docs, analyzer, recreate=recreate,
                               fields=coll.text_fields, meta=f"jsonl:{path.name}", shards=shards,
                               replicas=replicas, expansion=_expansion(neighbours, coll.text_fields),
                               vector_fields=encoded, typed=coll.properties(analyzer), progress=progress,
-                              encode_batches=encode_batches,
+                              encode_batches=encode_batches, beside_node=beside,
                               log=lambda m: err.print(f"[{time.monotonic() - t0:6.1f}s] {m}"))
     _field_report(coll.report())
     _indexed(res, f"{index} (main text fields {', '.join(coll.text_fields) or 'none'})", str(path))
 
 
 @contextlib.contextmanager
-def _encoding(address: Optional[str]):
-    """Where the vectors are encoded: here (None), or on the Dask cluster at ``address``
-    (``local:N``: a LocalCluster, stopped at the end)."""
+def _encoding(address: Optional[str], node_url: str):
+    """(where the vectors are encoded, whether beside the node's work): here (None), or
+    on the Dask cluster at ``address`` (``local:N``: a LocalCluster, stopped at the end),
+    beside the work of the node at ``node_url`` when they do not share its cores."""
     if address is None:
-        yield None
+        yield None, False
         return
     from ..distributed import connect
-    from ..distributed.encoding import batches_on
+    from ..distributed.encoding import batches_on, leaves_node_cores
     with connect(address) as client:
+        beside = leaves_node_cores(client, node_url)
         err.print(f"Dask: the vectors are encoded by {len(client.nthreads())} workers at "
-                  f"{client.scheduler.address}")
-        yield batches_on(client)
+                  f"{client.scheduler.address}, " + ("while the node finds the neighbours" if beside
+                  else "before the node's work (they share its machine's cores)"))
+        yield batches_on(client), beside
 
 
 def _field_report(rows: list[dict]) -> None:

@@ -186,7 +186,7 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
                     expansion: Expansion | None = Expansion(),
                     vector_fields: tuple[str, ...] | None = DEFAULT_TEXT_FIELDS,
                     encoder=None, typed: dict | None = None, log=lambda msg: None,
-                    progress=None, encode_batches=None) -> dict:
+                    progress=None, encode_batches=None, beside_node: bool = False) -> dict:
     """Create ``index`` and bulk-load ``docs`` (each with an ``id``). An existing index is
     an error unless ``recreate`` (then it is deleted first). ``fields`` None: Cranfield's
     fields and mapping. ``term_vectors``: store them (:data:`TERM_VECTORS`; off saves
@@ -200,10 +200,11 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     ``vector_fields``: each document's vector of these fields (those the collection has;
     all its fields when it has none of them) by ``encoder`` (None: ``$LTR_ENCODER`` or the
     default) in :data:`.vectors.FIELD`; None: no vectors; ``encode_batches``: where the
-    batches are encoded (:func:`.vectors.vector_batches`). ``typed``: the mapping of the
-    collection's other fields (numbers, dates, ...). ``log``: each phase as it starts.
+    batches are encoded (:func:`.vectors.vector_batches`); ``beside_node``: while the node
+    finds the neighbours (else all before: they would share cores). ``typed``: the
+    mapping of the collection's other fields (numbers, dates, ...). ``log``: each phase as it starts.
     ``progress(step, done, total)``: how far each long step is ("vectors", "neighbours
-    (first load)", "neighbours", "loading"), at least after each batch of it.
+    (first load)", "neighbours", "loading" ``after="vectors"`` when ``beside_node``).
     Returns a summary: ``errors`` documents the engine refused (the others are loaded),
     each in ``rejected`` (:func:`.rejections.rejection`: id, field, value, why)."""
     report = progress or (lambda step, done, total: None)
@@ -212,7 +213,7 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     _clear_index(conn, index, recreate)
     vector_fields, no_vectors = _vector_support(conn, vector_fields)
     with _vectors(docs, fields or FIELDS, vector_fields, encoder, report, log,
-                  encode_batches) as (vec_fields, vec_of):
+                  encode_batches, beside_node) as (vec_fields, vec_of):
         body = mapping(analyzer, fields, meta, shards, replicas, term_vectors,
                        expansion.field if expansion else None, vec_fields, vector_kind(conn), typed)
         texts = _neighbour_texts(conn, index, docs, expansion, mapping(
@@ -222,12 +223,18 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
             out = {expansion.field: texts.get(str(d["id"]), "")} if expansion else {}
             return out | vec_of(d)
         log(f"loading {len(docs)} documents into {index}")
+        behind = {"after": "vectors"} if beside_node and vec_fields else {}
         ok, errors = _load(conn, index, body, docs, fields, extra,
-                           progress=lambda done, total: report("loading", done, total))
+                           progress=lambda done, total: report("loading", done, total, **behind))
     _finish(conn, index, merge, log)
-    count = request(conn, "GET", f"/{index}/_count")["count"]
-    return {"index": index, "analyzer": analyzer, "indexed": ok, "errors": len(errors), "count": count,
-            "rejected": [rejection(e) for e in errors], "vectors": vec_fields, "no_vectors": no_vectors}
+    return {"index": index, "analyzer": analyzer, "indexed": ok, "errors": len(errors),
+            **_outcome(conn, index, errors), "vectors": vec_fields, "no_vectors": no_vectors}
+
+
+def _outcome(conn: Connection, index: str, errors: list) -> dict:
+    """The loaded index's document count and the refused documents, described."""
+    return {"count": request(conn, "GET", f"/{index}/_count")["count"],
+            "rejected": [rejection(e) for e in errors]}
 
 
 def _finish(conn: Connection, index: str, merge: bool, log) -> None:
@@ -278,13 +285,14 @@ def _neighbour_texts(conn: Connection, index: str, docs: list[dict], expansion: 
 
 
 @contextlib.contextmanager
-def _vectors(docs, fields, vector_fields, encoder, progress, log, encode_batches=None):
+def _vectors(docs, fields, vector_fields, encoder, progress, log, encode_batches=None,
+             beside_node: bool = False):
     """Yields (the vector field's ``_meta`` entry or None, document -> ``{field:
     vector}``, empty for a document with no text in the fields: its semantic features are
     missing; each of ``docs`` its own, a repeated id too). The vectors are encoded in the
-    background (:class:`.ahead.VectorsAhead`: on Dask workers, while the node finds the
-    neighbours) and taken in document order by the load; each is a JSON-ready list (7
-    decimals) only when its document is loaded. ``progress("vectors", done, total)``: the texts encoded."""
+    background (:class:`.ahead.VectorsAhead`: while the node finds the neighbours when
+    ``beside_node``, else all first) and taken in document order by the load; each is a
+    JSON-ready list (7 decimals) only when its document is loaded. ``progress("vectors", done, total)``: the texts encoded."""
     if not vector_fields:
         yield None, lambda doc: {}
         return
@@ -296,10 +304,10 @@ def _vectors(docs, fields, vector_fields, encoder, progress, log, encode_batches
     batches = vector_batches(encoder, [t for _, t in texts], encode_batches=encode_batches,
                              progress=lambda done: progress("vectors", done, len(texts)))
     with VectorsAhead(batches) as ahead:
-        if encode_batches is None:
-            # encoded here: all before the node works, as the encoder's threads and the
-            # node's searches and loads share this machine's cores (20,000 products: 140 s
-            # one after the other; at the same time 155 s, the load beside the encoding 156 s)
+        if not beside_node:
+            # the encoder's threads and the node's searches and loads on the same cores
+            # (20,000 products in one process: 140 s one after the other; at the same time
+            # 155 s, the load beside the encoding 156 s)
             ahead.wait()
 
         def vector_of(doc: dict) -> dict:
