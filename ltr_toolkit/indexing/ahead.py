@@ -32,6 +32,7 @@ class VectorsAhead:
     def __init__(self, batches):
         self._batches = batches
         self._ready: dict[int, np.ndarray | Path] = {}
+        self._in_memory = 0
         self._cond = threading.Condition()
         self._error: BaseException | None = None
         self._finished = self._stop = False
@@ -61,10 +62,12 @@ class VectorsAhead:
     def _run(self) -> None:
         try:
             for start, vecs in self._batches:
+                kept = self._kept(start, vecs)
                 with self._cond:
                     if self._stop:
                         break
-                    self._ready[start] = self._kept(start, vecs)
+                    self._ready[start] = kept
+                    self._in_memory += isinstance(kept, np.ndarray)
                     self._cond.notify_all()
         except BaseException as exc:        # noqa: BLE001 (raised in the loading thread)
             self._error = exc
@@ -79,7 +82,7 @@ class VectorsAhead:
     def _kept(self, start: int, vecs: np.ndarray):
         """``vecs`` in memory, or in the spill directory when :data:`IN_MEMORY` batches
         are already waiting there."""
-        if sum(isinstance(v, np.ndarray) for v in self._ready.values()) < IN_MEMORY:
+        if self._in_memory < IN_MEMORY:          # read without the lock: about right
             return vecs
         path = Path(self._spill.name) / f"{start}.npy"
         np.save(path, vecs)
@@ -103,6 +106,7 @@ class VectorsAhead:
                     raise RuntimeError(f"the encoding ended without the batch at row {start}")
                 self._cond.wait()
             got = self._ready.pop(start)
+            self._in_memory -= isinstance(got, np.ndarray)
         if isinstance(got, Path):
             vecs = np.load(got)
             got.unlink()
