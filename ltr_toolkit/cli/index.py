@@ -32,7 +32,9 @@ VectorsOpt = Annotated[str, typer.Option(
 DaskOpt = Annotated[Optional[str], typer.Option(
     "--dask", help="Encode the vectors on Dask: a scheduler address (tcp://host:8786) or local:N "
     "(N local worker processes; 'local': 2), each worker loading the encoder once; the same "
-    "vectors as one process. The neighbours and the load stay on the search cluster.")]
+    "vectors as one process. The neighbours and the load stay on the search cluster: they run "
+    "while the workers encode when the workers leave the node cores (another machine, or fewer "
+    "worker threads than cores here), the load streaming behind the vectors.")]
 NeighbourFieldsOpt = Annotated[str, typer.Option(
     "--neighbour-fields", help="Comma-separated text fields more_like_this compares to find a "
     "document's neighbours (best with term vectors).")]
