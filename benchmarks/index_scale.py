@@ -157,7 +157,7 @@ _PROGRESS = re.compile(r"^(?P<step>[a-z][a-z ()]*): (?P<done>\d+)/(?P<total>\d+)
 
 
 def _seconds(text: str) -> float:
-    """``45s``, ``12m05s``, ``2h03m`` (cli.common._duration) in seconds."""
+    """``45s``, ``12m05s``, ``2h03m`` (ltr_toolkit.io.pace.duration) in seconds."""
     parts = dict((u, int(v)) for v, u in re.findall(r"(\d+)([hms])", text))
     return 3600 * parts.get("h", 0) + 60 * parts.get("m", 0) + parts.get("s", 0)
 

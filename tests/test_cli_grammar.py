@@ -187,7 +187,8 @@ def test_progress_lines_give_the_rate_and_the_time_left(monkeypatch, capsys):
     assert lines[:2] == ["fits: 1/10", f"fits: 3/10 ({2 / 4:.3g}/s)"]
     assert lines[2] == f"fits: 5/10 ({4 / 12:.3g}/s, ETA {round(5 / (1 / 7.5))}s)"
     assert lines[3:] == ["fits: 1/4", f"fits: 4/4 ({3 / 30:.3g}/s)"]
-    assert common._duration(3725) == "1h02m" and common._duration(125) == "2m05s"
+    from ltr_toolkit.io.pace import duration
+    assert duration(3725) == "1h02m" and duration(125) == "2m05s"
 
 
 @pytest.mark.cluster

@@ -96,10 +96,11 @@ def test_steps_at_the_same_time_each_keep_their_own_line_and_rate(printed):
 
 def test_a_step_behind_another_never_promises_to_end_before_it(printed):
     from ltr_toolkit.cli import common
+    from ltr_toolkit.io.pace import duration
     with common._steps() as progress:
         progress("vectors", 0, 100)
         progress("vectors", 10, 100)            # 10 in 11 s: 90 more take about 99 s
         progress("loading", 0, 100, after="vectors")
         progress("loading", 50, 100, after="vectors")   # alone, 50 more would take 11 s
     eta = printed[-1].split("ETA ")[1].rstrip(")")
-    assert printed[-1].startswith("loading: 50/100 (") and common._duration(99 - 11 - 11) == eta
+    assert printed[-1].startswith("loading: 50/100 (") and duration(99 - 11 - 11) == eta

@@ -230,7 +230,7 @@ def test_every_says_a_step_began_then_logs_its_eta_at_most_every_so_often(monkey
     for done in (1, 2, 5, 6, 10):
         progress(done, 10)
     assert said == ["logging candidates: 1/10 rounds (10%)",
-                    "logging candidates: 5/10 rounds (50%), ETA 20s"]     # 4 s a round since the first
+                    "logging candidates: 5/10 rounds (50%), ETA 18s"]     # 3 rounds in the last 11 s
 
 
 def test_a_fold_whose_budget_affords_no_feature_keeps_the_first_stage(mslr_paths):

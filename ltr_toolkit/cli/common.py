@@ -127,37 +127,26 @@ def _one_line_warnings(*categories: str):
 def _progress(label: str, total: int | None = None, ends: dict | None = None):
     """Yields ``update(done, total=None, note="", after=None)``: a rich bar on a terminal
     (its rate and time left); otherwise (cron, nohup, a pipe) a plain line on stderr at
-    most every 2 s, and at the end: ``LABEL: DONE/TOTAL (RATE/s, ETA 3m05s) NOTE``. The
-    rate counts from the first update (the work before it is not the loop's), again when
-    ``done`` starts over (a new phase). The ETA, once the step has run :data:`ETA_AFTER`
-    seconds, reads the pace of the last :data:`RECENT` seconds: a step whose pace grows as
-    caches warm (the neighbours' searches: 74/s at first, 750/s after 10 s) would
-    otherwise predict an end far too late for most of its course. ``ends``: each step's
-    predicted end (``time.monotonic()``), shared by steps that run at the same time;
-    ``after``: a step this one cannot end before (a load streaming behind the vectors,
-    fast while it catches up with those already encoded): its ETA is at least that one's."""
+    most every 2 s, and at the end: ``LABEL: DONE/TOTAL (RATE/s, ETA 3m05s) NOTE``, the
+    rate and ETA by :class:`ltr_toolkit.io.pace.Pace`. ``ends``: each step's predicted
+    end (``time.monotonic()``), shared by steps that run at the same time; ``after``: a
+    step this one cannot end before (a load streaming behind the vectors, fast while it
+    catches up with those already encoded): its ETA is at least that one's."""
     if err.is_terminal:
         yield from _bar(label, total)
         return
-    last, first, seen, ends = [0.0], [None], collections.deque(), {} if ends is None else ends
+    from ..io.pace import Pace
+    last, pace, ends = [0.0], Pace(), {} if ends is None else ends
 
     def update(done, total=total, note="", after=None):
         now = time.monotonic()
-        if not seen or done < seen[-1][1]:
-            seen.clear()
-            first[0] = (now, done)
-        seen.append((now, done))
-        while len(seen) > 2 and now - seen[1][0] >= RECENT:
-            seen.popleft()
+        pace.update(now, done)
         if now - last[0] >= 2.0 or (total is not None and done >= total):
             last[0] = now
             of = f"/{total}" if total is not None else ""
-            recent = (done - seen[0][1]) / (now - seen[0][0]) \
-                if now - first[0][0] >= ETA_AFTER and now > seen[0][0] else 0.0
-            floor = ends[after] - now if after in ends else None
-            line, eta = _pace(now - first[0][0], done - first[0][1], done, total, recent, floor)
-            ends[label] = now + (eta or 0.0)
-            err.print(f"{label}: {done}{of}{line} {note}".rstrip())
+            left = pace.left(total, ends[after] - now if after in ends else None)
+            ends[label] = now + (left or 0.0)
+            err.print(f"{label}: {done}{of}{_pace(pace.rate(), left)} {note}".rstrip())
     yield update
 
 
@@ -212,34 +201,14 @@ def _bar_task(bar, label: str, total: int | None):
     return update
 
 
-#: seconds of progress the ETA's pace is read over, and the step's seconds before an ETA
-RECENT, ETA_AFTER = 5.0, 10.0
-
-
-def _pace(seconds: float, done: int, upto: int, total: int | None,
-          recent: float | None = None, floor: float | None = None) -> tuple[str, float | None]:
-    """(`` (RATE/s, ETA T)``, the ETA's seconds or None) of ``done`` items in ``seconds``
-    (``upto`` of ``total`` done; the ETA at the ``recent`` pace; None: at the whole rate;
-    0: no ETA yet; at least ``floor`` seconds); empty before there is a rate."""
-    if done <= 0 or seconds <= 0:
-        return "", None
-    rate = done / seconds
-    pace = rate if recent is None else recent
-    left = None if total is None or upto >= total or pace <= 0 else \
-        max((total - upto) / pace, floor or 0.0)
-    eta = "" if left is None else f", ETA {_duration(left)}"
+def _pace(rate: float | None, left: float | None) -> str:
+    """`` (RATE/s, ETA T)``; empty before there is a rate."""
+    from ..io.pace import duration
+    if rate is None:
+        return ""
+    eta = "" if left is None else f", ETA {duration(left)}"
     shown = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"        # 3,700/s, not 3.7e+03/s
-    return f" ({shown}/s{eta})", left
-
-
-def _duration(seconds: float) -> str:
-    """``45s``, ``12m05s``, ``2h03m``."""
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f" ({shown}/s{eta})"
 
 
 def _conn(ctx: typer.Context):

@@ -48,6 +48,7 @@ from ..stores.store import delete_featureset, get_featureset
 from ..data.judgments import JudgmentList
 from ..data.svmlight import load_logged
 from ..errors import UserError
+from ..io.pace import Pace, duration
 from ..evaluation.report import compare, per_query_json, pipeline_test, recommend, run_metrics
 from ..models import warmup
 from ..models.export import plugin_scores
@@ -137,24 +138,22 @@ def first_stage_column(side: dict) -> int | None:
 
 def every(seconds: float, log, what: str, unit: str = "rounds"):
     """A progress callback (done, total) that logs its first call (the step has begun),
-    then at most every ``seconds``, with an ETA from the rate since its first call (what
-    ran before it, such as the first stage's candidates, is not counted): a long logging
-    run is never silent."""
-    first = last = None
+    then at most every ``seconds``, with an ETA by :class:`ltr_toolkit.io.pace.Pace` (the
+    CLI's progress lines' rule; what ran before the first call, such as the first
+    stage's candidates, is not counted): a long logging run is never silent."""
+    pace, last = Pace(), [None]
 
     def progress(done: int, total: int) -> None:
-        nonlocal first, last
         now = time.monotonic()
-        if first is None:
-            first = last = (now, done)
-            if done < total:
-                log(f"{what}: {done}/{total} {unit} ({100 * done / total:.0f}%)")
+        pace.update(now, done)
+        if last[0] is not None and (now - last[0] < seconds or done >= total):
             return
-        if now - last[0] < seconds or done >= total:
+        began, last[0] = last[0] is None, now
+        if began and done >= total:
             return
-        last = (now, done)
-        eta = (now - first[0]) / (done - first[1]) * (total - done)
-        log(f"{what}: {done}/{total} {unit} ({100 * done / total:.0f}%), ETA {eta:.0f}s")
+        left = None if began else pace.left(total)
+        log(f"{what}: {done}/{total} {unit} ({100 * done / total:.0f}%)"
+            + ("" if left is None else f", ETA {duration(left)}"))
     return progress
 
 
