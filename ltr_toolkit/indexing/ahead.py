@@ -3,9 +3,10 @@
 takes each document's vector as it comes, in document order, instead of waiting for all
 of them. The encoding may run while the calling thread has the search node find the
 neighbours: on workers of their own, the node's searches then cost no time of their
-own (:meth:`VectorsAhead.wait` first, where they share the node's cores). Memory stays bounded whatever the catalogue's size:
-batches that arrive more than :data:`IN_MEMORY` ahead of the load wait in a temporary
-directory (removed at the end), and a batch the load has passed is dropped. An error in
+own (:meth:`VectorsAhead.wait` first, where they share the node's cores). Memory stays
+bounded whatever the catalogue's size: batches that arrive more than :data:`IN_MEMORY`
+ahead of the load wait in a temporary directory (removed at the end), and a batch the
+load has passed is dropped. An error in
 the encoding (a Dask worker lost, a worker of another CPU) is raised in the loading
 thread, at its next vector; an error in the calling thread stops the encoding after the
 batch in hand (its vectors are kept: a run again resumes there)."""

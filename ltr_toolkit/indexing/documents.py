@@ -202,9 +202,9 @@ def index_documents(conn: Connection, index: str, docs: list[dict], analyzer: st
     default) in :data:`.vectors.FIELD`; None: no vectors; ``encode_batches``: where the
     batches are encoded (:func:`.vectors.vector_batches`); ``beside_node``: while the node
     finds the neighbours (else all before: they would share cores). ``typed``: the
-    mapping of the collection's other fields (numbers, dates, ...). ``log``: each phase as it starts.
-    ``progress(step, done, total)``: how far each long step is ("vectors", "neighbours
-    (first load)", "neighbours", "loading" ``after="vectors"`` when ``beside_node``).
+    mapping of the collection's other fields (numbers, dates, ...). ``log``: each phase
+    as it starts. ``progress(step, done, total)``: how far each long step is ("vectors",
+    "neighbours (first load)", "neighbours", "loading" ``after="vectors"`` if beside).
     Returns a summary: ``errors`` documents the engine refused (the others are loaded),
     each in ``rejected`` (:func:`.rejections.rejection`: id, field, value, why)."""
     report = progress or (lambda step, done, total: None)
@@ -292,7 +292,8 @@ def _vectors(docs, fields, vector_fields, encoder, progress, log, encode_batches
     missing; each of ``docs`` its own, a repeated id too). The vectors are encoded in the
     background (:class:`.ahead.VectorsAhead`: while the node finds the neighbours when
     ``beside_node``, else all first) and taken in document order by the load; each is a
-    JSON-ready list (7 decimals) only when its document is loaded. ``progress("vectors", done, total)``: the texts encoded."""
+    JSON-ready list (7 decimals) only when its document is loaded.
+    ``progress("vectors", done, total)``: the texts encoded."""
     if not vector_fields:
         yield None, lambda doc: {}
         return
