@@ -423,8 +423,9 @@ def model_notes(model: dict, args) -> list[str]:
         + ("" if len(model["sizes"]) > 1 else " (one size: the intercepts are taken as 0)"),
         f"the floor, whatever the workers: the node's path and the merge, "
         f"{floor / 3600:.2f} h for {PREDICT_DOCS:,} products (the neighbours' more_like_this "
-        "searches and the bulk load run on the search cluster: more nodes and shards spread "
-        "them, Dask workers do not)",
+        "searches run on a one-shard copy of the collection, so that a document's neighbours "
+        "are the same whatever the index's shards: one shard's searches, which neither Dask "
+        "workers nor more nodes spread; the bulk load is spread by the index's shards)",
         "not in the model: more_like_this per document costs more in a larger index (b is "
         "measured at the sizes above, a lower bound at 10M); workers and a node sharing "
         "cores (here: 2 for all) slow each other, so the Dask runs here take longer than the "
