@@ -159,6 +159,10 @@ def test_a_worker_that_dies_on_a_task_ends_the_work_in_one_line():
     """A task that kills its worker (out of memory, SIGKILL) as often as the scheduler
     allows: a one-line error with the cause and what to do, not KilledWorker's trace."""
     import dask
+    # distributed's config defaults loaded first: dask.config.set of a key under a section
+    # not there yet removes the whole section on exit (run alone, without the MSLR tests
+    # before it, the next LocalCluster failed on KeyError 'distributed')
+    import distributed  # noqa: F401
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         with pytest.raises(UserError) as got:
             with connect("local:1") as client:

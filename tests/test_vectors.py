@@ -17,7 +17,7 @@ from ltr_toolkit.serving.serving import Serving
 from ltr_toolkit.indexing.vectors import FIELD, add_vectors, index_vectors, with_query_vectors
 from ltr_toolkit.data.svmlight import load_logged
 from ltr_toolkit.datasets import cranfield
-from ltr_toolkit.encoders import default_encoder
+from ltr_toolkit.encoders import default_encoder, fingerprint
 from ltr_toolkit.errors import UserError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ltr]
@@ -284,6 +284,7 @@ def test_the_demo_collection_ships_with_its_vectors(tmp_path, monkeypatch):
     texts = [t for d in cranfield.documents() if (t := document_text(d, ("title", "abstract")))]
     sample = [0, 1, 500, len(texts) - 1]
     fresh = enc.encode([texts[i] for i in sample], kind="document")
+    fingerprint(enc)            # the one probe text of how this machine encodes: not refused
 
     def refuse(*a, **k):
         raise AssertionError("encoded instead of using the shipped vectors")
