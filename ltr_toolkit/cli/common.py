@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 from dataclasses import replace
