@@ -144,11 +144,13 @@ def vector_batches(encoder: Encoder, texts: list[str], cache: bool = True,
     for start in range(0, len(texts), BATCH):
         batch = texts[start:start + BATCH]
         paths[start] = _cached(_texts_key(base, batch))
-        vecs = _kept([paths[start]] if cache else [], (len(batch), dim))
-        (todo.append((start, batch)) if vecs is None else kept.append(start))
+        if cache and _fits(paths[start], (len(batch), dim)):
+            kept.append(start)
+        else:
+            todo.append((start, batch))
     done = len(texts) - sum(len(b) for _, b in todo)
     report(done)
-    for start in kept:                  # read again when used: one batch in memory
+    for start in kept:                  # read when used: one batch in memory
         yield start, np.load(paths[start])
     for start, vecs in (encode_batches or encode_here)(encoder, todo):
         if cache:
@@ -160,6 +162,14 @@ def vector_batches(encoder: Encoder, texts: list[str], cache: bool = True,
 
 def _cached(key: str) -> Path:
     return cache_dir() / "vectors" / f"{key}.npy"
+
+
+def _fits(path: Path, shape) -> bool:
+    """Whether ``path`` holds an array of ``shape`` (its header read, not its data)."""
+    try:
+        return np.load(path, mmap_mode="r").shape == shape
+    except (OSError, ValueError):
+        return False
 
 
 def _kept(paths, shape) -> np.ndarray | None:
