@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.dataset import graded
 from ..data.logged import read_sidecar
 from ..data.svmlight import load_logged
 from ..errors import InputError, UserError
@@ -138,9 +139,7 @@ def load_part(part: Part, n_features: int | None) -> dict:
 def part_info(data: dict) -> dict:
     """(on a worker) What the client needs of a loaded part."""
     y, off = data["y"], data["offsets"]
-    lo = np.minimum(off[:-1], max(len(y) - 1, 0))
-    varied = int(np.sum((np.maximum.reduceat(y, lo) > np.minimum.reduceat(y, lo))
-                        & (np.diff(off) > 0))) if len(y) else 0
+    varied = int(graded(y, off).sum())
     return {"rows": len(y), "width": data["X"].shape[1], "qids": data["qids"],
             "min_grade": float(y.min()) if len(y) else 0.0,
             "max_grade": float(y.max()) if len(y) else 0.0,

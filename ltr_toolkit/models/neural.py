@@ -13,7 +13,7 @@ from numbers import Integral, Real
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..data.dataset import RankingDataset
+from ..data.dataset import RankingDataset, graded
 from ..rank.lambdas import DEFAULT_MU, check_weighting
 from ..rank.metrics import ndcg
 from ..rank.pairs import QueryLambdas, QueryPairs
@@ -184,8 +184,7 @@ class NeuralRanker(EstimatorParams):
         Xt = self._transform(train.X)
         rng = np.random.default_rng(int(self.seed))
         k = int(self.k)
-        useful = np.array([q for q in range(train.n_queries)
-                           if np.ptp(train.y[train.query(q)]) > 0], dtype=np.int64)
+        useful = np.flatnonzero(graded(train.y, train.offsets)).astype(np.int64)
         run_epoch = self._epoch_runner(train, Xt)
         Xv = None if valid is None else self._transform(valid.X)
         best, best_params, since = -np.inf, self.net_.copy_params(), 0

@@ -39,7 +39,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..data.dataset import RankingDataset
+from ..data.dataset import RankingDataset, graded
 from ..rank.lambdas import DEFAULT_MU, QUERY_NORMALIZATIONS, check_weighting
 from ..rank.metrics import ndcg
 from ..rank.pairs import RankPairs
@@ -195,8 +195,7 @@ class LambdaMART(EstimatorParams):
         """A callable ``obj(preds, dtrain) -> (grad, hess)`` for ``xgboost.train``."""
         self._validate()
         if self.pairs is not None:      # another objective, e.g. for comparisons
-            slices = [train.query(q) for q in range(train.n_queries)
-                      if np.ptp(train.y[train.query(q)]) > 0]
+            slices = [train.query(q) for q in np.flatnonzero(graded(train.y, train.offsets))]
             caches = [self.pairs(train.y[sl]) for sl in slices]
             n = train.n_docs
 

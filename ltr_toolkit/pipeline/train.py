@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import __version__
 from ..clicks.debias import DEFAULT_CLIP, POWERS, ClickData, check_power, ipw, parse_propensity
+from ..data.dataset import graded
 from ..data.svmlight import check_grades, load_logged
 from ..errors import UserError
 from ..io.atomic import check_writable, write_json
@@ -223,9 +224,7 @@ def model_artifact(model, algo: str, side: dict, nf: int, metrics: dict, *, warn
 def grade_variation_check(ds, path) -> list[str]:
     """Refuse data where no query has two different grades (nothing to learn: every
     lambda is 0, and the metric is 1.0 for any model); warn when most queries have none."""
-    ptp = np.maximum.reduceat(ds.y, ds.offsets[:-1]) - np.minimum.reduceat(ds.y, ds.offsets[:-1]) \
-        if ds.n_docs else np.zeros(0)
-    return grade_variation(int(np.sum(ptp > 0)), ds.n_queries, path)
+    return grade_variation(int(graded(ds.y, ds.offsets).sum()), ds.n_queries, path)
 
 
 def grade_variation(varied: int, n_queries: int, path) -> list[str]:
